@@ -1,0 +1,32 @@
+# The two commands of the README:
+#   make demo  - set up, then run the built-in default scenario (table + plot in out/motivating)
+#   make test  - set up, then run the whole test suite (Rust and Python)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.tacc-built
+
+.PHONY: demo test setup bench fuzz clean
+
+$(VENV)/bin/python:
+	python3 -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet "maturin>=1.7,<2" "pytest>=8" "numpy>=1.26" "pandas>=2.2" "matplotlib>=3.8"
+
+$(STAMP): $(VENV)/bin/python $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' 2>/dev/null) Cargo.toml pyproject.toml
+	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH $(VENV)/bin/maturin develop --release --quiet
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(VENV)/bin/tacc run --out out/motivating
+
+test: setup
+	cargo test --workspace --release
+	$(PY) -m pytest -q
+
+bench: setup
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) target out

@@ -1,0 +1,738 @@
+//! HyGenICC: hypervisor-to-hypervisor IP congestion control (PAPERS.md §1).
+//!
+//! One [`HygenShim`] sits in each host's virtual switch and plays both roles, since every host
+//! both sends and receives:
+//! - *sender side*: polices each local VM at its share of the NIC ([`RateAllocator`]) and, below
+//!   that, each (VM, destination) pair at an adaptive rate R driven by congestion feedback. The
+//!   paper keeps "a bucket per VM and a rate per VM pair"; here the per-VM bucket enforces the
+//!   share (isolation between tenants) and a per-pair bucket enforces R (so one congested
+//!   destination does not slow the VM's traffic to the others). R is capped by the VM's share.
+//! - *receiver side*: counts CE marks per (source VM, destination VM), hides them from the VM,
+//!   and echoes them to the source's shim, one per reverse packet via the IPv4 reserved bit
+//!   ("IPR"), or in bulk in an explicit feedback packet when no reverse packet went out for
+//!   `feedback_timeout`.
+
+use std::collections::BTreeMap;
+
+use crate::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
+use crate::rate_alloc::{AllocatorConfig, DropReason, EgressVerdict, RateAllocator};
+use crate::token_bucket::TokenBucket;
+use crate::wire::{emit, Ipv4Fields};
+use crate::Nanos;
+
+/// HyGenICC parameters. Rate steps are fractions of the NIC's nominal rate C.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HygenConfig {
+    /// Tu, ns: period of the rate-update timer. The paper: 5 RTTs = 500 us.
+    pub update_interval: Nanos,
+    /// Congestion_Timeout, ns: a pair with no feedback for this long is uncongested again and
+    /// goes back to fast increase. The paper leaves it open; default 2 Tu = 1 ms (the
+    /// prototype recovers 2 ms after a cut).
+    pub congestion_timeout: Nanos,
+    /// Feedback_Timeout, ns: marks pending this long without a reverse packet to carry them go
+    /// back in an explicit feedback packet. The paper: about one RTT (100 us).
+    pub feedback_timeout: Nanos,
+    /// Fast increase per Tu while uncongested, as a fraction of C. The paper: C/100.
+    pub fast_increase: f64,
+    /// Slow increase per Tu while congested but without new feedback, fraction of C: C/1000.
+    pub slow_increase: f64,
+    /// Decrease per feedback mark per Tu, fraction of C: C/1000.
+    pub decrease_per_mark: f64,
+    /// R_min as a fraction of the VM's share. HyGenICC's paper does not give it; SDN-GCC (same
+    /// shim) uses 1% of the share, which is also the prototype's 10 Mb/s at 1 Gb/s.
+    pub min_rate_fraction: f64,
+    /// Share allocation, idle timeout (the paper: 1 s) and bucket sizing.
+    pub alloc: AllocatorConfig,
+    /// Admission control: refuse new TCP connections (SYN without ACK) from any local VM
+    /// towards a destination one of whose pairs sits at R_min with congestion still fresh.
+    /// The paper mentions it in prose only; off by default.
+    pub admission_control: bool,
+}
+
+impl Default for HygenConfig {
+    fn default() -> Self {
+        HygenConfig {
+            update_interval: 500_000,
+            congestion_timeout: 1_000_000,
+            feedback_timeout: 100_000,
+            fast_increase: 0.01,
+            slow_increase: 0.001,
+            decrease_per_mark: 0.001,
+            min_rate_fraction: 0.01,
+            alloc: AllocatorConfig::default(),
+            admission_control: false,
+        }
+    }
+}
+
+/// What to do with a packet arriving from the network for a local VM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IngressVerdict {
+    /// Hand it to the VM (possibly rewritten).
+    Deliver,
+    /// It was a feedback packet for the shim; discard it.
+    Consume,
+}
+
+/// An explicit feedback packet the caller must send: an IPv4 packet with protocol
+/// [`ip_proto::FEEDBACK`], the mark count in the IP ID, from the receiving VM's address to the
+/// source VM's (36 B on the wire: Ethernet + IPv4 + 2 bytes of payload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedbackPacket {
+    /// The receiving VM (source address of the feedback packet).
+    pub src: u32,
+    /// The sending VM whose traffic was marked (destination of the feedback packet).
+    pub dst: u32,
+    pub count: u16,
+}
+
+impl FeedbackPacket {
+    /// Size of the feedback frame on the wire in bytes (Ethernet + IPv4 + 2-byte payload).
+    pub const WIRE_BYTES: u64 = 36;
+
+    /// The IPv4 packet (header and the 2-byte payload, which repeats the count) with valid
+    /// checksum, for callers that transmit real bytes.
+    pub fn to_ipv4_bytes(&self) -> Vec<u8> {
+        let mut b = emit(
+            &Ipv4Fields {
+                src: self.src,
+                dst: self.dst,
+                protocol: ip_proto::FEEDBACK,
+                ident: self.count,
+                ecn: Ecn::NotEct,
+                total_len: 22,
+                ttl: 64,
+            },
+            None,
+        );
+        b[20..22].copy_from_slice(&self.count.to_be_bytes());
+        b
+    }
+}
+
+/// Event counters of one shim.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HygenCounters {
+    pub feedback_sent: u64,
+    pub feedback_received: u64,
+    /// Marks carried by the feedback packets received.
+    pub feedback_marks_received: u64,
+    pub ipr_set: u64,
+    pub ipr_seen: u64,
+    pub ce_cleared: u64,
+    pub drops_no_tokens: u64,
+    pub drops_admission: u64,
+}
+
+/// The sender-side state of one (local VM, remote destination) pair.
+#[derive(Clone, Debug)]
+struct SenderPair {
+    rate_bps: u64,
+    bucket: TokenBucket,
+    /// Marks received since the last timer tick.
+    feedback: u64,
+    congested: bool,
+    feedback_time: Nanos,
+    last_sent: Nanos,
+}
+
+/// The receiver-side state of one (remote source, local VM) pair.
+#[derive(Clone, Debug)]
+struct ReceiverEntry {
+    pending_marks: u64,
+    feedback_sent: Nanos,
+    last_mark: Nanos,
+}
+
+/// The HyGenICC shim of one host NIC.
+#[derive(Clone, Debug)]
+pub struct HygenShim {
+    config: HygenConfig,
+    alloc: RateAllocator,
+    /// Keyed by (local VM, destination).
+    pairs: BTreeMap<(u32, u32), SenderPair>,
+    /// Keyed by (remote source, local VM).
+    receivers: BTreeMap<(u32, u32), ReceiverEntry>,
+    next_tick: Option<Nanos>,
+    counters: HygenCounters,
+}
+
+impl HygenShim {
+    pub fn new(config: HygenConfig, nic_rate_bps: u64) -> HygenShim {
+        HygenShim {
+            alloc: RateAllocator::new(config.alloc, nic_rate_bps),
+            config,
+            pairs: BTreeMap::new(),
+            receivers: BTreeMap::new(),
+            next_tick: None,
+            counters: HygenCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &HygenConfig {
+        &self.config
+    }
+
+    pub fn counters(&self) -> &HygenCounters {
+        &self.counters
+    }
+
+    /// Declares a local VM and its weight; unregistered VMs get weight 1 on their first packet.
+    pub fn register_vm(&mut self, now: Nanos, vm: u32, weight: u32) {
+        self.alloc.register_vm(now, vm, weight);
+        self.clamp_pairs_to_shares(now);
+    }
+
+    /// The VM's current share of the NIC in bits/s (0 while inactive).
+    pub fn vm_share_bps(&self, vm: u32) -> u64 {
+        self.alloc.share_bps(vm)
+    }
+
+    /// (VM, share in bits/s) of every known VM, in address order.
+    pub fn vm_shares(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.alloc.shares()
+    }
+
+    /// The adaptive rate of the (VM, destination) pair in bits/s, if the pair is active.
+    pub fn pair_rate_bps(&self, vm: u32, dst: u32) -> Option<u64> {
+        self.pairs.get(&(vm, dst)).map(|p| p.rate_bps)
+    }
+
+    /// (VM, destination, rate in bits/s) of every active pair, in key order.
+    pub fn pair_rates(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+        self.pairs
+            .iter()
+            .map(|(&(vm, dst), p)| (vm, dst, p.rate_bps))
+    }
+
+    /// A packet leaves a local VM (its source address) for the network.
+    pub fn on_egress(
+        &mut self,
+        now: Nanos,
+        pkt: &mut (impl PacketHeaders + ?Sized),
+    ) -> EgressVerdict {
+        let (vm, dst) = (pkt.src(), pkt.dst());
+        if self.alloc.touch(now, vm) {
+            self.clamp_pairs_to_shares(now);
+        }
+        self.next_tick
+            .get_or_insert(now + self.config.update_interval);
+        if self.config.admission_control
+            && is_connection_request(pkt)
+            && self.congested_towards(now, dst)
+        {
+            self.counters.drops_admission += 1;
+            return EgressVerdict::Drop(DropReason::Admission);
+        }
+        let share = self.alloc.share_bps(vm);
+        let bucket_config = self.config.alloc.bucket;
+        let pair = self.pairs.entry((vm, dst)).or_insert_with(|| SenderPair {
+            rate_bps: share,
+            bucket: bucket_config.bucket(share, now),
+            feedback: 0,
+            congested: false,
+            feedback_time: now,
+            last_sent: now,
+        });
+        pair.last_sent = now;
+        let verdict = self
+            .alloc
+            .admit(now, vm, pkt.ip_len() as u64, Some(&mut pair.bucket));
+        match verdict {
+            EgressVerdict::Pass => {
+                if pkt.ecn() != Ecn::Ect0 {
+                    pkt.set_ecn(Ecn::Ect0);
+                }
+                self.reflect_one_mark(now, pkt, dst, vm);
+            }
+            EgressVerdict::Drop(DropReason::NoTokens) => self.counters.drops_no_tokens += 1,
+            EgressVerdict::Drop(_) | EgressVerdict::Hold { .. } => {}
+        }
+        verdict
+    }
+
+    /// A packet arrives from the network for a local VM (its destination address).
+    pub fn on_ingress(
+        &mut self,
+        now: Nanos,
+        pkt: &mut (impl PacketHeaders + ?Sized),
+    ) -> IngressVerdict {
+        // A packet from `remote` to local `vm` is feedback for our pair (vm, remote) and/or
+        // data of the remote pair (remote, vm) whose marks we must echo.
+        let (remote, vm) = (pkt.src(), pkt.dst());
+        if pkt.protocol() == ip_proto::FEEDBACK {
+            let count = pkt.ip_id() as u64;
+            self.counters.feedback_received += 1;
+            self.counters.feedback_marks_received += count;
+            self.record_feedback(now, vm, remote, count);
+            return IngressVerdict::Consume;
+        }
+        if pkt.reserved_bit() {
+            self.counters.ipr_seen += 1;
+            pkt.set_reserved_bit(false);
+            self.record_feedback(now, vm, remote, 1);
+        }
+        if pkt.ecn() == Ecn::Ce {
+            self.counters.ce_cleared += 1;
+            pkt.set_ecn(Ecn::Ect0);
+            let entry = self.receivers.entry((remote, vm)).or_insert(ReceiverEntry {
+                pending_marks: 0,
+                feedback_sent: now,
+                last_mark: now,
+            });
+            entry.pending_marks += 1;
+            entry.last_mark = now;
+            self.next_tick
+                .get_or_insert(now + self.config.update_interval);
+        }
+        IngressVerdict::Deliver
+    }
+
+    /// The next explicit feedback packet due at `now`, if any; call until `None`.
+    pub fn poll_transmit(&mut self, now: Nanos) -> Option<FeedbackPacket> {
+        let timeout = self.config.feedback_timeout;
+        let (&(src_vm, local_vm), entry) = self
+            .receivers
+            .iter_mut()
+            .find(|(_, e)| e.pending_marks > 0 && now.saturating_sub(e.feedback_sent) >= timeout)?;
+        let count = entry.pending_marks.min(u16::MAX as u64);
+        entry.pending_marks -= count;
+        entry.feedback_sent = now;
+        self.counters.feedback_sent += 1;
+        Some(FeedbackPacket {
+            src: local_vm,
+            dst: src_vm,
+            count: count as u16,
+        })
+    }
+
+    /// When the shim next needs [`HygenShim::on_timer`] or has feedback to send.
+    pub fn poll_at(&self) -> Option<Nanos> {
+        let timeout = self.config.feedback_timeout;
+        let feedback_due = self
+            .receivers
+            .values()
+            .filter(|e| e.pending_marks > 0)
+            .map(|e| e.feedback_sent + timeout)
+            .min();
+        match (self.next_tick, feedback_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Runs the Tu timer if it is due at `now`: idle resets, then one rate update per pair.
+    pub fn on_timer(&mut self, now: Nanos) {
+        match self.next_tick {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        self.tick(now);
+        let keep_running = !self.pairs.is_empty() || !self.receivers.is_empty();
+        self.next_tick = keep_running.then_some(now + self.config.update_interval);
+    }
+
+    fn tick(&mut self, now: Nanos) {
+        let idle = self.config.alloc.idle_timeout;
+        let expired = self.alloc.expire_idle(now);
+        self.pairs
+            .retain(|&(vm, _), p| !expired.contains(&vm) && now.saturating_sub(p.last_sent) < idle);
+        self.receivers
+            .retain(|_, e| e.pending_marks > 0 || now.saturating_sub(e.last_mark) < idle);
+        let c = self.alloc.nic_rate_bps() as f64;
+        let fast = (c * self.config.fast_increase) as u64;
+        let slow = (c * self.config.slow_increase) as u64;
+        let per_mark = c * self.config.decrease_per_mark;
+        for (&(vm, _), pair) in self.pairs.iter_mut() {
+            if now.saturating_sub(pair.feedback_time) >= self.config.congestion_timeout {
+                pair.congested = false;
+            }
+            let rate = if !pair.congested {
+                pair.rate_bps.saturating_add(fast)
+            } else if pair.feedback > 0 {
+                pair.rate_bps
+                    .saturating_sub((pair.feedback as f64 * per_mark) as u64)
+            } else {
+                pair.rate_bps.saturating_add(slow)
+            };
+            pair.feedback = 0;
+            let share = self.alloc.share_bps(vm);
+            let min_rate = (share as f64 * self.config.min_rate_fraction) as u64;
+            pair.rate_bps = rate.min(share).max(min_rate);
+            self.config
+                .alloc
+                .bucket
+                .retune(&mut pair.bucket, now, pair.rate_bps);
+        }
+    }
+
+    fn record_feedback(&mut self, now: Nanos, vm: u32, dst: u32, marks: u64) {
+        if let Some(pair) = self.pairs.get_mut(&(vm, dst)) {
+            pair.feedback += marks;
+            pair.congested = true;
+            pair.feedback_time = now;
+        }
+    }
+
+    /// Sets the IPR bit on a packet from local `vm` back to `src_vm` if marks are pending.
+    fn reflect_one_mark(
+        &mut self,
+        now: Nanos,
+        pkt: &mut (impl PacketHeaders + ?Sized),
+        src_vm: u32,
+        vm: u32,
+    ) {
+        if let Some(entry) = self.receivers.get_mut(&(src_vm, vm)) {
+            if entry.pending_marks >= 1 {
+                pkt.set_reserved_bit(true);
+                entry.pending_marks -= 1;
+                entry.feedback_sent = now;
+                self.counters.ipr_set += 1;
+            }
+        }
+    }
+
+    /// A shrinking share takes effect at once on every pair of the VM.
+    fn clamp_pairs_to_shares(&mut self, now: Nanos) {
+        for (&(vm, _), pair) in self.pairs.iter_mut() {
+            let share = self.alloc.share_bps(vm);
+            if pair.rate_bps > share {
+                pair.rate_bps = share;
+                self.config
+                    .alloc
+                    .bucket
+                    .retune(&mut pair.bucket, now, share);
+            }
+        }
+    }
+
+    /// True if some local pair towards `dst` has been cut to R_min and had feedback within
+    /// the congestion timeout.
+    fn congested_towards(&self, now: Nanos, dst: u32) -> bool {
+        self.pairs.iter().any(|(&(vm, d), p)| {
+            let min_rate = (self.alloc.share_bps(vm) as f64 * self.config.min_rate_fraction) as u64;
+            let fresh = now.saturating_sub(p.feedback_time) < self.config.congestion_timeout;
+            d == dst && p.congested && fresh && p.rate_bps <= min_rate
+        })
+    }
+}
+
+fn is_connection_request(pkt: &(impl PacketHeaders + ?Sized)) -> bool {
+    pkt.tcp_flags()
+        .is_some_and(|f| f & tcp_flags::SYN != 0 && f & tcp_flags::ACK == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Ipv4Packet, TcpFields};
+    use crate::NS_PER_SEC;
+
+    const GBPS: u64 = 1_000_000_000;
+    const MBPS: u64 = 1_000_000;
+    const TU: Nanos = 500_000;
+    const VM_A: u32 = 0x0a00_0001;
+    const VM_B: u32 = 0x0a00_0002;
+    const REMOTE: u32 = 0x0a01_0001;
+    const REMOTE2: u32 = 0x0a01_0002;
+
+    fn packet(src: u32, dst: u32, protocol: u8, ecn: Ecn, ident: u16) -> Vec<u8> {
+        let tcp = TcpFields {
+            src_port: 1,
+            dst_port: 2,
+            seq: 0,
+            ack: 0,
+            flags: tcp_flags::ACK,
+            window: 100,
+        };
+        emit(
+            &Ipv4Fields {
+                src,
+                dst,
+                protocol,
+                ident,
+                ecn,
+                total_len: 1500,
+                ttl: 64,
+            },
+            (protocol == ip_proto::TCP).then_some(&tcp),
+        )
+    }
+
+    fn send(shim: &mut HygenShim, now: Nanos, src: u32, dst: u32) -> (EgressVerdict, Vec<u8>) {
+        let mut b = packet(src, dst, ip_proto::UDP, Ecn::NotEct, 0);
+        let v = shim.on_egress(now, &mut Ipv4Packet::new_checked(&mut b[..]).unwrap());
+        (v, b)
+    }
+
+    fn receive(shim: &mut HygenShim, now: Nanos, b: &mut [u8]) -> IngressVerdict {
+        shim.on_ingress(now, &mut Ipv4Packet::new_checked(b).unwrap())
+    }
+
+    fn feedback(shim: &mut HygenShim, now: Nanos, from: u32, to: u32, count: u16) {
+        let mut b = packet(from, to, ip_proto::FEEDBACK, Ecn::NotEct, count);
+        assert_eq!(receive(shim, now, &mut b), IngressVerdict::Consume);
+    }
+
+    /// Drives the timer through every tick up to and including `until`.
+    fn run_until(shim: &mut HygenShim, until: Nanos) {
+        while let Some(t) = shim.poll_at().filter(|&t| t <= until) {
+            shim.on_timer(t);
+            while shim.poll_transmit(t).is_some() {}
+        }
+    }
+
+    #[test]
+    fn a_new_pair_starts_at_the_vm_share_and_packets_leave_ect0() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        let (v, b) = send(&mut s, 0, VM_A, REMOTE);
+        assert_eq!(v, EgressVerdict::Pass);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(GBPS));
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.ecn(), Ecn::Ect0);
+        assert!(p.checksums_valid());
+    }
+
+    #[test]
+    fn feedback_cuts_the_rate_by_marks_times_c_over_1000_at_the_next_tick() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        send(&mut s, 0, VM_A, REMOTE);
+        feedback(&mut s, 100_000, REMOTE, VM_A, 50);
+        assert_eq!(s.counters().feedback_marks_received, 50);
+        assert_eq!(
+            s.pair_rate_bps(VM_A, REMOTE),
+            Some(GBPS),
+            "cuts happen on the timer"
+        );
+        run_until(&mut s, TU);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(950 * MBPS));
+    }
+
+    #[test]
+    fn congestion_without_new_feedback_increases_slowly_then_fast_after_the_timeout() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        send(&mut s, 0, VM_A, REMOTE);
+        feedback(&mut s, 100_000, REMOTE, VM_A, 50);
+        run_until(&mut s, TU);
+        // 1000 us: 900 us since the feedback < 1 ms, still congested: + C/1000.
+        run_until(&mut s, 2 * TU);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(951 * MBPS));
+        // 1500 us: congestion timed out: + C/100.
+        run_until(&mut s, 3 * TU);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(961 * MBPS));
+    }
+
+    #[test]
+    fn the_rate_never_exceeds_the_share_nor_falls_below_r_min() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        send(&mut s, 0, VM_A, REMOTE);
+        send(&mut s, 0, VM_B, REMOTE);
+        feedback(&mut s, 100_000, REMOTE, VM_A, 60_000);
+        run_until(&mut s, TU);
+        // Share 500 Mb/s, R_min = 1% of it.
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(5 * MBPS));
+        // Uncongested from 1.1 ms on: +10 Mb/s per tick, capped at the share.
+        run_until(&mut s, 60 * TU);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(500 * MBPS));
+        assert_eq!(s.pair_rate_bps(VM_B, REMOTE), Some(500 * MBPS));
+    }
+
+    #[test]
+    fn ipr_bits_from_the_network_count_as_one_mark_each_and_are_cleared() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        send(&mut s, 0, VM_A, REMOTE);
+        for t in [10_000, 20_000] {
+            let mut b = packet(REMOTE, VM_A, ip_proto::TCP, Ecn::Ect0, 0);
+            Ipv4Packet::new_checked(&mut b[..])
+                .unwrap()
+                .set_reserved_bit(true);
+            assert_eq!(receive(&mut s, t, &mut b), IngressVerdict::Deliver);
+            let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+            assert!(!p.reserved_bit() && p.checksums_valid());
+        }
+        assert_eq!(s.counters().ipr_seen, 2);
+        run_until(&mut s, TU);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(998 * MBPS));
+    }
+
+    #[test]
+    fn ce_marks_are_counted_hidden_from_the_vm_and_echoed_on_reverse_packets() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        for t in [0, 1_000] {
+            let mut b = packet(REMOTE, VM_A, ip_proto::UDP, Ecn::Ce, 0);
+            assert_eq!(receive(&mut s, t, &mut b), IngressVerdict::Deliver);
+            let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+            assert_eq!(p.ecn(), Ecn::Ect0);
+            assert!(p.checksums_valid());
+        }
+        assert_eq!(s.counters().ce_cleared, 2);
+        let reflected: Vec<bool> = (0..3)
+            .map(|i| {
+                let (_, b) = send(&mut s, 2_000 + i, VM_A, REMOTE);
+                let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+                assert!(p.checksums_valid());
+                p.reserved_bit()
+            })
+            .collect();
+        assert_eq!(reflected, vec![true, true, false]);
+        assert_eq!(s.counters().ipr_set, 2);
+        // Packets to another destination carry none of these marks.
+        let (_, b) = send(&mut s, 3_000, VM_A, REMOTE2);
+        assert!(!Ipv4Packet::new_checked(&b[..]).unwrap().reserved_bit());
+    }
+
+    #[test]
+    fn marks_without_reverse_traffic_go_back_in_a_feedback_packet_after_the_timeout() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        for t in [0, 10_000, 20_000] {
+            let mut b = packet(REMOTE, VM_A, ip_proto::UDP, Ecn::Ce, 0);
+            receive(&mut s, t, &mut b);
+        }
+        assert_eq!(
+            s.poll_at(),
+            Some(100_000),
+            "feedback due one timeout after the first mark"
+        );
+        assert_eq!(s.poll_transmit(99_999), None);
+        assert_eq!(
+            s.poll_transmit(100_000),
+            Some(FeedbackPacket {
+                src: VM_A,
+                dst: REMOTE,
+                count: 3
+            })
+        );
+        assert_eq!(s.poll_transmit(100_000), None);
+        assert_eq!(s.counters().feedback_sent, 1);
+    }
+
+    #[test]
+    fn a_feedback_packet_fed_back_in_is_consumed_and_counted() {
+        let fb = FeedbackPacket {
+            src: REMOTE,
+            dst: VM_A,
+            count: 7,
+        };
+        let mut b = fb.to_ipv4_bytes();
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(p.checksums_valid());
+        assert_eq!(
+            (p.ip_len(), p.protocol(), p.ip_id()),
+            (22, ip_proto::FEEDBACK, 7)
+        );
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        send(&mut s, 0, VM_A, REMOTE);
+        assert_eq!(receive(&mut s, 10, &mut b), IngressVerdict::Consume);
+        run_until(&mut s, TU);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(993 * MBPS));
+    }
+
+    #[test]
+    fn a_reverse_packet_postpones_the_explicit_feedback() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        for t in [0, 10_000] {
+            let mut b = packet(REMOTE, VM_A, ip_proto::UDP, Ecn::Ce, 0);
+            receive(&mut s, t, &mut b);
+        }
+        send(&mut s, 50_000, VM_A, REMOTE);
+        assert_eq!(s.poll_transmit(100_000), None);
+        assert_eq!(
+            s.poll_transmit(150_000),
+            Some(FeedbackPacket {
+                src: VM_A,
+                dst: REMOTE,
+                count: 1
+            })
+        );
+    }
+
+    #[test]
+    fn a_vm_idle_for_a_second_is_reset_and_its_share_redistributed() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        send(&mut s, 0, VM_A, REMOTE);
+        send(&mut s, 0, VM_B, REMOTE);
+        assert_eq!(s.vm_share_bps(VM_B), 500 * MBPS);
+        // B keeps sending, A falls silent.
+        let mut t = 0;
+        while t < NS_PER_SEC + TU {
+            t += TU;
+            send(&mut s, t, VM_B, REMOTE);
+            run_until(&mut s, t);
+        }
+        assert_eq!(s.vm_share_bps(VM_A), 0);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), None);
+        assert_eq!(s.vm_share_bps(VM_B), GBPS);
+        // A expired at the 1 s tick; since then B's pair climbs by C/100 per tick (two ticks).
+        assert_eq!(s.pair_rate_bps(VM_B, REMOTE), Some(520 * MBPS));
+    }
+
+    #[test]
+    fn weighted_vms_get_weighted_shares_and_pairs_shrink_at_once() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        s.register_vm(0, VM_A, 3);
+        s.register_vm(0, VM_B, 1);
+        send(&mut s, 0, VM_A, REMOTE);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(GBPS));
+        send(&mut s, 1_000, VM_B, REMOTE);
+        assert_eq!(s.vm_share_bps(VM_A), 750 * MBPS);
+        assert_eq!(s.vm_share_bps(VM_B), 250 * MBPS);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(750 * MBPS));
+    }
+
+    #[test]
+    fn the_vm_bucket_drops_traffic_above_the_share() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        // A fresh 1 Gb/s bucket holds 125 kB: 83 packets of 1500 B pass back to back.
+        let passed = (0..100)
+            .filter(|_| send(&mut s, 0, VM_A, REMOTE).0 == EgressVerdict::Pass)
+            .count();
+        assert_eq!(passed, 83);
+        assert_eq!(s.counters().drops_no_tokens, 17);
+    }
+
+    #[test]
+    fn admission_control_refuses_syns_towards_a_destination_at_r_min() {
+        let config = HygenConfig {
+            admission_control: true,
+            ..Default::default()
+        };
+        let mut s = HygenShim::new(config, GBPS);
+        send(&mut s, 0, VM_A, REMOTE);
+        feedback(&mut s, 100_000, REMOTE, VM_A, 60_000);
+        run_until(&mut s, TU);
+        let syn = |s: &mut HygenShim, now, src, dst| {
+            let tcp = TcpFields {
+                src_port: 1,
+                dst_port: 2,
+                seq: 0,
+                ack: 0,
+                flags: tcp_flags::SYN,
+                window: 100,
+            };
+            let mut b = emit(
+                &Ipv4Fields {
+                    src,
+                    dst,
+                    protocol: ip_proto::TCP,
+                    ident: 0,
+                    ecn: Ecn::NotEct,
+                    total_len: 40,
+                    ttl: 64,
+                },
+                Some(&tcp),
+            );
+            s.on_egress(now, &mut Ipv4Packet::new_checked(&mut b[..]).unwrap())
+        };
+        assert_eq!(
+            syn(&mut s, TU + 1, VM_A, REMOTE),
+            EgressVerdict::Drop(DropReason::Admission)
+        );
+        assert_eq!(syn(&mut s, TU + 1, VM_A, REMOTE2), EgressVerdict::Pass);
+        assert_eq!(s.counters().drops_admission, 1);
+        // Once the congestion times out the SYN goes through.
+        assert_eq!(
+            syn(&mut s, 100_000 + 1_000_000, VM_A, REMOTE),
+            EgressVerdict::Pass
+        );
+    }
+}

@@ -1,0 +1,477 @@
+//! Per-NIC rate allocation (PAPERS.md §1 "Rate allocation", §2 E(i)) and the static per-VM
+//! rate-limit baseline.
+//!
+//! [`RateAllocator`] splits a NIC's nominal rate C among its *active* VMs in proportion to their
+//! weights (share = C x w / sum of active weights) and polices each VM with a token bucket at its
+//! share. A VM becomes active with its first packet and is deactivated after `idle_timeout`
+//! without one; both events redistribute the shares. HyGenICC and SDN-GCC stack their adaptive
+//! per-destination buckets on top of these per-VM buckets ([`RateAllocator::admit`]).
+//! [`StaticRateLimiter`] is the "static per-VM rate limit at the fair share" baseline: fixed rates,
+//! no activity tracking, no adaptation.
+
+use std::collections::BTreeMap;
+
+use crate::token_bucket::TokenBucket;
+use crate::{Nanos, NS_PER_SEC};
+
+/// What to do with a packet that finds too few tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShortagePolicy {
+    /// Drop it (the papers' default).
+    Drop,
+    /// Hold it in a per-VM queue kept by the caller (the papers' "slightly better, more memory"
+    /// variant); the verdict says when to offer it again.
+    Queue,
+}
+
+/// Token-bucket sizing and shortage behaviour shared by every limiter in this crate.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BucketConfig {
+    /// Smallest bucket depth in bytes: one maximum-size Ethernet frame, so that a full-size
+    /// packet can always pass at any rate.
+    pub min_depth_bytes: u64,
+    /// Burst the bucket may accumulate, in nanoseconds of tokens at the current rate: depth =
+    /// max(`min_depth_bytes`, rate x `burst_ns`). The papers do not state a depth. The default,
+    /// 1 ms, absorbs ten 100 us RTTs of a window-limited flow yet stays well under the 100-packet
+    /// switch buffers of the experiments; the authors' prototype used 100 timer periods (25 ms),
+    /// which lets a limited VM burst several buffers' worth into the fabric.
+    pub burst_ns: Nanos,
+    /// Drop or queue on token shortage.
+    pub on_shortage: ShortagePolicy,
+}
+
+impl Default for BucketConfig {
+    fn default() -> Self {
+        BucketConfig {
+            min_depth_bytes: 1514,
+            burst_ns: 1_000_000,
+            on_shortage: ShortagePolicy::Drop,
+        }
+    }
+}
+
+impl BucketConfig {
+    /// Bucket depth in bytes for a bucket running at `rate_bps`.
+    pub fn depth_for(&self, rate_bps: u64) -> u64 {
+        let burst = (rate_bps as u128 * self.burst_ns as u128 / (8 * NS_PER_SEC as u128)) as u64;
+        burst.max(self.min_depth_bytes)
+    }
+
+    /// A full bucket at `rate_bps`, sized for that rate.
+    pub fn bucket(&self, rate_bps: u64, now: Nanos) -> TokenBucket {
+        TokenBucket::new(rate_bps, self.depth_for(rate_bps), now)
+    }
+
+    /// Moves `bucket` to `rate_bps` from `now` on and resizes it for that rate.
+    pub fn retune(&self, bucket: &mut TokenBucket, now: Nanos, rate_bps: u64) {
+        bucket.set_rate(now, rate_bps);
+        bucket.set_depth(self.depth_for(rate_bps));
+    }
+}
+
+/// Why a limiter refused a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Not enough tokens and the policy is to drop.
+    NoTokens,
+    /// The packet is larger than the bucket could ever hold, or the rate is zero.
+    NeverFits,
+    /// HyGenICC admission control refused a new connection towards a congested destination.
+    Admission,
+}
+
+/// The decision of a rate limiter about one outgoing packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EgressVerdict {
+    /// Transmit now (tokens have been taken).
+    Pass,
+    /// Keep the packet at the head of the VM's queue and offer it again at `until`
+    /// ([`ShortagePolicy::Queue`] only; no tokens have been taken).
+    Hold { until: Nanos },
+    /// Discard the packet.
+    Drop(DropReason),
+}
+
+/// Takes `bytes` from every bucket if all of them have the tokens at `now`; otherwise takes
+/// nothing and reports the shortage according to `policy`.
+pub(crate) fn admit_all(
+    buckets: &mut [&mut TokenBucket],
+    now: Nanos,
+    bytes: u64,
+    policy: ShortagePolicy,
+) -> EgressVerdict {
+    let mut ready = now;
+    for bucket in buckets.iter_mut() {
+        match bucket.ready_at(now, bytes) {
+            Some(t) => ready = ready.max(t),
+            None => return EgressVerdict::Drop(DropReason::NeverFits),
+        }
+    }
+    if ready > now {
+        return match policy {
+            ShortagePolicy::Drop => EgressVerdict::Drop(DropReason::NoTokens),
+            ShortagePolicy::Queue => EgressVerdict::Hold { until: ready },
+        };
+    }
+    for bucket in buckets.iter_mut() {
+        let taken = bucket.try_consume(now, bytes);
+        debug_assert!(taken, "ready_at promised the tokens");
+    }
+    EgressVerdict::Pass
+}
+
+/// Parameters of the per-NIC share allocator.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AllocatorConfig {
+    /// A VM that has offered no packet for this long (ns) is deactivated and its share given
+    /// back to the others. The papers use 1 s.
+    pub idle_timeout: Nanos,
+    /// Sizing and shortage behaviour of the per-VM buckets.
+    pub bucket: BucketConfig,
+}
+
+impl Default for AllocatorConfig {
+    fn default() -> Self {
+        AllocatorConfig {
+            idle_timeout: NS_PER_SEC,
+            bucket: BucketConfig::default(),
+        }
+    }
+}
+
+#[derive(Clone, Debug)]
+struct VmSlot {
+    weight: u32,
+    active: bool,
+    last_offered: Nanos,
+    share_bps: u64,
+    bucket: TokenBucket,
+}
+
+/// Work-conserving weighted split of one NIC's rate among its active VMs.
+#[derive(Clone, Debug)]
+pub struct RateAllocator {
+    config: AllocatorConfig,
+    nic_rate_bps: u64,
+    vms: BTreeMap<u32, VmSlot>,
+}
+
+impl RateAllocator {
+    pub fn new(config: AllocatorConfig, nic_rate_bps: u64) -> RateAllocator {
+        RateAllocator {
+            config,
+            nic_rate_bps,
+            vms: BTreeMap::new(),
+        }
+    }
+
+    pub fn config(&self) -> &AllocatorConfig {
+        &self.config
+    }
+
+    pub fn nic_rate_bps(&self) -> u64 {
+        self.nic_rate_bps
+    }
+
+    /// Declares a VM (identified by its IPv4 address) with a weight (0 is treated as 1).
+    /// Re-registering an active VM changes its weight and redistributes the shares.
+    pub fn register_vm(&mut self, now: Nanos, vm: u32, weight: u32) {
+        let weight = weight.max(1);
+        let bucket = self.config.bucket.bucket(0, now);
+        let slot = self.vms.entry(vm).or_insert(VmSlot {
+            weight,
+            active: false,
+            last_offered: now,
+            share_bps: 0,
+            bucket,
+        });
+        slot.weight = weight;
+        if slot.active {
+            self.redistribute(now);
+        }
+    }
+
+    /// Marks `vm` as sending at `now`, registering it with weight 1 if unknown. Returns true if
+    /// it was inactive, i.e. the shares have just been redistributed.
+    pub fn touch(&mut self, now: Nanos, vm: u32) -> bool {
+        if !self.vms.contains_key(&vm) {
+            self.register_vm(now, vm, 1);
+        }
+        let slot = self.vms.get_mut(&vm).expect("registered above");
+        slot.last_offered = now;
+        if slot.active {
+            return false;
+        }
+        slot.active = true;
+        self.redistribute(now);
+        if let Some(slot) = self.vms.get_mut(&vm) {
+            slot.bucket.fill(now);
+        }
+        true
+    }
+
+    /// Polices one packet of `bytes` from `vm` at `now`: activates the VM, then takes the
+    /// tokens from its share bucket and from `inner` (a finer-grained bucket of the caller,
+    /// e.g. HyGenICC's per-destination bucket) only if both have them.
+    pub fn admit(
+        &mut self,
+        now: Nanos,
+        vm: u32,
+        bytes: u64,
+        inner: Option<&mut TokenBucket>,
+    ) -> EgressVerdict {
+        self.touch(now, vm);
+        let policy = self.config.bucket.on_shortage;
+        let slot = self.vms.get_mut(&vm).expect("touched above");
+        match inner {
+            Some(inner) => admit_all(&mut [&mut slot.bucket, inner], now, bytes, policy),
+            None => admit_all(&mut [&mut slot.bucket], now, bytes, policy),
+        }
+    }
+
+    /// Deactivates every VM idle for at least `idle_timeout` at `now` and redistributes the
+    /// shares. Returns the deactivated VMs in address order.
+    pub fn expire_idle(&mut self, now: Nanos) -> Vec<u32> {
+        let timeout = self.config.idle_timeout;
+        let mut expired = Vec::new();
+        for (&vm, slot) in self.vms.iter_mut() {
+            if slot.active && now.saturating_sub(slot.last_offered) >= timeout {
+                slot.active = false;
+                expired.push(vm);
+            }
+        }
+        if !expired.is_empty() {
+            self.redistribute(now);
+        }
+        expired
+    }
+
+    /// When the next VM will go idle (call [`RateAllocator::expire_idle`] then).
+    pub fn poll_at(&self) -> Option<Nanos> {
+        self.vms
+            .values()
+            .filter(|s| s.active)
+            .map(|s| s.last_offered + self.config.idle_timeout)
+            .min()
+    }
+
+    pub fn is_active(&self, vm: u32) -> bool {
+        self.vms.get(&vm).is_some_and(|s| s.active)
+    }
+
+    /// The VM's current share in bits/s (0 while inactive or unknown).
+    pub fn share_bps(&self, vm: u32) -> u64 {
+        self.vms.get(&vm).map_or(0, |s| s.share_bps)
+    }
+
+    /// (VM, share in bits/s) of every registered VM, in address order.
+    pub fn shares(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.vms.iter().map(|(&vm, s)| (vm, s.share_bps))
+    }
+
+    fn redistribute(&mut self, now: Nanos) {
+        let total: u64 = self
+            .vms
+            .values()
+            .filter(|s| s.active)
+            .map(|s| s.weight as u64)
+            .sum();
+        for slot in self.vms.values_mut() {
+            slot.share_bps = if slot.active {
+                (self.nic_rate_bps as u128 * slot.weight as u128 / total as u128) as u64
+            } else {
+                0
+            };
+            self.config
+                .bucket
+                .retune(&mut slot.bucket, now, slot.share_bps);
+        }
+    }
+}
+
+/// The static per-VM rate limit baseline: each VM's traffic is policed at a fixed rate.
+#[derive(Clone, Debug)]
+pub struct StaticRateLimiter {
+    bucket_config: BucketConfig,
+    buckets: BTreeMap<u32, TokenBucket>,
+}
+
+impl StaticRateLimiter {
+    pub fn new(bucket_config: BucketConfig) -> StaticRateLimiter {
+        StaticRateLimiter {
+            bucket_config,
+            buckets: BTreeMap::new(),
+        }
+    }
+
+    /// Limits `vm` to `rate_bps` from `now` on.
+    pub fn set_rate(&mut self, now: Nanos, vm: u32, rate_bps: u64) {
+        match self.buckets.get_mut(&vm) {
+            Some(bucket) => self.bucket_config.retune(bucket, now, rate_bps),
+            None => {
+                self.buckets
+                    .insert(vm, self.bucket_config.bucket(rate_bps, now));
+            }
+        }
+    }
+
+    /// The VM's limit, `None` if it is unlimited.
+    pub fn rate_bps(&self, vm: u32) -> Option<u64> {
+        self.buckets.get(&vm).map(TokenBucket::rate_bps)
+    }
+
+    /// Polices one packet of `bytes` from `vm`; VMs without a rate pass unlimited.
+    pub fn on_egress(&mut self, now: Nanos, vm: u32, bytes: u64) -> EgressVerdict {
+        match self.buckets.get_mut(&vm) {
+            Some(bucket) => admit_all(&mut [bucket], now, bytes, self.bucket_config.on_shortage),
+            None => EgressVerdict::Pass,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GBPS: u64 = 1_000_000_000;
+    const MBPS: u64 = 1_000_000;
+
+    fn tiny_bucket(policy: ShortagePolicy) -> BucketConfig {
+        // Depth one 1500 B packet at every rate used below.
+        BucketConfig {
+            min_depth_bytes: 1500,
+            burst_ns: 0,
+            on_shortage: policy,
+        }
+    }
+
+    #[test]
+    fn depth_is_burst_time_of_tokens_but_at_least_one_frame() {
+        let c = BucketConfig::default();
+        assert_eq!(c.depth_for(GBPS), 125_000);
+        assert_eq!(c.depth_for(10 * MBPS), 1514);
+    }
+
+    #[test]
+    fn first_packet_activates_a_vm_and_takes_the_whole_nic() {
+        let mut a = RateAllocator::new(AllocatorConfig::default(), GBPS);
+        a.register_vm(0, 1, 1);
+        a.register_vm(0, 2, 1);
+        assert_eq!(a.share_bps(1), 0);
+        assert_eq!(a.admit(10, 1, 1500, None), EgressVerdict::Pass);
+        assert_eq!(a.share_bps(1), GBPS);
+        assert_eq!(a.share_bps(2), 0);
+    }
+
+    #[test]
+    fn active_vms_split_the_nic_by_weight() {
+        let mut a = RateAllocator::new(AllocatorConfig::default(), GBPS);
+        a.register_vm(0, 1, 1);
+        a.register_vm(0, 2, 3);
+        a.touch(0, 1);
+        a.touch(0, 2);
+        assert_eq!(a.share_bps(1), 250 * MBPS);
+        assert_eq!(a.share_bps(2), 750 * MBPS);
+    }
+
+    #[test]
+    fn a_vm_idle_for_the_timeout_gives_its_share_back() {
+        let mut a = RateAllocator::new(AllocatorConfig::default(), GBPS);
+        a.touch(0, 1);
+        a.touch(0, 2);
+        a.touch(500_000_000, 2);
+        assert_eq!(a.poll_at(), Some(NS_PER_SEC));
+        assert!(a.expire_idle(NS_PER_SEC - 1).is_empty());
+        assert_eq!(a.expire_idle(NS_PER_SEC), vec![1]);
+        assert_eq!(a.share_bps(1), 0);
+        assert_eq!(a.share_bps(2), GBPS);
+        assert_eq!(a.poll_at(), Some(1_500_000_000));
+    }
+
+    #[test]
+    fn the_vm_bucket_polices_at_the_share() {
+        let mut a = RateAllocator::new(
+            AllocatorConfig {
+                bucket: tiny_bucket(ShortagePolicy::Drop),
+                ..Default::default()
+            },
+            GBPS,
+        );
+        a.touch(0, 1);
+        a.touch(0, 2);
+        // 500 Mb/s: 1500 B every 24 us.
+        assert_eq!(a.admit(0, 1, 1500, None), EgressVerdict::Pass);
+        assert_eq!(
+            a.admit(23_999, 1, 1500, None),
+            EgressVerdict::Drop(DropReason::NoTokens)
+        );
+        assert_eq!(a.admit(24_000, 1, 1500, None), EgressVerdict::Pass);
+    }
+
+    #[test]
+    fn an_inner_bucket_is_charged_only_when_both_have_tokens() {
+        let cfg = tiny_bucket(ShortagePolicy::Drop);
+        let mut a = RateAllocator::new(
+            AllocatorConfig {
+                bucket: cfg,
+                ..Default::default()
+            },
+            GBPS,
+        );
+        let mut inner = cfg.bucket(100 * MBPS, 0);
+        assert_eq!(a.admit(0, 1, 1500, Some(&mut inner)), EgressVerdict::Pass);
+        // The VM bucket (1 Gb/s) refills in 12 us, the inner one (100 Mb/s) in 120 us.
+        assert_eq!(
+            a.admit(12_000, 1, 1500, Some(&mut inner)),
+            EgressVerdict::Drop(DropReason::NoTokens)
+        );
+        assert_eq!(a.admit(12_000, 1, 1500, None), EgressVerdict::Pass);
+        assert_eq!(inner.ready_at(12_000, 1500), Some(120_000));
+    }
+
+    #[test]
+    fn queue_mode_says_when_the_packet_fits() {
+        let mut a = RateAllocator::new(
+            AllocatorConfig {
+                bucket: tiny_bucket(ShortagePolicy::Queue),
+                ..Default::default()
+            },
+            GBPS,
+        );
+        assert_eq!(a.admit(0, 1, 1500, None), EgressVerdict::Pass);
+        assert_eq!(
+            a.admit(2_000, 1, 1500, None),
+            EgressVerdict::Hold { until: 12_000 }
+        );
+        assert_eq!(a.admit(12_000, 1, 1500, None), EgressVerdict::Pass);
+    }
+
+    #[test]
+    fn a_packet_larger_than_the_bucket_is_dropped_even_in_queue_mode() {
+        let mut a = RateAllocator::new(
+            AllocatorConfig {
+                bucket: tiny_bucket(ShortagePolicy::Queue),
+                ..Default::default()
+            },
+            GBPS,
+        );
+        assert_eq!(
+            a.admit(0, 1, 9000, None),
+            EgressVerdict::Drop(DropReason::NeverFits)
+        );
+    }
+
+    #[test]
+    fn static_limits_hold_a_vm_at_its_rate_even_when_alone() {
+        let mut s = StaticRateLimiter::new(tiny_bucket(ShortagePolicy::Drop));
+        s.set_rate(0, 1, 500 * MBPS);
+        assert_eq!(s.rate_bps(1), Some(500 * MBPS));
+        assert_eq!(s.on_egress(0, 1, 1500), EgressVerdict::Pass);
+        assert_eq!(
+            s.on_egress(12_000, 1, 1500),
+            EgressVerdict::Drop(DropReason::NoTokens)
+        );
+        assert_eq!(s.on_egress(24_000, 1, 1500), EgressVerdict::Pass);
+        assert_eq!(s.on_egress(0, 9, 1500), EgressVerdict::Pass, "unlimited VM");
+    }
+}

@@ -1,0 +1,490 @@
+//! RWNDQ: a switch that writes a fair-share receive window into ACKs (PAPERS.md §3, §5 and the
+//! prototype's control loop in §6). SICC's best baseline; it needs switch changes.
+//!
+//! Per output port the switch counts the active TCP flows N and keeps an aggregate window A
+//! (bytes the port lets all its flows have in flight); each flow's share is W = A / N,
+//! clamped to [1 MSS, max window]. ACKs of a flow crossing the port on its way out carry at
+//! most W in their rwnd; a window is only ever lowered. The loop, every `tick` (200 us):
+//! - slow start: no clamping until the queue passes `slow_start_exit_fraction` x limit (1/4);
+//!   then A starts at the fair share's total, port BDP + target queue (target = limit / 8);
+//! - every 16 ticks: A += (sum over those ticks of (target - queue)) / 16, i.e. each flow's
+//!   window moves by the summed error / (16 N), as in the prototype;
+//! - a queue above 15/16 of the limit for 16 ticks in a row resets A to N x MSS;
+//! - a port without flows goes back to slow start.
+//!
+//! Keeping A rather than W means a volley of new flows divides the same aggregate as soon as
+//! their SYNs pass, which is what lets the scheme absorb incast.
+
+use std::collections::BTreeMap;
+
+use crate::headers::{tcp_flags, FlowKey, PacketHeaders};
+use crate::Nanos;
+
+/// The longest packet that can be a pure TCP ACK: 20 B IPv4 header + 60 B TCP header.
+const PURE_ACK_MAX_BYTES: u16 = 80;
+
+/// RWNDQ parameters (the prototype's constants).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RwndqConfig {
+    /// Control-loop period, ns. The prototype: 200 us.
+    pub tick: Nanos,
+    /// Ticks per window update and per overflow check. The prototype: 16.
+    pub ticks_per_update: u32,
+    /// Target queue as a fraction of the port's buffer limit. The prototype: 1/8.
+    pub target_fraction: f64,
+    /// Slow start ends when the queue passes this fraction of the limit. The prototype: 1/4.
+    pub slow_start_exit_fraction: f64,
+    /// A queue above this fraction of the limit for `ticks_per_update` ticks resets the
+    /// windows to 1 MSS. The prototype: 15/16.
+    pub overflow_fraction: f64,
+    /// Smallest window written, bytes: one MSS.
+    pub mss_bytes: u32,
+    /// Largest window, bytes. The prototype: 65535.
+    pub max_window_bytes: u32,
+    /// Window scale (shift) the receivers use; rwnd fields hold window >> shift. 0, as in ns2
+    /// and the prototype; the header trait does not expose the SYN option to learn it per flow.
+    pub window_shift: u8,
+    /// Base RTT used for the port BDP, ns. The experiments: 100 us.
+    pub base_rtt: Nanos,
+    /// A flow seen without SYN/FIN is forgotten after this much silence, ns. Default 100 ms:
+    /// many RTTs, yet below the 200 ms RTOmin so dead flows stop diluting the share.
+    pub flow_idle_timeout: Nanos,
+}
+
+impl Default for RwndqConfig {
+    fn default() -> Self {
+        RwndqConfig {
+            tick: 200_000,
+            ticks_per_update: 16,
+            target_fraction: 1.0 / 8.0,
+            slow_start_exit_fraction: 1.0 / 4.0,
+            overflow_fraction: 15.0 / 16.0,
+            mss_bytes: 1460,
+            max_window_bytes: 65535,
+            window_shift: 0,
+            base_rtt: 100_000,
+            flow_idle_timeout: 100_000_000,
+        }
+    }
+}
+
+/// What one port's controller currently says.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RwndqPortView {
+    pub flows: u32,
+    pub slow_start: bool,
+    /// The per-flow window in bytes, `None` in slow start (no clamping).
+    pub window_bytes: Option<u32>,
+}
+
+#[derive(Clone, Debug)]
+struct PortState {
+    rate_bps: u64,
+    limit_bytes: u64,
+    flows: u32,
+    slow_start: bool,
+    aggregate: f64,
+    error_sum: f64,
+    ticks: u32,
+    overflow_ticks: u32,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct FlowEntry {
+    port: u32,
+    last_seen: Nanos,
+}
+
+/// Counters of one switch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RwndqCounters {
+    pub rwnd_rewrites: u64,
+    pub overflow_resets: u64,
+}
+
+/// The RWNDQ logic of one switch.
+#[derive(Clone, Debug, Default)]
+pub struct Rwndq {
+    config: RwndqConfig,
+    ports: BTreeMap<u32, PortState>,
+    /// Active flows by their data-direction key.
+    flows: BTreeMap<FlowKey, FlowEntry>,
+    next_tick: Option<Nanos>,
+    tick_count: u64,
+    counters: RwndqCounters,
+}
+
+impl Rwndq {
+    pub fn new(config: RwndqConfig) -> Rwndq {
+        Rwndq {
+            config,
+            ..Default::default()
+        }
+    }
+
+    pub fn counters(&self) -> &RwndqCounters {
+        &self.counters
+    }
+
+    /// Declares an output port with its line rate (bits/s) and buffer limit (bytes).
+    pub fn add_port(&mut self, now: Nanos, port: u32, rate_bps: u64, limit_bytes: u64) {
+        self.ports.insert(
+            port,
+            PortState {
+                rate_bps,
+                limit_bytes,
+                flows: 0,
+                slow_start: true,
+                aggregate: 0.0,
+                error_sum: 0.0,
+                ticks: 0,
+                overflow_ticks: 0,
+            },
+        );
+        self.next_tick.get_or_insert(now + self.config.tick);
+    }
+
+    /// The fair share's total for a port: its BDP at the base RTT plus the target queue.
+    fn fair_total(&self, p: &PortState) -> f64 {
+        let bdp = p.rate_bps as f64 * self.config.base_rtt as f64 / 8e9;
+        bdp + p.limit_bytes as f64 * self.config.target_fraction
+    }
+
+    fn window_of(&self, p: &PortState) -> Option<u32> {
+        if p.slow_start || p.flows == 0 {
+            return None;
+        }
+        let w = (p.aggregate / p.flows as f64) as u32;
+        Some(w.clamp(self.config.mss_bytes, self.config.max_window_bytes))
+    }
+
+    pub fn port_view(&self, port: u32) -> Option<RwndqPortView> {
+        self.ports.get(&port).map(|p| RwndqPortView {
+            flows: p.flows,
+            slow_start: p.slow_start,
+            window_bytes: self.window_of(p),
+        })
+    }
+
+    /// A packet is queued at output `port`: flow accounting. SYNs and segments with payload
+    /// open a flow, FIN and RST close it.
+    pub fn on_enqueue(&mut self, now: Nanos, port: u32, pkt: &(impl PacketHeaders + ?Sized)) {
+        let Some(flags) = pkt.tcp_flags() else { return };
+        if !self.ports.contains_key(&port) {
+            return;
+        }
+        let key = FlowKey::of(pkt);
+        if flags & (tcp_flags::FIN | tcp_flags::RST) != 0 {
+            if let Some(entry) = self.flows.remove(&key) {
+                self.ports
+                    .get_mut(&entry.port)
+                    .expect("flows point at ports")
+                    .flows -= 1;
+            }
+            return;
+        }
+        if let Some(entry) = self.flows.get_mut(&key) {
+            entry.last_seen = now;
+            return;
+        }
+        if flags & tcp_flags::SYN != 0 || pkt.ip_len() > PURE_ACK_MAX_BYTES {
+            self.flows.insert(
+                key,
+                FlowEntry {
+                    port,
+                    last_seen: now,
+                },
+            );
+            let p = self.ports.get_mut(&port).expect("checked above");
+            p.flows += 1;
+            if !p.slow_start {
+                // The aggregate is kept (the new flow takes its share of it), but it never
+                // drops below one MSS per flow.
+                p.aggregate = p
+                    .aggregate
+                    .max(p.flows as f64 * self.config.mss_bytes as f64);
+            }
+        }
+    }
+
+    /// An ACK crossing the switch: lower its rwnd to the share of the port its flow's data
+    /// leaves through. Returns true if rewritten.
+    pub fn on_ack(&mut self, pkt: &mut (impl PacketHeaders + ?Sized)) -> bool {
+        if pkt.tcp_flags().is_none_or(|f| f & tcp_flags::ACK == 0) {
+            return false;
+        }
+        let Some(entry) = self.flows.get(&FlowKey::of(pkt).reversed()) else {
+            return false;
+        };
+        let Some(window) = self.ports.get(&entry.port).and_then(|p| self.window_of(p)) else {
+            return false;
+        };
+        let field = ((window >> self.config.window_shift) as u16).max(1);
+        match pkt.tcp_window() {
+            Some(w) if w > field => {
+                pkt.set_tcp_window(field);
+                self.counters.rwnd_rewrites += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// When the control loop next runs.
+    pub fn poll_at(&self) -> Option<Nanos> {
+        self.next_tick
+    }
+
+    /// Runs one control-loop tick if due at `now`; `queue_bytes(port)` reads a port's queue.
+    pub fn on_timer(&mut self, now: Nanos, mut queue_bytes: impl FnMut(u32) -> u64) {
+        match self.next_tick {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        self.next_tick = Some(now + self.config.tick);
+        self.tick_count += 1;
+        let per_update = self.config.ticks_per_update.max(1);
+        if self.tick_count.is_multiple_of(per_update as u64) {
+            self.expire_idle_flows(now);
+        }
+        let config = self.config;
+        let ports: Vec<u32> = self.ports.keys().copied().collect();
+        for port in ports {
+            let q = queue_bytes(port) as f64;
+            let fair_total = self.fair_total(&self.ports[&port]);
+            let p = self.ports.get_mut(&port).expect("listed above");
+            let limit = p.limit_bytes as f64;
+            let mss = config.mss_bytes as f64;
+            if p.flows == 0 {
+                p.slow_start = true;
+                continue;
+            }
+            if p.slow_start {
+                if q > config.slow_start_exit_fraction * limit {
+                    p.slow_start = false;
+                    p.aggregate = fair_total;
+                    p.error_sum = 0.0;
+                    p.ticks = 0;
+                    p.overflow_ticks = 0;
+                }
+                continue;
+            }
+            p.error_sum += config.target_fraction * limit - q;
+            p.ticks += 1;
+            p.overflow_ticks = if q > config.overflow_fraction * limit {
+                p.overflow_ticks + 1
+            } else {
+                0
+            };
+            let flows = p.flows as f64;
+            if p.overflow_ticks >= per_update {
+                p.aggregate = flows * mss;
+                p.overflow_ticks = 0;
+                p.error_sum = 0.0;
+                p.ticks = 0;
+                self.counters.overflow_resets += 1;
+            } else if p.ticks >= per_update {
+                p.aggregate += p.error_sum / per_update as f64;
+                p.aggregate = p
+                    .aggregate
+                    .clamp(flows * mss, flows * config.max_window_bytes as f64);
+                p.error_sum = 0.0;
+                p.ticks = 0;
+            }
+        }
+    }
+
+    fn expire_idle_flows(&mut self, now: Nanos) {
+        let timeout = self.config.flow_idle_timeout;
+        let ports = &mut self.ports;
+        self.flows.retain(|_, e| {
+            let alive = now.saturating_sub(e.last_seen) < timeout;
+            if !alive {
+                ports.get_mut(&e.port).expect("flows point at ports").flows -= 1;
+            }
+            alive
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::headers::{ip_proto, Ecn};
+    use crate::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
+
+    const GBPS: u64 = 1_000_000_000;
+    const LIMIT: u64 = 150_000;
+    const RECEIVER: u32 = 0x0a09_0001;
+
+    fn segment(
+        src: u32,
+        dst: u32,
+        sport: u16,
+        dport: u16,
+        flags: u8,
+        len: u16,
+        window: u16,
+    ) -> Vec<u8> {
+        emit(
+            &Ipv4Fields {
+                src,
+                dst,
+                protocol: ip_proto::TCP,
+                ident: 0,
+                ecn: Ecn::NotEct,
+                total_len: len,
+                ttl: 64,
+            },
+            Some(&TcpFields {
+                src_port: sport,
+                dst_port: dport,
+                seq: 0,
+                ack: 0,
+                flags,
+                window,
+            }),
+        )
+    }
+
+    /// A switch whose port 1 leads to RECEIVER and carries `n` data flows.
+    fn switch_with_flows(n: u32) -> Rwndq {
+        let mut r = Rwndq::new(RwndqConfig::default());
+        r.add_port(0, 1, GBPS, LIMIT);
+        for i in 0..n {
+            let b = segment(
+                0x0a01_0000 + i,
+                RECEIVER,
+                1000 + i as u16,
+                80,
+                tcp_flags::SYN,
+                40,
+                65535,
+            );
+            r.on_enqueue(0, 1, &Ipv4Packet::new_checked(b).unwrap());
+        }
+        r
+    }
+
+    fn tick_with_queue(r: &mut Rwndq, ticks: u64, q: u64) {
+        for _ in 0..ticks {
+            let t = r.poll_at().unwrap();
+            r.on_timer(t, |_| q);
+        }
+    }
+
+    /// The ACK RECEIVER sends back to flow `i`, after passing the switch.
+    fn ack_to(r: &mut Rwndq, i: u32, window: u16) -> (bool, u16) {
+        let mut b = segment(
+            RECEIVER,
+            0x0a01_0000 + i,
+            80,
+            1000 + i as u16,
+            tcp_flags::ACK,
+            40,
+            window,
+        );
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        let rewritten = r.on_ack(&mut p);
+        assert!(p.checksums_valid());
+        (rewritten, p.tcp_window().unwrap())
+    }
+
+    #[test]
+    fn nothing_is_clamped_in_slow_start() {
+        let mut r = switch_with_flows(10);
+        tick_with_queue(&mut r, 5, 37_500);
+        assert_eq!(r.port_view(1).unwrap().window_bytes, None);
+        assert_eq!(ack_to(&mut r, 0, 65535), (false, 65535));
+    }
+
+    #[test]
+    fn leaving_slow_start_writes_bdp_plus_target_over_n() {
+        let mut r = switch_with_flows(10);
+        // Queue above limit / 4 = 37.5 kB ends slow start. BDP = 1 Gb/s x 100 us = 12.5 kB,
+        // target = 150 kB / 8 = 18.75 kB: W = 31.25 kB / 10 = 3125 B.
+        tick_with_queue(&mut r, 1, 40_000);
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(3125));
+        assert_eq!(ack_to(&mut r, 3, 65535), (true, 3125));
+        assert_eq!(ack_to(&mut r, 3, 2000), (false, 2000), "never raised");
+    }
+
+    #[test]
+    fn the_share_never_drops_below_one_mss() {
+        let mut r = switch_with_flows(100);
+        tick_with_queue(&mut r, 1, 40_000);
+        // 31.25 kB / 100 = 312 B < 1 MSS.
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(1460));
+        assert_eq!(ack_to(&mut r, 42, 65535), (true, 1460));
+    }
+
+    #[test]
+    fn every_16_ticks_the_window_moves_by_the_summed_error_over_16_n() {
+        let mut r = switch_with_flows(10);
+        tick_with_queue(&mut r, 1, 40_000);
+        // 16 ticks at 8 kB above target: each flow loses 16 x 8000 / (16 x 10) = 800 B.
+        tick_with_queue(&mut r, 15, 26_750);
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(3125));
+        tick_with_queue(&mut r, 1, 26_750);
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(2325));
+        // 16 ticks with an empty queue: + 18750 / 10 per flow.
+        tick_with_queue(&mut r, 16, 0);
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(4200));
+    }
+
+    #[test]
+    fn a_queue_near_the_limit_for_16_ticks_resets_windows_to_one_mss() {
+        let mut r = switch_with_flows(10);
+        tick_with_queue(&mut r, 1, 40_000);
+        tick_with_queue(&mut r, 15, 141_000);
+        tick_with_queue(&mut r, 1, 140_000);
+        tick_with_queue(&mut r, 15, 141_000);
+        assert_eq!(r.counters().overflow_resets, 0, "the streak was broken");
+        tick_with_queue(&mut r, 1, 141_000);
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(1460));
+        assert_eq!(r.counters().overflow_resets, 1);
+    }
+
+    #[test]
+    fn new_flows_divide_the_same_aggregate() {
+        let mut r = switch_with_flows(10);
+        tick_with_queue(&mut r, 1, 40_000);
+        for i in 10..20 {
+            let b = segment(
+                0x0a01_0000 + i,
+                RECEIVER,
+                1000 + i as u16,
+                80,
+                tcp_flags::SYN,
+                40,
+                65535,
+            );
+            r.on_enqueue(0, 1, &Ipv4Packet::new_checked(b).unwrap());
+        }
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(1562));
+    }
+
+    #[test]
+    fn flows_end_with_fin_or_silence_and_pure_acks_open_none() {
+        let mut r = switch_with_flows(2);
+        let fin = segment(
+            0x0a01_0000,
+            RECEIVER,
+            1000,
+            80,
+            tcp_flags::FIN | tcp_flags::ACK,
+            40,
+            1,
+        );
+        r.on_enqueue(0, 1, &Ipv4Packet::new_checked(fin).unwrap());
+        let ack = segment(0x0a02_0000, RECEIVER, 7, 80, tcp_flags::ACK, 52, 1);
+        r.on_enqueue(0, 1, &Ipv4Packet::new_checked(ack).unwrap());
+        assert_eq!(r.port_view(1).unwrap().flows, 1);
+        let data = segment(0x0a02_0000, RECEIVER, 7, 80, tcp_flags::ACK, 1500, 1);
+        r.on_enqueue(50_000_000, 1, &Ipv4Packet::new_checked(data).unwrap());
+        assert_eq!(r.port_view(1).unwrap().flows, 2);
+        // The SYN-opened flow (last seen at 0) expires at the first update check past 100 ms.
+        tick_with_queue(&mut r, 512, 0);
+        assert_eq!(r.port_view(1).unwrap().flows, 1);
+    }
+}

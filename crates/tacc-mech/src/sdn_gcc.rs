@@ -1,0 +1,663 @@
+//! SDN-GCC: HyGenICC's rate limiters driven by an SDN controller (PAPERS.md §2).
+//!
+//! - [`SdnGccShim`] (Algorithm 3, with the paper's "(fix)"): per host NIC, each VM is policed at
+//!   its share E(i) and, below it, at an adaptive rate R per *rate key*. A congestion
+//!   notification from the controller cuts R; a state-update timer raises it again once no
+//!   notification has come for Tc. The rate key is (VM, path) where the path part is chosen by
+//!   [`RateKeying`]: nothing (one rate per VM, the paper) or the destination (so a VM's
+//!   uncongested destinations keep their rate; the hook for per-path attribution).
+//! - [`SdnGccController`] (Algorithm 4): learns which sources send to which destinations from
+//!   packet-ins, polls every known switch port's ECN-mark counter every Ti, and spreads each
+//!   port's new marks evenly over the sources sending through it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::headers::{Ecn, PacketHeaders};
+use crate::rate_alloc::{AllocatorConfig, EgressVerdict, RateAllocator};
+use crate::token_bucket::TokenBucket;
+use crate::Nanos;
+
+/// Which rate a packet or a notification belongs to, below the VM's share.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RateKeying {
+    /// One rate per VM (Algorithm 3).
+    PerVm,
+    /// One rate per (VM, destination): notifications only slow the destination they name.
+    PerDestination,
+}
+
+/// How a notification of `marks` cuts the rate R.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum MarkResponse {
+    /// Algorithm 3: R -= mark_rate x scale(C), where mark_rate is the marks per `rate_unit`
+    /// ns since the previous notification, i.e. marks x rate_unit / (now - cong_time). The
+    /// interval is clamped to [rate_unit, Tc] so that two notifications in the same instant
+    /// (one per destination) do not divide by zero and the first one after a quiet spell is
+    /// measured over at most the grace period. With rate_unit = 1 ms, scale(C) = C/100 and
+    /// the paper's Ti = 5 ms, a notification cuts 2 Mb/s per mark at 1 Gb/s.
+    MarkRate { rate_unit: Nanos },
+    /// The authors' prototype: R -= marks x `cut_bps` (5 Mb/s per mark).
+    PerMark { cut_bps: u64 },
+}
+
+/// Parameters of the SDN-GCC host shim.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SdnGccShimConfig {
+    /// Period of the state-update timer, ns. The paper gives none; default HyGenICC's Tu,
+    /// 500 us.
+    pub update_interval: Nanos,
+    /// Tc, ns: congestion grace; a key without notification for this long increases again.
+    /// Default 10 ms, two of the paper's controller intervals (Ti = 5 ms), so that steady
+    /// congestion (one notification per Ti) never lets the rate climb in between.
+    pub congestion_grace: Nanos,
+    /// scale(C) as a fraction of the NIC rate C: the increase per timer tick and the unit of
+    /// the decrease. Default C/100 (10 Mb/s at 1 Gb/s), HyGenICC's fast increase.
+    pub scale: f64,
+    /// How notifications cut the rate.
+    pub response: MarkResponse,
+    /// R_min as a fraction of the VM's share. The paper: 1%.
+    pub min_rate_fraction: f64,
+    /// Share allocation E(i), inactivity timeout To (1 s) and bucket sizing.
+    pub alloc: AllocatorConfig,
+    /// What a rate is attached to.
+    pub keying: RateKeying,
+}
+
+impl SdnGccShimConfig {
+    /// The authors' prototype: a fixed 5 Mb/s cut per mark, the rest as the paper.
+    pub fn prototype() -> SdnGccShimConfig {
+        SdnGccShimConfig {
+            response: MarkResponse::PerMark { cut_bps: 5_000_000 },
+            ..Default::default()
+        }
+    }
+}
+
+impl Default for SdnGccShimConfig {
+    fn default() -> Self {
+        SdnGccShimConfig {
+            update_interval: 500_000,
+            congestion_grace: 10_000_000,
+            scale: 0.01,
+            response: MarkResponse::MarkRate {
+                rate_unit: 1_000_000,
+            },
+            min_rate_fraction: 0.01,
+            alloc: AllocatorConfig::default(),
+            keying: RateKeying::PerVm,
+        }
+    }
+}
+
+/// Event counters of one shim.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SdnGccShimCounters {
+    pub notifications: u64,
+    /// Notifications for a VM or key with no traffic (nothing to slow down).
+    pub notifications_ignored: u64,
+    pub marks: f64,
+    /// Packets the limiters dropped (token shortage or a packet larger than the bucket).
+    pub drops: u64,
+}
+
+#[derive(Clone, Debug)]
+struct RateEntry {
+    rate_bps: u64,
+    bucket: TokenBucket,
+    cong_time: Nanos,
+    congested: bool,
+    last_sent: Nanos,
+}
+
+/// The SDN-GCC shim of one host NIC.
+#[derive(Clone, Debug)]
+pub struct SdnGccShim {
+    config: SdnGccShimConfig,
+    alloc: RateAllocator,
+    /// Keyed by (VM, path), the path part as [`RateKeying`] says.
+    rates: BTreeMap<(u32, u32), RateEntry>,
+    next_tick: Option<Nanos>,
+    counters: SdnGccShimCounters,
+}
+
+impl SdnGccShim {
+    pub fn new(config: SdnGccShimConfig, nic_rate_bps: u64) -> SdnGccShim {
+        SdnGccShim {
+            alloc: RateAllocator::new(config.alloc, nic_rate_bps),
+            config,
+            rates: BTreeMap::new(),
+            next_tick: None,
+            counters: SdnGccShimCounters::default(),
+        }
+    }
+
+    pub fn config(&self) -> &SdnGccShimConfig {
+        &self.config
+    }
+
+    pub fn counters(&self) -> &SdnGccShimCounters {
+        &self.counters
+    }
+
+    /// Declares a local VM and its weight; unregistered VMs get weight 1 on their first packet.
+    pub fn register_vm(&mut self, now: Nanos, vm: u32, weight: u32) {
+        self.alloc.register_vm(now, vm, weight);
+        self.clamp_to_shares(now);
+    }
+
+    /// The VM's share E(i) in bits/s (0 while inactive).
+    pub fn vm_share_bps(&self, vm: u32) -> u64 {
+        self.alloc.share_bps(vm)
+    }
+
+    /// (VM, share E(i) in bits/s) of every known VM, in address order.
+    pub fn vm_shares(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.alloc.shares()
+    }
+
+    /// The adaptive rate R in bits/s applying to traffic from `vm` to `dst`, if active.
+    pub fn rate_bps(&self, vm: u32, dst: u32) -> Option<u64> {
+        self.rates.get(&self.key(vm, dst)).map(|e| e.rate_bps)
+    }
+
+    /// (VM, path, rate in bits/s) of every active rate key, in key order.
+    pub fn rates(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+        self.rates
+            .iter()
+            .map(|(&(vm, path), e)| (vm, path, e.rate_bps))
+    }
+
+    fn key(&self, vm: u32, dst: u32) -> (u32, u32) {
+        match self.config.keying {
+            RateKeying::PerVm => (vm, 0),
+            RateKeying::PerDestination => (vm, dst),
+        }
+    }
+
+    /// A packet leaves a local VM (its source address): police it, and mark it ECT(0) if sent.
+    pub fn on_egress(
+        &mut self,
+        now: Nanos,
+        pkt: &mut (impl PacketHeaders + ?Sized),
+    ) -> EgressVerdict {
+        let vm = pkt.src();
+        let key = self.key(vm, pkt.dst());
+        if self.alloc.touch(now, vm) {
+            self.clamp_to_shares(now);
+        }
+        self.next_tick
+            .get_or_insert(now + self.config.update_interval);
+        let share = self.alloc.share_bps(vm);
+        let bucket_config = self.config.alloc.bucket;
+        let entry = self.rates.entry(key).or_insert_with(|| RateEntry {
+            rate_bps: share,
+            bucket: bucket_config.bucket(share, now),
+            cong_time: now,
+            congested: false,
+            last_sent: now,
+        });
+        entry.last_sent = now;
+        let verdict = self
+            .alloc
+            .admit(now, vm, pkt.ip_len() as u64, Some(&mut entry.bucket));
+        match verdict {
+            EgressVerdict::Pass if pkt.ecn() != Ecn::Ect0 => pkt.set_ecn(Ecn::Ect0),
+            EgressVerdict::Drop(_) => self.counters.drops += 1,
+            _ => {}
+        }
+        verdict
+    }
+
+    /// A congestion notification from the controller: `marks` attributed to traffic from local
+    /// `vm` to `from_dst`.
+    pub fn on_notification(&mut self, now: Nanos, vm: u32, from_dst: u32, marks: f64) {
+        self.counters.notifications += 1;
+        self.counters.marks += marks;
+        let share = self.alloc.share_bps(vm);
+        let key = self.key(vm, from_dst);
+        let Some(entry) = self.rates.get_mut(&key) else {
+            self.counters.notifications_ignored += 1;
+            return;
+        };
+        let scale = self.alloc.nic_rate_bps() as f64 * self.config.scale;
+        let cut = match self.config.response {
+            MarkResponse::MarkRate { rate_unit } => {
+                let interval = now
+                    .saturating_sub(entry.cong_time)
+                    .clamp(rate_unit, self.config.congestion_grace.max(rate_unit));
+                marks * rate_unit as f64 / interval as f64 * scale
+            }
+            MarkResponse::PerMark { cut_bps } => marks * cut_bps as f64,
+        };
+        let min_rate = (share as f64 * self.config.min_rate_fraction) as u64;
+        entry.congested = true;
+        entry.rate_bps = entry.rate_bps.saturating_sub(cut as u64).max(min_rate);
+        entry.cong_time = now;
+        self.config
+            .alloc
+            .bucket
+            .retune(&mut entry.bucket, now, entry.rate_bps);
+    }
+
+    /// When the state-update timer next needs to run.
+    pub fn poll_at(&self) -> Option<Nanos> {
+        self.next_tick
+    }
+
+    /// Runs the state-update timer if due at `now`.
+    pub fn on_timer(&mut self, now: Nanos) {
+        match self.next_tick {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        let expired = self.alloc.expire_idle(now);
+        let idle = self.config.alloc.idle_timeout;
+        self.rates
+            .retain(|&(vm, _), e| !expired.contains(&vm) && now.saturating_sub(e.last_sent) < idle);
+        let step = (self.alloc.nic_rate_bps() as f64 * self.config.scale) as u64;
+        for (&(vm, _), entry) in self.rates.iter_mut() {
+            if now.saturating_sub(entry.cong_time) >= self.config.congestion_grace {
+                entry.congested = false;
+            }
+            let share = self.alloc.share_bps(vm);
+            if !entry.congested && entry.rate_bps < share {
+                entry.rate_bps = (entry.rate_bps + step).min(share);
+                self.config
+                    .alloc
+                    .bucket
+                    .retune(&mut entry.bucket, now, entry.rate_bps);
+            }
+        }
+        self.next_tick = (!self.rates.is_empty()).then_some(now + self.config.update_interval);
+    }
+
+    /// A shrinking share takes effect at once on every rate of the VM.
+    fn clamp_to_shares(&mut self, now: Nanos) {
+        for (&(vm, _), entry) in self.rates.iter_mut() {
+            let share = self.alloc.share_bps(vm);
+            if entry.rate_bps > share {
+                entry.rate_bps = share;
+                self.config
+                    .alloc
+                    .bucket
+                    .retune(&mut entry.bucket, now, share);
+            }
+        }
+    }
+}
+
+/// How the controller divides a port's new marks among sources.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkSplit {
+    /// Algorithm 4: m = alpha / beta with beta the number of (source, destination) pairs of all
+    /// destinations reached through the port; every pair gets m, so the port's alpha marks are
+    /// shared out exactly.
+    AllSourcesBehindPort,
+    /// The authors' prototype: a pair gets alpha / (number of sources of its destination).
+    SourcesOfEachDestination,
+}
+
+/// Parameters of the SDN-GCC controller application.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SdnGccControllerConfig {
+    /// Ti, ns: period of the mark-counter polls. The paper: 5 ms (1, 10, 50 ms in Fig. 6);
+    /// the prototype: 1 ms.
+    pub monitor_interval: Nanos,
+    pub split: MarkSplit,
+}
+
+impl SdnGccControllerConfig {
+    /// The authors' prototype: polls every 1 ms and splits marks per destination.
+    pub fn prototype() -> SdnGccControllerConfig {
+        SdnGccControllerConfig {
+            monitor_interval: 1_000_000,
+            split: MarkSplit::SourcesOfEachDestination,
+        }
+    }
+}
+
+impl Default for SdnGccControllerConfig {
+    fn default() -> Self {
+        SdnGccControllerConfig {
+            monitor_interval: 5_000_000,
+            split: MarkSplit::AllSourcesBehindPort,
+        }
+    }
+}
+
+/// The controller asks a switch for one port's cumulative ECN-mark counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct PortStatsRequest {
+    pub switch: u32,
+    pub port: u32,
+}
+
+/// A congestion notification: the caller sends it (from `from_dst`'s address) to the shim of
+/// `to_src`'s host, which calls [`SdnGccShim::on_notification`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Notify {
+    pub to_src: u32,
+    pub from_dst: u32,
+    /// The share of the port's new marks attributed to this source (fractional).
+    pub marks: f64,
+}
+
+/// The SDN-GCC controller application.
+#[derive(Clone, Debug, Default)]
+pub struct SdnGccController {
+    config: SdnGccControllerConfig,
+    /// DST_SRC: the sources seen sending to each destination.
+    dst_srcs: BTreeMap<u32, BTreeSet<u32>>,
+    /// The destinations reached through each (switch, port).
+    routes: BTreeMap<(u32, u32), BTreeSet<u32>>,
+    /// The mark counter at the previous reading of each (switch, port).
+    last_marks: BTreeMap<(u32, u32), u64>,
+    next_poll: Option<Nanos>,
+}
+
+impl SdnGccController {
+    pub fn new(config: SdnGccControllerConfig) -> SdnGccController {
+        SdnGccController {
+            config,
+            ..Default::default()
+        }
+    }
+
+    /// Declares that `dst` is reached through `port` of `switch` (from the topology or routing).
+    pub fn register_route(&mut self, switch: u32, port: u32, dst: u32) {
+        self.routes.entry((switch, port)).or_default().insert(dst);
+    }
+
+    /// A packet-in for a new (src, dst) pair: remember the source and start monitoring.
+    /// The ingress port names where `src` attaches; marks are read on the egress ports that
+    /// [`SdnGccController::register_route`] names, so only the pair is kept.
+    pub fn on_packet_in(&mut self, now: Nanos, _switch: u32, _in_port: u32, src: u32, dst: u32) {
+        self.dst_srcs.entry(dst).or_default().insert(src);
+        self.next_poll
+            .get_or_insert(now + self.config.monitor_interval);
+    }
+
+    /// When the next poll is due.
+    pub fn poll_at(&self) -> Option<Nanos> {
+        self.next_poll
+    }
+
+    /// Every Ti: the mark counters to read (every port through which a destination is reached).
+    pub fn on_timer(&mut self, now: Nanos) -> Vec<PortStatsRequest> {
+        match self.next_poll {
+            Some(t) if t <= now => {}
+            _ => return Vec::new(),
+        }
+        self.next_poll = Some(now + self.config.monitor_interval);
+        self.routes
+            .keys()
+            .map(|&(switch, port)| PortStatsRequest { switch, port })
+            .collect()
+    }
+
+    /// A port's cumulative mark counter: notifications for the new marks since the last
+    /// reading. The first reading of a port (or one below the last, after a counter reset)
+    /// only sets the baseline.
+    pub fn on_port_stats(
+        &mut self,
+        _now: Nanos,
+        switch: u32,
+        port: u32,
+        marks_total: u64,
+    ) -> Vec<Notify> {
+        let previous = self.last_marks.insert((switch, port), marks_total);
+        let alpha = match previous {
+            Some(p) if marks_total > p => marks_total - p,
+            _ => return Vec::new(),
+        };
+        let Some(dsts) = self.routes.get(&(switch, port)) else {
+            return Vec::new();
+        };
+        let sources = |dst: &u32| self.dst_srcs.get(dst).map_or(0, BTreeSet::len);
+        let beta: usize = dsts.iter().map(sources).sum();
+        let mut out = Vec::new();
+        for &dst in dsts {
+            let Some(srcs) = self.dst_srcs.get(&dst) else {
+                continue;
+            };
+            let share = match self.config.split {
+                MarkSplit::AllSourcesBehindPort => beta,
+                MarkSplit::SourcesOfEachDestination => srcs.len(),
+            };
+            let m = alpha as f64 / share as f64;
+            out.extend(srcs.iter().map(|&src| Notify {
+                to_src: src,
+                from_dst: dst,
+                marks: m,
+            }));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::headers::ip_proto;
+    use crate::wire::{emit, Ipv4Fields, Ipv4Packet};
+
+    const GBPS: u64 = 1_000_000_000;
+    const MBPS: u64 = 1_000_000;
+    const MS: Nanos = 1_000_000;
+    const TU: Nanos = 500_000;
+    const VM: u32 = 0x0a00_0001;
+    const VM2: u32 = 0x0a00_0002;
+    const D1: u32 = 0x0a01_0001;
+    const D2: u32 = 0x0a01_0002;
+
+    fn send(shim: &mut SdnGccShim, now: Nanos, src: u32, dst: u32) -> (EgressVerdict, Ecn) {
+        let mut b = emit(
+            &Ipv4Fields {
+                src,
+                dst,
+                protocol: ip_proto::UDP,
+                ident: 0,
+                ecn: Ecn::NotEct,
+                total_len: 1500,
+                ttl: 64,
+            },
+            None,
+        );
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        let v = shim.on_egress(now, &mut p);
+        (v, p.ecn())
+    }
+
+    fn run_until(shim: &mut SdnGccShim, until: Nanos) {
+        while let Some(t) = shim.poll_at().filter(|&t| t <= until) {
+            shim.on_timer(t);
+        }
+    }
+
+    #[test]
+    fn the_shim_sends_ect0_at_the_full_share_until_notified() {
+        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        assert_eq!(send(&mut s, 0, VM, D1), (EgressVerdict::Pass, Ecn::Ect0));
+        assert_eq!(s.rate_bps(VM, D1), Some(GBPS));
+        assert_eq!(s.vm_share_bps(VM), GBPS);
+    }
+
+    #[test]
+    fn a_notification_cuts_mark_rate_times_scale() {
+        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        send(&mut s, 0, VM, D1);
+        // First notification 5 ms after activation: 10 marks over 5 ms = 2 marks per ms,
+        // times scale(C) = 10 Mb/s: -20 Mb/s.
+        s.on_notification(5 * MS, VM, D1, 10.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(980 * MBPS));
+        // The next one 2 ms later: 4 marks / 2 ms x 10 Mb/s = -20 Mb/s.
+        s.on_notification(7 * MS, VM, D1, 4.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(960 * MBPS));
+        // Same instant (another destination's message): the interval counts as 1 ms.
+        s.on_notification(7 * MS, VM, D2, 1.5);
+        assert_eq!(
+            s.rate_bps(VM, D1),
+            Some(945 * MBPS),
+            "per-VM keying: D2's marks slow VM too"
+        );
+        // Long quiet spell: the interval is capped at Tc = 10 ms.
+        s.on_notification(500 * MS, VM, D1, 100.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(845 * MBPS));
+    }
+
+    #[test]
+    fn the_prototype_response_cuts_a_fixed_amount_per_mark() {
+        let mut s = SdnGccShim::new(SdnGccShimConfig::prototype(), GBPS);
+        send(&mut s, 0, VM, D1);
+        s.on_notification(MS, VM, D1, 2.5);
+        assert_eq!(s.rate_bps(VM, D1), Some(987_500_000));
+    }
+
+    #[test]
+    fn the_rate_stops_at_r_min() {
+        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        send(&mut s, 0, VM, D1);
+        send(&mut s, 0, VM2, D1);
+        s.on_notification(MS, VM, D1, 1e6);
+        assert_eq!(
+            s.rate_bps(VM, D1),
+            Some(5 * MBPS),
+            "1% of the 500 Mb/s share"
+        );
+    }
+
+    #[test]
+    fn the_rate_holds_during_the_grace_period_then_climbs_by_scale_up_to_the_share() {
+        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        send(&mut s, 0, VM, D1);
+        s.on_notification(10 * MS, VM, D1, 50.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(950 * MBPS));
+        run_until(&mut s, 20 * MS - 1);
+        assert_eq!(
+            s.rate_bps(VM, D1),
+            Some(950 * MBPS),
+            "no increase within Tc"
+        );
+        run_until(&mut s, 20 * MS);
+        assert_eq!(s.rate_bps(VM, D1), Some(960 * MBPS));
+        run_until(&mut s, 23 * MS);
+        assert_eq!(s.rate_bps(VM, D1), Some(GBPS), "capped at E(i)");
+    }
+
+    #[test]
+    fn an_idle_vm_is_deactivated_after_to_and_the_share_redistributed() {
+        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        send(&mut s, 0, VM, D1);
+        send(&mut s, 0, VM2, D1);
+        assert_eq!(s.vm_share_bps(VM2), 500 * MBPS);
+        let mut t = 0;
+        while t < 1_000 * MS {
+            t += TU;
+            send(&mut s, t, VM2, D1);
+            run_until(&mut s, t);
+        }
+        assert_eq!(s.vm_share_bps(VM), 0);
+        assert_eq!(s.rate_bps(VM, D1), None);
+        assert_eq!(s.vm_share_bps(VM2), GBPS);
+        assert_eq!(s.rate_bps(VM2, D1), Some(510 * MBPS));
+    }
+
+    #[test]
+    fn per_destination_keying_slows_only_the_notified_destination() {
+        let config = SdnGccShimConfig {
+            keying: RateKeying::PerDestination,
+            ..Default::default()
+        };
+        let mut s = SdnGccShim::new(config, GBPS);
+        send(&mut s, 0, VM, D1);
+        send(&mut s, 0, VM, D2);
+        s.on_notification(MS, VM, D1, 10.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(900 * MBPS));
+        assert_eq!(s.rate_bps(VM, D2), Some(GBPS));
+        s.on_notification(MS, VM, 0x0a09_0009, 10.0);
+        assert_eq!(s.counters().notifications_ignored, 1);
+    }
+
+    fn controller(split: MarkSplit) -> SdnGccController {
+        let mut c = SdnGccController::new(SdnGccControllerConfig {
+            split,
+            ..Default::default()
+        });
+        // Switch 1 port 3 leads to D1 and D2; port 4 to VM2.
+        c.register_route(1, 3, D1);
+        c.register_route(1, 3, D2);
+        c.register_route(1, 4, VM2);
+        c.on_packet_in(0, 1, 1, 0x0b00_0001, D1);
+        c.on_packet_in(0, 1, 1, 0x0b00_0002, D1);
+        c.on_packet_in(0, 1, 1, 0x0b00_0003, D1);
+        c.on_packet_in(0, 1, 2, 0x0b00_0001, D2);
+        c.on_packet_in(0, 1, 2, VM, VM2);
+        c
+    }
+
+    #[test]
+    fn the_controller_polls_every_routed_port_each_interval() {
+        let mut c = controller(MarkSplit::AllSourcesBehindPort);
+        assert_eq!(c.poll_at(), Some(5 * MS));
+        assert!(c.on_timer(4 * MS).is_empty());
+        let reqs = c.on_timer(5 * MS);
+        assert_eq!(
+            reqs,
+            vec![
+                PortStatsRequest { switch: 1, port: 3 },
+                PortStatsRequest { switch: 1, port: 4 }
+            ]
+        );
+        assert_eq!(c.poll_at(), Some(10 * MS));
+    }
+
+    #[test]
+    fn new_marks_are_split_evenly_over_all_pairs_behind_the_port() {
+        let mut c = controller(MarkSplit::AllSourcesBehindPort);
+        assert!(
+            c.on_port_stats(5 * MS, 1, 3, 100).is_empty(),
+            "first reading is the baseline"
+        );
+        let n = c.on_port_stats(10 * MS, 1, 3, 120);
+        // alpha = 20, beta = 3 sources of D1 + 1 of D2 = 4: m = 5 for each pair.
+        assert_eq!(n.len(), 4);
+        assert!(n.iter().all(|x| x.marks == 5.0));
+        assert_eq!(
+            n.iter().map(|x| (x.to_src, x.from_dst)).collect::<Vec<_>>(),
+            vec![
+                (0x0b00_0001, D1),
+                (0x0b00_0002, D1),
+                (0x0b00_0003, D1),
+                (0x0b00_0001, D2)
+            ]
+        );
+        assert!(
+            c.on_port_stats(15 * MS, 1, 3, 120).is_empty(),
+            "no new marks, no message"
+        );
+    }
+
+    #[test]
+    fn the_prototype_split_divides_by_the_sources_of_each_destination() {
+        let mut c = controller(MarkSplit::SourcesOfEachDestination);
+        c.on_port_stats(5 * MS, 1, 3, 0);
+        let n = c.on_port_stats(10 * MS, 1, 3, 30);
+        let marks: Vec<f64> = n.iter().map(|x| x.marks).collect();
+        assert_eq!(marks, vec![10.0, 10.0, 10.0, 30.0]);
+    }
+
+    #[test]
+    fn marks_on_one_port_never_reach_sources_of_other_ports() {
+        let mut c = controller(MarkSplit::AllSourcesBehindPort);
+        c.on_port_stats(5 * MS, 1, 4, 0);
+        let n = c.on_port_stats(10 * MS, 1, 4, 7);
+        assert_eq!(
+            n,
+            vec![Notify {
+                to_src: VM,
+                from_dst: VM2,
+                marks: 7.0
+            }]
+        );
+    }
+}

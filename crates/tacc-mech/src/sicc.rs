@@ -1,0 +1,578 @@
+//! SICC: SDN-based incast congestion control (PAPERS.md §3).
+//!
+//! - [`SiccController`] (Algorithm 1, with the EWMA "(fix)"): counts the connections opening
+//!   through each ToR port (SYN copies) and samples the port's queue every T. When the coming
+//!   volley (beta x IW) plus the smoothed queue reaches alpha2 x B it declares incast ON to
+//!   every source of every destination behind the port; once the episode is DM old and the
+//!   queue has drained to alpha1 x B it declares it OFF.
+//! - [`SiccHypervisor`] (Algorithm 2): while incast is ON for a (source VM, destination) pair,
+//!   clamps the receive window of every ACK delivered to the source VM to one MSS, so any TCP
+//!   sends at most one segment per RTT; the flag lapses after DM even without an OFF.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::headers::{tcp_flags, PacketHeaders};
+use crate::Nanos;
+
+/// Parameters of the SICC controller application.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SiccControllerConfig {
+    /// T, ns: queue sampling period. The paper: 1 ms (10 RTTs).
+    pub monitor_interval: Nanos,
+    /// alpha1: incast OFF once the queue is at most this fraction of the buffer. The paper:
+    /// 20%.
+    pub off_fraction: f64,
+    /// alpha2: incast ON once beta x IW + Q reaches this fraction of the buffer. The paper:
+    /// 100%.
+    pub on_fraction: f64,
+    /// DM, ns: the shortest incast episode (a typical mice duration). The paper gives no
+    /// number; default 3 ms, the prototype's 30 RTTs.
+    pub incast_duration: Nanos,
+    /// IW, packets: the initial window a new connection may send at once. The simulations:
+    /// 1 MSS (10 is typical of Linux).
+    pub initial_window_pkts: f64,
+    /// B, packets: buffer of ports not given one by [`SiccController::set_port_buffer`]. The
+    /// simulations: 83 packets (125 KB).
+    pub buffer_pkts: u32,
+}
+
+impl Default for SiccControllerConfig {
+    fn default() -> Self {
+        SiccControllerConfig {
+            monitor_interval: 1_000_000,
+            off_fraction: 0.2,
+            on_fraction: 1.0,
+            incast_duration: 3_000_000,
+            initial_window_pkts: 1.0,
+            buffer_pkts: 83,
+        }
+    }
+}
+
+/// The controller asks a switch for one port's current queue length in packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct QueueRequest {
+    pub switch: u32,
+    pub port: u32,
+}
+
+/// A message from the controller to the hypervisor of source VM `src` (an experimental
+/// EtherType frame in the paper; it never reaches a VM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SiccMessage {
+    /// Clamp rwnd of ACKs from `dst` to `src` to `mss >> wscale`.
+    IncastOn {
+        src: u32,
+        dst: u32,
+        wscale: u8,
+        mss: u16,
+    },
+    IncastOff {
+        src: u32,
+        dst: u32,
+    },
+}
+
+/// What the controller knows about one ToR port.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SiccPortView {
+    /// beta: connections opened through the port since the last incast ON.
+    pub new_connections: u32,
+    /// Q: the smoothed queue, packets.
+    pub smoothed_queue: f64,
+    pub incast: bool,
+}
+
+#[derive(Clone, Debug)]
+struct PortState {
+    beta: u32,
+    q_avg: f64,
+    kappa_time: Nanos,
+    incast: bool,
+    buffer_pkts: u32,
+    dsts: BTreeSet<u32>,
+}
+
+/// The SICC controller application.
+#[derive(Clone, Debug)]
+pub struct SiccController {
+    config: SiccControllerConfig,
+    ports: BTreeMap<(u32, u32), PortState>,
+    /// MSS and window scale of each (src, dst) connection pair.
+    pairs: BTreeMap<(u32, u32), (u16, u8)>,
+    dst_srcs: BTreeMap<u32, BTreeSet<u32>>,
+    next_poll: Option<Nanos>,
+}
+
+impl SiccController {
+    pub fn new(config: SiccControllerConfig) -> SiccController {
+        SiccController {
+            config,
+            ports: BTreeMap::new(),
+            pairs: BTreeMap::new(),
+            dst_srcs: BTreeMap::new(),
+            next_poll: None,
+        }
+    }
+
+    fn port(&mut self, switch: u32, port: u32) -> &mut PortState {
+        let buffer_pkts = self.config.buffer_pkts;
+        self.ports.entry((switch, port)).or_insert(PortState {
+            beta: 0,
+            q_avg: 0.0,
+            kappa_time: 0,
+            incast: false,
+            buffer_pkts,
+            dsts: BTreeSet::new(),
+        })
+    }
+
+    /// Sets B for one port, in packets.
+    pub fn set_port_buffer(&mut self, switch: u32, port: u32, buffer_pkts: u32) {
+        self.port(switch, port).buffer_pkts = buffer_pkts;
+    }
+
+    /// A SYN copy from `src` to `dst` leaving `port` of ToR `switch` towards `dst`. `wscale`
+    /// must be the window scale `dst` announced (the one `src` applies to `dst`'s rwnd); a
+    /// caller that sees only the initiator's SYN passes its scale, which is right when both
+    /// ends scale alike.
+    #[allow(clippy::too_many_arguments)]
+    pub fn on_syn(
+        &mut self,
+        now: Nanos,
+        switch: u32,
+        port: u32,
+        src: u32,
+        dst: u32,
+        mss: u16,
+        wscale: u8,
+    ) {
+        let state = self.port(switch, port);
+        state.beta += 1;
+        state.dsts.insert(dst);
+        self.pairs.insert((src, dst), (mss, wscale));
+        self.dst_srcs.entry(dst).or_default().insert(src);
+        self.next_poll
+            .get_or_insert(now + self.config.monitor_interval);
+    }
+
+    /// A FIN copy through `port` of `switch`.
+    pub fn on_fin(&mut self, _now: Nanos, switch: u32, port: u32, _src: u32, _dst: u32) {
+        if let Some(state) = self.ports.get_mut(&(switch, port)) {
+            state.beta = state.beta.saturating_sub(1);
+        }
+    }
+
+    pub fn port_view(&self, switch: u32, port: u32) -> Option<SiccPortView> {
+        self.ports.get(&(switch, port)).map(|s| SiccPortView {
+            new_connections: s.beta,
+            smoothed_queue: s.q_avg,
+            incast: s.incast,
+        })
+    }
+
+    /// When the next queue sampling round is due.
+    pub fn poll_at(&self) -> Option<Nanos> {
+        self.next_poll
+    }
+
+    /// Every T: the queues to read (every port a SYN went through).
+    pub fn on_timer(&mut self, now: Nanos) -> Vec<QueueRequest> {
+        match self.next_poll {
+            Some(t) if t <= now => {}
+            _ => return Vec::new(),
+        }
+        self.next_poll = Some(now + self.config.monitor_interval);
+        self.ports
+            .keys()
+            .map(|&(switch, port)| QueueRequest { switch, port })
+            .collect()
+    }
+
+    /// A queue reading `q_pkts` of `port` of `switch`: the incast decisions it triggers.
+    /// OFF is only sent for a port that is ON (Algorithm 1 would repeat it every T).
+    pub fn on_queue_sample(
+        &mut self,
+        now: Nanos,
+        switch: u32,
+        port: u32,
+        q_pkts: u32,
+    ) -> Vec<SiccMessage> {
+        let config = self.config;
+        let state = self.port(switch, port);
+        let q = q_pkts as f64;
+        state.q_avg = state.q_avg / 4.0 + 3.0 * q / 4.0;
+        let gamma = state.beta as f64 * config.initial_window_pkts + state.q_avg;
+        let buffer = state.buffer_pkts as f64;
+        let mut turn_off = false;
+        if state.incast
+            && now.saturating_sub(state.kappa_time) >= config.incast_duration
+            && q <= config.off_fraction * buffer
+        {
+            state.incast = false;
+            turn_off = true;
+        }
+        let mut turn_on = false;
+        if state.beta > 0 && gamma >= config.on_fraction * buffer {
+            state.incast = true;
+            state.kappa_time = now;
+            state.beta = 0;
+            turn_on = true;
+        }
+        let dsts: Vec<u32> = state.dsts.iter().copied().collect();
+        let mut out = Vec::new();
+        for dst in dsts {
+            for &src in self.dst_srcs.get(&dst).into_iter().flatten() {
+                if turn_off {
+                    out.push(SiccMessage::IncastOff { src, dst });
+                }
+                if turn_on {
+                    let (mss, wscale) = self.pairs[&(src, dst)];
+                    out.push(SiccMessage::IncastOn {
+                        src,
+                        dst,
+                        wscale,
+                        mss,
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Parameters of the SICC hypervisor module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SiccHypervisorConfig {
+    /// ns an incast ON lasts without an OFF: DM (default 3 ms, as the controller's).
+    pub flag_lifetime: Nanos,
+}
+
+impl Default for SiccHypervisorConfig {
+    fn default() -> Self {
+        SiccHypervisorConfig {
+            flag_lifetime: 3_000_000,
+        }
+    }
+}
+
+/// Counters of one hypervisor module.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiccHypervisorCounters {
+    pub incast_on: u64,
+    pub incast_off: u64,
+    pub acks_seen_during_incast: u64,
+    pub rwnd_rewrites: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Clamp {
+    window: u16,
+    expires: Nanos,
+}
+
+/// The SICC module in one host's virtual switch.
+#[derive(Clone, Debug, Default)]
+pub struct SiccHypervisor {
+    config: SiccHypervisorConfig,
+    /// Keyed by (local source VM, remote destination).
+    clamps: BTreeMap<(u32, u32), Clamp>,
+    counters: SiccHypervisorCounters,
+}
+
+impl SiccHypervisor {
+    pub fn new(config: SiccHypervisorConfig) -> SiccHypervisor {
+        SiccHypervisor {
+            config,
+            ..Default::default()
+        }
+    }
+
+    pub fn counters(&self) -> &SiccHypervisorCounters {
+        &self.counters
+    }
+
+    /// True if ACKs from `dst` to local VM `src` are being clamped at `now`.
+    pub fn is_clamping(&self, now: Nanos, src: u32, dst: u32) -> bool {
+        self.clamps
+            .get(&(src, dst))
+            .is_some_and(|c| now < c.expires)
+    }
+
+    /// A message from the controller.
+    pub fn on_message(&mut self, now: Nanos, msg: &SiccMessage) {
+        match *msg {
+            SiccMessage::IncastOn {
+                src,
+                dst,
+                wscale,
+                mss,
+            } => {
+                self.counters.incast_on += 1;
+                // MSS >> WS, but never a zero window, which would stall the sender.
+                let window = (mss.checked_shr(wscale as u32).unwrap_or(0)).max(1);
+                self.clamps.insert(
+                    (src, dst),
+                    Clamp {
+                        window,
+                        expires: now + self.config.flag_lifetime,
+                    },
+                );
+            }
+            SiccMessage::IncastOff { src, dst } => {
+                self.counters.incast_off += 1;
+                self.clamps.remove(&(src, dst));
+            }
+        }
+    }
+
+    /// A packet about to be delivered to a local VM (its destination address): if it is a TCP
+    /// ACK of a clamped pair whose window exceeds one MSS, lower the window (the checksum is
+    /// patched by [`PacketHeaders::set_tcp_window`]). Returns true if it was rewritten.
+    pub fn on_ack_to_vm(&mut self, now: Nanos, pkt: &mut (impl PacketHeaders + ?Sized)) -> bool {
+        if pkt.tcp_flags().is_none_or(|f| f & tcp_flags::ACK == 0) {
+            return false;
+        }
+        let key = (pkt.dst(), pkt.src());
+        let Some(clamp) = self.clamps.get(&key).copied() else {
+            return false;
+        };
+        if now >= clamp.expires {
+            self.clamps.remove(&key);
+            return false;
+        }
+        self.counters.acks_seen_during_incast += 1;
+        match pkt.tcp_window() {
+            Some(w) if w > clamp.window => {
+                pkt.set_tcp_window(clamp.window);
+                self.counters.rwnd_rewrites += 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// When the next flag lapses.
+    pub fn poll_at(&self) -> Option<Nanos> {
+        self.clamps.values().map(|c| c.expires).min()
+    }
+
+    /// Drops the flags that have lapsed at `now`.
+    pub fn on_timer(&mut self, now: Nanos) {
+        self.clamps.retain(|_, c| now < c.expires);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::headers::{ip_proto, Ecn};
+    use crate::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
+
+    const MS: Nanos = 1_000_000;
+    const DST: u32 = 0x0a03_0001;
+
+    fn src(i: u32) -> u32 {
+        0x0a01_0000 + i
+    }
+
+    fn controller() -> SiccController {
+        let mut c = SiccController::new(SiccControllerConfig {
+            buffer_pkts: 100,
+            ..Default::default()
+        });
+        for i in 1..=3 {
+            c.on_syn(0, 7, 2, src(i), DST, 1460, 7);
+        }
+        c
+    }
+
+    #[test]
+    fn the_queue_average_weighs_the_new_reading_three_quarters() {
+        let mut c = controller();
+        c.on_queue_sample(MS, 7, 2, 40);
+        assert_eq!(c.port_view(7, 2).unwrap().smoothed_queue, 30.0);
+        c.on_queue_sample(2 * MS, 7, 2, 10);
+        assert_eq!(c.port_view(7, 2).unwrap().smoothed_queue, 15.0);
+    }
+
+    #[test]
+    fn incast_turns_on_when_the_volley_plus_queue_fills_the_buffer() {
+        let mut c = controller();
+        // Q = 0.75 x 129 = 96.75, gamma = 3 x 1 + 96.75 = 99.75 < 100: nothing.
+        assert!(c.on_queue_sample(MS, 7, 2, 129).is_empty());
+        // Q = 96.75 / 4 + 0.75 x 130 = 121.6875, gamma = 124.6875 >= 100: ON.
+        let msgs = c.on_queue_sample(2 * MS, 7, 2, 130);
+        assert_eq!(msgs.len(), 3);
+        assert_eq!(
+            msgs[0],
+            SiccMessage::IncastOn {
+                src: src(1),
+                dst: DST,
+                wscale: 7,
+                mss: 1460
+            }
+        );
+        let view = c.port_view(7, 2).unwrap();
+        assert!(view.incast);
+        assert_eq!(view.new_connections, 0, "beta restarts after ON");
+    }
+
+    #[test]
+    fn incast_needs_new_connections_to_turn_on() {
+        let mut c = controller();
+        for _ in 1..=3 {
+            c.on_fin(0, 7, 2, src(1), DST);
+        }
+        assert!(c.on_queue_sample(MS, 7, 2, 1000).is_empty());
+        assert!(!c.port_view(7, 2).unwrap().incast);
+    }
+
+    #[test]
+    fn incast_turns_off_only_after_dm_and_once_the_queue_drains() {
+        let mut c = controller();
+        assert_eq!(c.on_queue_sample(MS, 7, 2, 200).len(), 3);
+        // Drained but the episode is younger than DM = 3 ms.
+        assert!(c.on_queue_sample(3 * MS, 7, 2, 0).is_empty());
+        // DM passed but the queue is above alpha1 x B = 20 packets.
+        assert!(c.on_queue_sample(4 * MS, 7, 2, 21).is_empty());
+        let msgs = c.on_queue_sample(5 * MS, 7, 2, 20);
+        assert_eq!(
+            msgs,
+            (1..=3)
+                .map(|i| SiccMessage::IncastOff {
+                    src: src(i),
+                    dst: DST
+                })
+                .collect::<Vec<_>>()
+        );
+        assert!(
+            c.on_queue_sample(6 * MS, 7, 2, 0).is_empty(),
+            "OFF is sent once"
+        );
+    }
+
+    #[test]
+    fn the_controller_samples_every_port_a_syn_crossed() {
+        let mut c = controller();
+        c.on_syn(0, 8, 1, src(9), 0x0a04_0001, 1460, 0);
+        assert_eq!(c.poll_at(), Some(MS));
+        assert_eq!(
+            c.on_timer(MS),
+            vec![
+                QueueRequest { switch: 7, port: 2 },
+                QueueRequest { switch: 8, port: 1 }
+            ]
+        );
+        assert_eq!(c.poll_at(), Some(2 * MS));
+    }
+
+    fn ack(window: u16, flags: u8) -> Vec<u8> {
+        emit(
+            &Ipv4Fields {
+                src: DST,
+                dst: src(1),
+                protocol: ip_proto::TCP,
+                ident: 0,
+                ecn: Ecn::NotEct,
+                total_len: 40,
+                ttl: 64,
+            },
+            Some(&TcpFields {
+                src_port: 80,
+                dst_port: 5000,
+                seq: 0,
+                ack: 1,
+                flags,
+                window,
+            }),
+        )
+    }
+
+    fn deliver(h: &mut SiccHypervisor, now: Nanos, window: u16) -> (bool, u16) {
+        let mut b = ack(window, tcp_flags::ACK);
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        let rewritten = h.on_ack_to_vm(now, &mut p);
+        assert!(p.checksums_valid());
+        (rewritten, p.tcp_window().unwrap())
+    }
+
+    fn on(h: &mut SiccHypervisor, wscale: u8) {
+        h.on_message(
+            0,
+            &SiccMessage::IncastOn {
+                src: src(1),
+                dst: DST,
+                wscale,
+                mss: 1460,
+            },
+        );
+    }
+
+    #[test]
+    fn a_scaled_window_is_clamped_to_mss_shifted_by_the_scale() {
+        let mut h = SiccHypervisor::default();
+        on(&mut h, 7);
+        assert_eq!(deliver(&mut h, 1, 500), (true, 11));
+        assert_eq!(h.counters().rwnd_rewrites, 1);
+    }
+
+    #[test]
+    fn an_unscaled_window_is_clamped_to_one_mss_and_never_raised() {
+        let mut h = SiccHypervisor::default();
+        on(&mut h, 0);
+        assert_eq!(deliver(&mut h, 1, 65535), (true, 1460));
+        assert_eq!(deliver(&mut h, 1, 1000), (false, 1000));
+    }
+
+    #[test]
+    fn a_huge_scale_still_leaves_a_one_unit_window() {
+        let mut h = SiccHypervisor::default();
+        on(&mut h, 14);
+        assert_eq!(deliver(&mut h, 1, 100), (true, 1));
+    }
+
+    #[test]
+    fn the_clamp_ends_with_off_or_after_dm() {
+        let mut h = SiccHypervisor::default();
+        on(&mut h, 0);
+        assert_eq!(h.poll_at(), Some(3 * MS));
+        assert_eq!(deliver(&mut h, 3 * MS - 1, 5000), (true, 1460));
+        assert_eq!(deliver(&mut h, 3 * MS, 5000), (false, 5000));
+        on(&mut h, 0);
+        h.on_message(
+            1,
+            &SiccMessage::IncastOff {
+                src: src(1),
+                dst: DST,
+            },
+        );
+        assert_eq!(deliver(&mut h, 2, 5000), (false, 5000));
+        assert!(!h.is_clamping(2, src(1), DST));
+    }
+
+    #[test]
+    fn only_acks_of_the_flagged_pair_are_touched() {
+        let mut h = SiccHypervisor::default();
+        on(&mut h, 0);
+        let mut syn = ack(5000, tcp_flags::SYN);
+        assert!(!h.on_ack_to_vm(1, &mut Ipv4Packet::new_checked(&mut syn[..]).unwrap()));
+        h.on_message(
+            0,
+            &SiccMessage::IncastOn {
+                src: src(2),
+                dst: DST,
+                wscale: 0,
+                mss: 1460,
+            },
+        );
+        h.on_message(
+            0,
+            &SiccMessage::IncastOff {
+                src: src(1),
+                dst: DST,
+            },
+        );
+        assert_eq!(deliver(&mut h, 1, 5000), (false, 5000));
+    }
+}

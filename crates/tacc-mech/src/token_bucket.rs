@@ -1,0 +1,184 @@
+//! Token bucket: the per-VM rate limiter of HyGenICC, SDN-GCC and static per-VM limits.
+
+use crate::{Nanos, NS_PER_SEC};
+
+/// A token bucket with a rate in bits per second and a depth in bytes.
+///
+/// Tokens are kept in "byte-nanoseconds x 8 / rate" form as an integer number of
+/// milli-bytes so that refills at any rate and any time step are exact and deterministic.
+#[derive(Clone, Debug)]
+pub struct TokenBucket {
+    rate_bps: u64,
+    depth_bytes: u64,
+    /// Tokens in units of 1/1000 byte.
+    tokens_mb: u64,
+    /// Fraction of a milli-byte earned but not yet credited, in units of 1/8e6 milli-byte, so
+    /// that refills at many small steps add up to exactly the same as one big step.
+    remainder: u64,
+    last: Nanos,
+}
+
+const MILLI: u64 = 1000;
+
+impl TokenBucket {
+    /// A full bucket at `rate_bps` with `depth_bytes` of burst, refilled from time `now`.
+    pub fn new(rate_bps: u64, depth_bytes: u64, now: Nanos) -> TokenBucket {
+        TokenBucket {
+            rate_bps,
+            depth_bytes,
+            tokens_mb: depth_bytes * MILLI,
+            remainder: 0,
+            last: now,
+        }
+    }
+
+    pub fn rate_bps(&self) -> u64 {
+        self.rate_bps
+    }
+
+    pub fn depth_bytes(&self) -> u64 {
+        self.depth_bytes
+    }
+
+    /// Whole bytes of tokens available at the last refill.
+    pub fn tokens_bytes(&self) -> u64 {
+        self.tokens_mb / MILLI
+    }
+
+    /// Changes the rate from `now` on; tokens earned so far are kept.
+    pub fn set_rate(&mut self, now: Nanos, rate_bps: u64) {
+        self.refill(now);
+        self.rate_bps = rate_bps;
+    }
+
+    /// Changes the depth; excess tokens are discarded.
+    pub fn set_depth(&mut self, depth_bytes: u64) {
+        self.depth_bytes = depth_bytes;
+        if self.tokens_mb >= depth_bytes * MILLI {
+            self.tokens_mb = depth_bytes * MILLI;
+            self.remainder = 0;
+        }
+    }
+
+    /// Fills the bucket to its depth (e.g. when a VM is reset after inactivity).
+    pub fn fill(&mut self, now: Nanos) {
+        self.last = now;
+        self.tokens_mb = self.depth_bytes * MILLI;
+        self.remainder = 0;
+    }
+
+    fn refill(&mut self, now: Nanos) {
+        if now <= self.last {
+            return;
+        }
+        let dt = (now - self.last) as u128;
+        // bytes = rate/8 * dt/1e9 ; in milli-bytes: rate * dt / 8e6
+        let scaled = self.rate_bps as u128 * dt + self.remainder as u128;
+        let earned = scaled / 8_000_000u128;
+        let cap = self.depth_bytes as u128 * MILLI as u128;
+        let tokens = self.tokens_mb as u128 + earned;
+        if tokens >= cap {
+            self.tokens_mb = cap as u64;
+            self.remainder = 0;
+        } else {
+            self.tokens_mb = tokens as u64;
+            self.remainder = (scaled % 8_000_000u128) as u64;
+        }
+        self.last = now;
+    }
+
+    /// Takes `bytes` tokens if available at `now` and returns true; otherwise takes nothing.
+    pub fn try_consume(&mut self, now: Nanos, bytes: u64) -> bool {
+        self.refill(now);
+        let need = bytes * MILLI;
+        if self.tokens_mb >= need {
+            self.tokens_mb -= need;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Earliest time at or after `now` when `bytes` tokens will be available, or `None`
+    /// if they never will (rate zero, or more than the depth).
+    pub fn ready_at(&mut self, now: Nanos, bytes: u64) -> Option<Nanos> {
+        self.refill(now);
+        let need = bytes * MILLI;
+        if self.tokens_mb >= need {
+            return Some(now);
+        }
+        if self.rate_bps == 0 || bytes > self.depth_bytes {
+            return None;
+        }
+        let missing = (need - self.tokens_mb) as u128;
+        // dt = (missing * 8e6 - remainder) / rate, rounded up
+        let dt = (missing * 8_000_000u128 - self.remainder as u128).div_ceil(self.rate_bps as u128);
+        Some(now + dt as u64)
+    }
+}
+
+/// Bytes a link of `rate_bps` carries in `ns` nanoseconds.
+pub fn bytes_in(rate_bps: u64, ns: Nanos) -> u64 {
+    ((rate_bps as u128 * ns as u128) / (8 * NS_PER_SEC as u128)) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_bucket_passes_its_depth_then_refuses() {
+        let mut tb = TokenBucket::new(1_000_000_000, 3000, 0);
+        assert!(tb.try_consume(0, 1500));
+        assert!(tb.try_consume(0, 1500));
+        assert!(!tb.try_consume(0, 1500));
+    }
+
+    #[test]
+    fn refill_at_rate_is_exact() {
+        // 1 Gb/s = 125 bytes per microsecond: 1500 bytes take 12 us.
+        let mut tb = TokenBucket::new(1_000_000_000, 1500, 0);
+        assert!(tb.try_consume(0, 1500));
+        assert!(!tb.try_consume(11_999, 1500));
+        assert!(tb.try_consume(12_000, 1500));
+        assert_eq!(tb.ready_at(12_000, 1500), Some(24_000));
+    }
+
+    #[test]
+    fn long_run_average_equals_rate() {
+        // Offer 1500 B every 6 us (2 Gb/s) into a 500 Mb/s bucket for one second.
+        let mut tb = TokenBucket::new(500_000_000, 15_000, 0);
+        let mut passed = 0u64;
+        let mut t = 0;
+        while t < NS_PER_SEC {
+            if tb.try_consume(t, 1500) {
+                passed += 1500;
+            }
+            t += 6_000;
+        }
+        let expect = 500_000_000 / 8 + 15_000;
+        assert!(
+            (passed as i64 - expect as i64).abs() <= 1500,
+            "passed {passed}"
+        );
+    }
+
+    #[test]
+    fn many_small_refills_earn_as_much_as_one_big_one() {
+        // 500 Mb/s earns 62.5 B per microsecond: the half bytes must not be lost.
+        let mut tb = TokenBucket::new(500_000_000, 1500, 0);
+        assert!(tb.try_consume(0, 1500));
+        for t in (1_000..24_000).step_by(1_000) {
+            assert!(!tb.try_consume(t, 1500));
+        }
+        assert_eq!(tb.ready_at(23_999, 1500), Some(24_000));
+        assert!(tb.try_consume(24_000, 1500));
+    }
+
+    #[test]
+    fn zero_rate_never_ready() {
+        let mut tb = TokenBucket::new(0, 1500, 0);
+        assert!(tb.try_consume(0, 1500));
+        assert_eq!(tb.ready_at(5, 1500), None);
+    }
+}

@@ -1,0 +1,252 @@
+//! Congestion controls: NewReno (RFC 5681/6582 with RFC 3465 byte counting), Cubic (RFC 9438)
+//! and DCTCP (RFC 8257 / the SIGCOMM 2010 paper). Windows are in bytes (f64 so fractional
+//! growth is not lost); one `Cc` per connection, selected by an enum (static dispatch).
+
+use serde::Deserialize;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CcKind {
+    Newreno,
+    Cubic,
+    Dctcp,
+}
+
+impl CcKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            CcKind::Newreno => "newreno",
+            CcKind::Cubic => "cubic",
+            CcKind::Dctcp => "dctcp",
+        }
+    }
+}
+
+/// Why the window is being reduced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Congestion {
+    /// Fast retransmit / SACK loss detection.
+    Loss,
+    /// An ECN-Echo, at most once per window of data.
+    Ecn,
+    /// Retransmission timeout.
+    Timeout,
+}
+
+/// The window every controller manipulates.
+#[derive(Clone, Debug)]
+pub struct Window {
+    pub cwnd: f64,
+    pub ssthresh: f64,
+    pub mss: f64,
+}
+
+const CUBIC_C: f64 = 0.4;
+const CUBIC_BETA: f64 = 0.7;
+
+#[derive(Clone, Debug)]
+pub struct Cc {
+    kind: CcKind,
+    /// Bytes acknowledged since the last congestion-avoidance increment (byte counting).
+    ca_bytes: f64,
+    // Cubic (in segments and seconds)
+    w_max: f64,
+    k: f64,
+    epoch_start: Option<u64>,
+    w_est: f64,
+    // DCTCP
+    g: f64,
+    alpha: f64,
+    window_end: u64,
+    acked_total: u64,
+    acked_ce: u64,
+}
+
+impl Cc {
+    pub fn new(kind: CcKind, dctcp_g: f64) -> Cc {
+        Cc {
+            kind,
+            ca_bytes: 0.0,
+            w_max: 0.0,
+            k: 0.0,
+            epoch_start: None,
+            w_est: 0.0,
+            g: dctcp_g,
+            // Linux starts DCTCP's alpha at 1: the first marks cause a full halving.
+            alpha: 1.0,
+            window_end: 0,
+            acked_total: 0,
+            acked_ce: 0,
+        }
+    }
+
+    pub fn kind(&self) -> CcKind {
+        self.kind
+    }
+
+    pub fn dctcp_alpha(&self) -> f64 {
+        self.alpha
+    }
+
+    /// Window growth for `acked` newly acknowledged bytes outside loss recovery.
+    pub fn on_ack(&mut self, w: &mut Window, acked: u64, now: u64, srtt_ns: f64) {
+        let acked = acked as f64;
+        if w.cwnd < w.ssthresh {
+            // Slow start, RFC 3465 with L = 2 SMSS.
+            w.cwnd += acked.min(2.0 * w.mss);
+            return;
+        }
+        match self.kind {
+            CcKind::Newreno | CcKind::Dctcp => {
+                self.ca_bytes += acked;
+                if self.ca_bytes >= w.cwnd {
+                    self.ca_bytes -= w.cwnd;
+                    w.cwnd += w.mss;
+                }
+            }
+            CcKind::Cubic => self.cubic_ack(w, acked, now, srtt_ns),
+        }
+    }
+
+    fn cubic_ack(&mut self, w: &mut Window, acked: f64, now: u64, srtt_ns: f64) {
+        let cwnd = w.cwnd / w.mss;
+        let start = match self.epoch_start {
+            Some(t) => t,
+            None => {
+                self.epoch_start = Some(now);
+                if cwnd < self.w_max {
+                    self.k = ((self.w_max - cwnd) / CUBIC_C).cbrt();
+                } else {
+                    self.k = 0.0;
+                    self.w_max = cwnd;
+                }
+                self.w_est = cwnd;
+                now
+            }
+        };
+        let t = (now - start) as f64 * 1e-9;
+        let rtt = srtt_ns * 1e-9;
+        let w_cubic = |t: f64| CUBIC_C * (t - self.k).powi(3) + self.w_max;
+        let target = w_cubic(t + rtt).clamp(cwnd, 1.5 * cwnd);
+        let segs_acked = acked / w.mss;
+        let alpha_cubic = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
+        self.w_est += alpha_cubic * segs_acked / cwnd;
+        let new = if w_cubic(t) < self.w_est {
+            self.w_est.max(cwnd)
+        } else {
+            cwnd + (target - cwnd) / cwnd * segs_acked
+        };
+        w.cwnd = new * w.mss;
+    }
+
+    /// Records one ACK for DCTCP's per-window estimate of the marked fraction.
+    pub fn on_ack_ecn(&mut self, acked: u64, ece: bool, snd_una: u64, snd_nxt: u64) {
+        if self.kind != CcKind::Dctcp {
+            return;
+        }
+        self.acked_total += acked;
+        if ece {
+            self.acked_ce += acked;
+        }
+        if snd_una > self.window_end {
+            if self.acked_total > 0 {
+                let f = self.acked_ce as f64 / self.acked_total as f64;
+                self.alpha = (1.0 - self.g) * self.alpha + self.g * f;
+            }
+            self.acked_total = 0;
+            self.acked_ce = 0;
+            self.window_end = snd_nxt;
+        }
+    }
+
+    /// Reduces the window; `flight` is the data outstanding in bytes.
+    pub fn on_congestion(&mut self, w: &mut Window, why: Congestion, flight: u64) {
+        self.ca_bytes = 0.0;
+        let floor = 2.0 * w.mss;
+        match (self.kind, why) {
+            (CcKind::Dctcp, Congestion::Ecn) => {
+                w.ssthresh = (w.cwnd * (1.0 - self.alpha / 2.0)).max(floor);
+                w.cwnd = w.ssthresh;
+            }
+            (CcKind::Cubic, _) => {
+                let cwnd = w.cwnd / w.mss;
+                // fast convergence
+                self.w_max = if cwnd < self.w_max { cwnd * (1.0 + CUBIC_BETA) / 2.0 } else { cwnd };
+                self.epoch_start = None;
+                w.ssthresh = (w.cwnd * CUBIC_BETA).max(floor);
+                w.cwnd = w.ssthresh;
+            }
+            _ => {
+                w.ssthresh = (flight as f64 / 2.0).max(floor);
+                w.cwnd = w.ssthresh;
+            }
+        }
+        if why == Congestion::Timeout {
+            w.cwnd = w.mss;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(cwnd_segs: f64) -> Window {
+        Window { cwnd: cwnd_segs * 1000.0, ssthresh: 1.0, mss: 1000.0 }
+    }
+
+    #[test]
+    fn newreno_adds_one_segment_per_window_of_acks() {
+        let mut cc = Cc::new(CcKind::Newreno, 1.0 / 16.0);
+        let mut w = window(10.0);
+        for _ in 0..10 {
+            cc.on_ack(&mut w, 1000, 0, 1e5);
+        }
+        assert_eq!(w.cwnd, 11_000.0);
+    }
+
+    #[test]
+    fn newreno_halves_flight_on_loss_and_restarts_at_one_on_timeout() {
+        let mut cc = Cc::new(CcKind::Newreno, 1.0 / 16.0);
+        let mut w = window(20.0);
+        cc.on_congestion(&mut w, Congestion::Loss, 20_000);
+        assert_eq!((w.cwnd, w.ssthresh), (10_000.0, 10_000.0));
+        cc.on_congestion(&mut w, Congestion::Timeout, 10_000);
+        assert_eq!((w.cwnd, w.ssthresh), (1000.0, 5000.0));
+    }
+
+    #[test]
+    fn dctcp_alpha_follows_marked_fraction_and_cuts_by_half_alpha() {
+        let mut cc = Cc::new(CcKind::Dctcp, 1.0 / 16.0);
+        // One window fully marked keeps alpha at 1: the cut is a halving.
+        cc.on_ack_ecn(10_000, true, 10_000, 20_000);
+        assert_eq!(cc.dctcp_alpha(), 1.0);
+        // A window with 25% marked: alpha = 15/16 + 1/16 * 0.25
+        cc.on_ack_ecn(3000, false, 13_000, 23_000);
+        cc.on_ack_ecn(1000, true, 14_000, 24_000);
+        cc.on_ack_ecn(0, false, 20_001, 30_000);
+        assert!((cc.dctcp_alpha() - (15.0 / 16.0 + 0.25 / 16.0)).abs() < 1e-12);
+        let mut w = window(40.0);
+        let a = cc.dctcp_alpha();
+        cc.on_congestion(&mut w, Congestion::Ecn, 40_000);
+        assert!((w.cwnd - 40_000.0 * (1.0 - a / 2.0)).abs() < 1e-6);
+    }
+
+    #[test]
+    fn cubic_cuts_to_beta_and_regrows_to_w_max_after_k() {
+        let mut cc = Cc::new(CcKind::Cubic, 1.0 / 16.0);
+        let mut w = window(100.0);
+        cc.on_congestion(&mut w, Congestion::Loss, 100_000);
+        assert_eq!(w.cwnd, 70_000.0);
+        // K = cbrt(100 * 0.3 / 0.4) = 4.217 s; after K the window is back near W_max = 100.
+        let k = (30.0f64 / 0.4).cbrt();
+        let rtt = 1e8; // 100 ms
+        let mut now = 0u64;
+        while (now as f64) < k * 1e9 {
+            cc.on_ack(&mut w, 1000, now, rtt);
+            now += 1_000_000;
+        }
+        let segs = w.cwnd / 1000.0;
+        assert!((99.0..=102.0).contains(&segs), "cwnd {segs} segments at K");
+    }
+}

@@ -1,0 +1,57 @@
+//! tacc's packet-level data-center network simulator.
+//!
+//! Layers, bottom up:
+//! - [`units`], [`rng`]: values with units, the run's one seeded RNG.
+//! - [`packet`]: packets with the header fields mechanisms read and write; a packet arena.
+//! - [`tcp`], [`cc`]: a TCP endpoint state machine (handshake, SACK recovery, RTO, ECN, rwnd)
+//!   and its congestion controls (NewReno, Cubic, DCTCP).
+//! - [`queue`]: port queue disciplines (drop-tail, RED-ECN at K, classic RED).
+//! - [`scenario`], [`topology`], [`model`]: TOML schema, topology builders and routing, and the
+//!   world built from them (validated).
+//! - [`sim`]: the event loop: (time, insertion sequence) ordered, integer nanoseconds.
+//! - [`output`]: summary.json and CSV tables.
+//!
+//! A run is a pure function of (scenario text, overrides, seed).
+
+pub mod cc;
+pub mod model;
+pub mod output;
+pub mod packet;
+pub mod queue;
+pub mod rng;
+pub mod scenario;
+pub mod sim;
+pub mod tcp;
+pub mod topology;
+pub mod units;
+
+use scenario::ScenarioError;
+use std::path::Path;
+
+/// What a caller gets back from [`load`]: the checked world, ready to run.
+pub struct Prepared {
+    pub model: model::Model,
+    pub file: String,
+}
+
+/// Parses and checks a scenario; `seed` overrides the file's seed.
+pub fn load(text: &str, file: &str, sets: &[(String, String)], seed: Option<u64>) -> Result<Prepared, ScenarioError> {
+    let loaded = scenario::parse(text, file, sets)?;
+    let seed = seed.unwrap_or(loaded.scenario.seed);
+    let model = model::Model::build(&loaded, seed)?;
+    Ok(Prepared { model, file: file.to_string() })
+}
+
+/// Reads a scenario file; I/O errors become scenario errors naming the file.
+pub fn read_scenario(path: &Path) -> Result<String, ScenarioError> {
+    std::fs::read_to_string(path).map_err(|e| ScenarioError { file: path.display().to_string(), line: None, field: String::new(), message: format!("cannot read the scenario: {e}") })
+}
+
+/// Runs a prepared scenario to completion.
+pub fn run(p: Prepared, progress: &mut dyn FnMut(u64, u64)) -> (sim::Sim, output::Summary) {
+    let t0 = std::time::Instant::now();
+    let mut s = sim::Sim::new(p.model);
+    s.run(progress);
+    let summary = output::summarize(&s, &p.file, t0.elapsed().as_secs_f64());
+    (s, summary)
+}

@@ -1,0 +1,700 @@
+//! The simulated world built from a scenario: ports, hosts, VMs, endpoints, flows and apps.
+//! Building it is where a scenario's names, times and references are checked.
+
+use crate::cc::CcKind;
+use crate::packet::PktId;
+use crate::queue::{Qdisc, RedParams};
+use crate::rng::Rng;
+use crate::scenario::{HostSet, IncastCfg, Loaded, MechanismCfg, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport};
+use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
+use crate::topology::{self, Graph, NodeRef};
+use crate::units::Size;
+use std::collections::{HashMap, VecDeque};
+use tacc_mech::token_bucket::TokenBucket;
+
+const IP_BASE: u32 = 0x0a00_0000; // 10.0.0.0
+
+#[derive(Clone, Debug, Default)]
+pub struct PortStats {
+    pub enqueued: u64,
+    pub dropped_overflow: u64,
+    pub dropped_aqm: u64,
+    pub dropped_scripted: u64,
+    pub marked: u64,
+    pub tx_bytes: u64,
+    pub tx_pkts: u64,
+    pub max_backlog: u64,
+    /// Integral of the backlog (packets x ns) for the time-averaged queue.
+    pub backlog_integral: u128,
+    last: u64,
+}
+
+impl PortStats {
+    /// Accounts the backlog held since the last change.
+    pub fn advance(&mut self, now: u64, backlog: u64) {
+        self.backlog_integral += backlog as u128 * (now - self.last) as u128;
+        self.last = now;
+    }
+    pub fn dropped(&self) -> u64 {
+        self.dropped_overflow + self.dropped_aqm + self.dropped_scripted
+    }
+}
+
+pub struct Port {
+    pub name: String,
+    pub from: NodeRef,
+    pub to: NodeRef,
+    pub rate_bps: u64,
+    pub delay_ns: u64,
+    pub queue: VecDeque<PktId>,
+    pub queue_bytes: u64,
+    pub qdisc: Qdisc,
+    pub busy: bool,
+    pub stats: PortStats,
+    /// Random extra delay in [0, jitter] per packet (host NICs only).
+    pub jitter_ns: u64,
+    pub last_arrival: u64,
+}
+
+pub struct Host {
+    pub name: String,
+    pub nic_port: u32,
+}
+
+pub struct Vm {
+    pub name: String,
+    pub host: u32,
+    pub ip: u32,
+    next_port: u16,
+    /// The vswitch egress rate limiter of a static-rate mechanism.
+    pub limiter: Option<TokenBucket>,
+}
+
+pub enum EpKind {
+    Tcp(Box<TcpEndpoint>),
+    UdpSink,
+    UdpEcho { reply: u32 },
+}
+
+pub struct EpSlot {
+    pub kind: EpKind,
+    pub flow: u32,
+    pub vm: u32,
+    /// Time of the earliest pending timer event for this endpoint.
+    pub timer_at: Option<u64>,
+    pub last_delivered: u64,
+}
+
+pub struct UdpState {
+    pub rate_bps: u64,
+    pub packet_size: u32,
+    pub on_mean: Option<u64>,
+    pub off_mean: Option<u64>,
+    pub is_on: bool,
+    pub period_end: u64,
+}
+
+pub struct Flow {
+    pub name: String,
+    pub group: String,
+    pub src_vm: u32,
+    pub dst_vm: u32,
+    pub start: u64,
+    pub stop: Option<u64>,
+    pub bytes: Option<u64>,
+    pub delivered: u64,
+    pub end: Option<u64>,
+    pub completed: bool,
+    pub stopped: bool,
+    /// Delivered bytes per goodput bin.
+    pub bins: Vec<u64>,
+    pub tx_ep: u32,
+    pub rx_ep: u32,
+    pub sport: u16,
+    pub dport: u16,
+    pub cc: Option<CcKind>,
+    pub ecn: bool,
+    pub udp: Option<UdpState>,
+    pub drop_segments: Vec<u64>,
+    pub iss: u32,
+    pub mss: u32,
+    pub app: Option<u32>,
+}
+
+pub struct Incast {
+    pub name: String,
+    pub aggregator: u32,
+    pub workers: Vec<u32>,
+    pub bytes: u64,
+    pub epochs: u32,
+    pub epoch: u32,
+    pub start: u64,
+    pub interval: Option<u64>,
+    pub jitter: u64,
+    pub outstanding: u32,
+    pub tcp: TcpConfig,
+}
+
+/// A flow-size distribution: piecewise-linear inverse CDF.
+pub struct Cdf {
+    points: Vec<(f64, f64)>,
+}
+
+impl Cdf {
+    pub fn parse(text: &str) -> Result<Cdf, String> {
+        let mut points = Vec::new();
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut it = line.split_whitespace().map(str::parse::<f64>);
+            match (it.next(), it.next(), it.next()) {
+                (Some(Ok(b)), Some(Ok(p)), None) if b >= 0.0 && (0.0..=1.0).contains(&p) => points.push((b, p)),
+                _ => return Err(format!("line {}: expected \"bytes probability\"", n + 1)),
+            }
+        }
+        if points.len() < 2 || points.windows(2).any(|w| w[1].0 < w[0].0 || w[1].1 < w[0].1) || points.last().unwrap().1 != 1.0 {
+            return Err("expected at least two non-decreasing points ending at probability 1".into());
+        }
+        Ok(Cdf { points })
+    }
+
+    pub fn sample(&self, u: f64) -> u64 {
+        let i = self.points.partition_point(|p| p.1 < u).min(self.points.len() - 1);
+        if i == 0 {
+            return self.points[0].0.max(1.0) as u64;
+        }
+        let (b0, p0) = self.points[i - 1];
+        let (b1, p1) = self.points[i];
+        let b = if p1 > p0 { b0 + (b1 - b0) * (u - p0) / (p1 - p0) } else { b1 };
+        b.round().max(1.0) as u64
+    }
+
+    pub fn mean(&self) -> f64 {
+        let mut m = self.points[0].0 * self.points[0].1;
+        for w in self.points.windows(2) {
+            m += (w[0].0 + w[1].0) / 2.0 * (w[1].1 - w[0].1);
+        }
+        m
+    }
+}
+
+pub struct Traffic {
+    pub name: String,
+    pub vms: Vec<u32>,
+    pub cdf: Cdf,
+    pub mean_gap_ns: f64,
+    pub start: u64,
+    pub stop: Option<u64>,
+    pub count: u32,
+    pub tcp: TcpConfig,
+}
+
+pub enum App {
+    Incast(Incast),
+    Traffic(Traffic),
+}
+
+pub struct Model {
+    pub name: String,
+    pub seed: u64,
+    pub duration: u64,
+    pub graph: Graph,
+    pub ports: Vec<Port>,
+    pub hosts: Vec<Host>,
+    pub vms: Vec<Vm>,
+    pub routes: Vec<Vec<Vec<u32>>>,
+    pub switch_salt: Vec<u64>,
+    pub eps: Vec<EpSlot>,
+    pub flows: Vec<Flow>,
+    pub apps: Vec<App>,
+    pub rng: Rng,
+    pub goodput_bin: u64,
+    pub queue_sample: u64,
+    pub sampled_ports: Vec<u32>,
+}
+
+pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
+pub const DATAMINING_CDF: &str = include_str!("../data/datamining.cdf");
+
+/// Expands "{i}" and "{i+K}" in a flow-group name pattern.
+pub fn expand(pattern: &str, i: u32) -> String {
+    let mut out = String::new();
+    let mut rest = pattern;
+    while let Some(a) = rest.find("{i") {
+        out.push_str(&rest[..a]);
+        let Some(b) = rest[a..].find('}') else { break };
+        let inner = &rest[a + 2..a + b];
+        let off: i64 = inner.trim().trim_start_matches('+').trim().parse().unwrap_or(0);
+        out.push_str(&(i as i64 + off).to_string());
+        rest = &rest[a + b + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+impl Model {
+    pub fn host_of_ip(&self, ip: u32) -> Option<u32> {
+        let i = ip.checked_sub(IP_BASE + 1)? as usize;
+        self.vms.get(i).map(|v| v.host)
+    }
+
+    fn tcp_config(base: &TcpCfg, cc: Option<CcKind>, ecn: Option<bool>) -> TcpConfig {
+        let d = TcpConfig::default();
+        let cc = cc.or(base.cc).unwrap_or(d.cc);
+        let delayed = base.delayed_ack.unwrap_or(false);
+        TcpConfig {
+            mss: base.mss.map(|b| b.0 as u32).unwrap_or(d.mss),
+            init_cwnd: base.init_cwnd.unwrap_or(d.init_cwnd),
+            rto_min: base.rto_min.map(|x| x.0).unwrap_or(d.rto_min),
+            rto_init: base.rto_init.map(|x| x.0).unwrap_or(d.rto_init),
+            rto_max: d.rto_max,
+            delack_count: if delayed { 2 } else { 1 },
+            delack_timeout: base.delack_timeout.map(|x| x.0).unwrap_or(d.delack_timeout),
+            sack: base.sack.unwrap_or(d.sack),
+            // DCTCP needs ECN; otherwise ECN is off unless asked for.
+            ecn: cc == CcKind::Dctcp || ecn.or(base.ecn).unwrap_or(false),
+            rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
+            cc,
+            dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),
+            dupthresh: base.dupthresh.unwrap_or(d.dupthresh),
+        }
+    }
+
+    /// Creates a TCP flow with its two endpoints (not started).
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_tcp_flow(&mut self, name: String, group: String, src: u32, dst: u32, start: u64, bytes: Option<u64>, cfg: TcpConfig, app: Option<u32>) -> u32 {
+        let f = self.flows.len() as u32;
+        let sport = self.alloc_port(src);
+        let dport = 5001;
+        let tx = self.eps.len() as u32;
+        let rx = tx + 1;
+        let iss = self.rng.next_u64() as u32;
+        let riss = self.rng.next_u64() as u32;
+        let (sip, dip) = (self.vms[src as usize].ip, self.vms[dst as usize].ip);
+        let cc = cfg.cc;
+        let ecn = cfg.ecn;
+        let mss = cfg.mss;
+        let client = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
+        let server = TcpEndpoint::server(cfg, (dip, dport), (sip, sport), tx, riss);
+        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(client)), flow: f, vm: src, timer_at: None, last_delivered: 0 });
+        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(server)), flow: f, vm: dst, timer_at: None, last_delivered: 0 });
+        self.flows.push(Flow {
+            name,
+            group,
+            src_vm: src,
+            dst_vm: dst,
+            start,
+            stop: None,
+            bytes,
+            delivered: 0,
+            end: None,
+            completed: false,
+            stopped: false,
+            bins: Vec::new(),
+            tx_ep: tx,
+            rx_ep: rx,
+            sport,
+            dport,
+            cc: Some(cc),
+            ecn,
+            udp: None,
+            drop_segments: Vec::new(),
+            iss,
+            mss,
+            app,
+        });
+        f
+    }
+
+    fn alloc_port(&mut self, vm: u32) -> u16 {
+        let v = &mut self.vms[vm as usize];
+        let p = v.next_port;
+        v.next_port = if v.next_port == u16::MAX { 10_000 } else { v.next_port + 1 };
+        p
+    }
+
+    pub fn tcp_stats(&self, f: &Flow) -> TcpStats {
+        match &self.eps[f.tx_ep as usize].kind {
+            EpKind::Tcp(t) => t.stats.clone(),
+            _ => TcpStats::default(),
+        }
+    }
+
+    pub fn build(l: &Loaded, seed: u64) -> Result<Model, ScenarioError> {
+        let s = &l.scenario;
+        let graph = topology::build(&s.topology).map_err(|(k, m)| l.error(&k, m))?;
+        if s.duration.0 == 0 {
+            return Err(l.error("duration", "must be greater than zero"));
+        }
+        if s.output.goodput_bin.0 == 0 {
+            return Err(l.error("output.goodput_bin", "must be greater than zero"));
+        }
+        if s.output.queue_sample.0 == 0 {
+            return Err(l.error("output.queue_sample", "must be greater than zero"));
+        }
+        let duration = s.duration.0;
+        let routes = topology::routes(&graph);
+        let q = &s.queue;
+        if q.limit.is_zero() {
+            return Err(l.error("queue.limit", "must be greater than zero"));
+        }
+        let red = RedParams {
+            min_th: q.min_th.map(size_value).unwrap_or(5.0),
+            max_th: q.max_th.map(size_value).unwrap_or(15.0),
+            max_p: q.max_p.unwrap_or(0.1),
+            weight: q.weight.unwrap_or(0.002),
+            ecn: q.ecn,
+        };
+        if q.kind == QueueKind::Red && !(red.min_th < red.max_th && (0.0..=1.0).contains(&red.max_p) && red.weight > 0.0 && red.weight <= 1.0) {
+            return Err(l.error("queue", "classic RED needs min_th < max_th, 0 <= max_p <= 1 and 0 < weight <= 1"));
+        }
+        let k = q.k.unwrap_or(Size::Packets(20));
+        let mut ports = Vec::with_capacity(graph.links.len() * 2);
+        for i in 0..graph.links.len() * 2 {
+            let link = &graph.links[i / 2];
+            let (from, to) = if i % 2 == 0 { (link.a, link.b) } else { (link.b, link.a) };
+            let name = topology::port_name(&graph, i);
+            let (qdisc, jitter_ns) = match from {
+                NodeRef::Host(_) => (Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red.clone()), s.nic.jitter.map(|d| d.0).unwrap_or((1500 * 8 * 1_000_000_000u64).div_ceil(link.rate_bps))),
+                NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, red.clone()), 0),
+            };
+            ports.push(Port { name, from, to, rate_bps: link.rate_bps, delay_ns: link.delay_ns, queue: VecDeque::new(), queue_bytes: 0, qdisc, busy: false, stats: PortStats::default(), jitter_ns, last_arrival: 0 });
+        }
+        let port_index: HashMap<String, u32> = ports.iter().enumerate().map(|(i, p)| (p.name.clone(), i as u32)).collect();
+        for (oi, o) in q.overrides.iter().enumerate() {
+            for (pi, name) in o.ports.iter().enumerate() {
+                let Some(&p) = port_index.get(name) else {
+                    return Err(l.error(&format!("queue.overrides[{oi}].ports[{pi}]"), format!("no port named {name:?} (ports are named like {:?})", ports[0].name)));
+                };
+                let qd = &mut ports[p as usize].qdisc;
+                if let Some(kind) = o.kind {
+                    qd.kind = kind;
+                }
+                if let Some(lim) = o.limit {
+                    qd.limit = lim;
+                }
+                if let Some(k) = o.k {
+                    qd.k = k;
+                }
+            }
+        }
+        let mut hosts = Vec::new();
+        for (h, name) in graph.hosts.iter().enumerate() {
+            let nic = ports.iter().position(|p| p.from == NodeRef::Host(h as u32)).expect("every host has a link") as u32;
+            hosts.push(Host { name: name.clone(), nic_port: nic });
+        }
+        let mut vms = Vec::new();
+        for (h, host) in hosts.iter().enumerate() {
+            for v in 0..graph.vms_per_host {
+                let name = if graph.vms_per_host == 1 { host.name.clone() } else { format!("{}/{v}", host.name) };
+                let ip = IP_BASE + 1 + vms.len() as u32;
+                vms.push(Vm { name, host: h as u32, ip, next_port: 10_000, limiter: None });
+            }
+        }
+        let mut vm_index: HashMap<String, u32> = vms.iter().enumerate().map(|(i, v)| (v.name.clone(), i as u32)).collect();
+        if graph.vms_per_host > 1 {
+            for (i, v) in vms.iter().enumerate() {
+                if v.name.ends_with("/0") {
+                    vm_index.insert(hosts[v.host as usize].name.clone(), i as u32);
+                }
+            }
+        }
+        let switch_salt = (0..graph.switches.len() as u64).map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ seed).collect();
+        let sampled_ports = match &s.output.ports {
+            HostSet::Named(n) if n == "switches" => (0..ports.len() as u32).filter(|&p| matches!(ports[p as usize].from, NodeRef::Switch(_))).collect(),
+            HostSet::Named(n) if n == "all" => (0..ports.len() as u32).collect(),
+            HostSet::Named(n) => return Err(l.error("output.ports", format!("expected \"switches\", \"all\" or a list of port names, got {n:?}"))),
+            HostSet::List(names) => {
+                let mut v = Vec::new();
+                for (i, n) in names.iter().enumerate() {
+                    v.push(*port_index.get(n).ok_or_else(|| l.error(&format!("output.ports[{i}]"), format!("no port named {n:?}")))?);
+                }
+                v
+            }
+        };
+        let mut m = Model {
+            name: s.name.clone().unwrap_or_else(|| std::path::Path::new(&l.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()),
+            seed,
+            duration,
+            graph,
+            ports,
+            hosts,
+            vms,
+            routes,
+            switch_salt,
+            eps: Vec::new(),
+            flows: Vec::new(),
+            apps: Vec::new(),
+            rng: Rng::new(seed),
+            goodput_bin: s.output.goodput_bin.0,
+            queue_sample: s.output.queue_sample.0,
+            sampled_ports,
+        };
+        let find_vm = |path: &str, name: &str| -> Result<u32, ScenarioError> {
+            vm_index.get(name).copied().ok_or_else(|| l.error(path, format!("no host or VM named {name:?}")))
+        };
+        let check_time = |path: &str, t: u64| -> Result<(), ScenarioError> {
+            if t >= duration {
+                Err(l.error(path, format!("is at or after the end of the run ({} s)", duration as f64 / 1e9)))
+            } else {
+                Ok(())
+            }
+        };
+        for (fi, fc) in s.flows.iter().enumerate() {
+            let path = |k: &str| format!("flows[{fi}].{k}");
+            check_time(&path("start"), fc.start.0)?;
+            if let Some(stop) = fc.stop {
+                if stop.0 <= fc.start.0 {
+                    return Err(l.error(&path("stop"), "must be after start"));
+                }
+            }
+            let count = fc.count.unwrap_or(1);
+            if count == 0 {
+                return Err(l.error(&path("count"), "must be greater than zero"));
+            }
+            match fc.transport {
+                Transport::Tcp => {
+                    for (k, present) in [("rate", fc.rate.is_some()), ("packet_size", fc.packet_size.is_some()), ("on", fc.on.is_some()), ("off", fc.off.is_some()), ("reply_size", fc.reply_size.is_some())] {
+                        if present {
+                            return Err(l.error(&path(k), "only applies to UDP flows (transport = \"udp\")"));
+                        }
+                    }
+                }
+                Transport::Udp => {
+                    for (k, present) in [("bytes", fc.bytes.is_some()), ("cc", fc.cc.is_some()), ("drop_segments", !fc.drop_segments.is_empty())] {
+                        if present {
+                            return Err(l.error(&path(k), "only applies to TCP flows"));
+                        }
+                    }
+                    match fc.rate {
+                        None => return Err(l.error(&path("rate"), "a UDP flow needs a rate such as \"1Gbps\"")),
+                        Some(r) if r.0 == 0 => return Err(l.error(&path("rate"), "must be greater than zero")),
+                        _ => {}
+                    }
+                    if fc.on.is_some() != fc.off.is_some() {
+                        return Err(l.error(&path("on"), "an on/off source needs both on and off"));
+                    }
+                    if fc.on.is_some_and(|d| d.0 == 0) || fc.off.is_some_and(|d| d.0 == 0) {
+                        return Err(l.error(&path("on"), "on and off periods must be greater than zero"));
+                    }
+                }
+            }
+            if fc.bytes.is_some_and(|b| b.0 == 0) {
+                return Err(l.error(&path("bytes"), "must be greater than zero"));
+            }
+            for i in 0..count {
+                let (src_name, dst_name) = (expand(&fc.src, i), expand(&fc.dst, i));
+                let src = find_vm(&path("src"), &src_name)?;
+                let dst = find_vm(&path("dst"), &dst_name)?;
+                let (hs, hd) = (m.vms[src as usize].host, m.vms[dst as usize].host);
+                if hs == hd {
+                    return Err(l.error(&path("dst"), format!("{src_name:?} and {dst_name:?} are on the same host; flows must cross the network")));
+                }
+                if !m.reachable(hs, hd) {
+                    return Err(l.error(&path("dst"), format!("{dst_name:?} is unreachable from {src_name:?}")));
+                }
+                let name = if fc.count.is_some() { format!("{}.{i}", fc.name) } else { fc.name.clone() };
+                let f = match fc.transport {
+                    Transport::Tcp => {
+                        let cfg = Model::tcp_config(&s.tcp, fc.cc, fc.ecn);
+                        let f = m.add_tcp_flow(name, fc.name.clone(), src, dst, fc.start.0, fc.bytes.map(|b| b.0), cfg, None);
+                        m.flows[f as usize].drop_segments = fc.drop_segments.clone();
+                        f
+                    }
+                    Transport::Udp => {
+                        let size = fc.packet_size.map(|b| b.0).unwrap_or(1500);
+                        if !(64..=65535).contains(&size) {
+                            return Err(l.error(&path("packet_size"), "expected 64B to 65535B"));
+                        }
+                        let reply = fc.reply_size.map(|b| b.0);
+                        if reply.is_some_and(|r| !(64..=65535).contains(&r)) {
+                            return Err(l.error(&path("reply_size"), "expected 64B to 65535B"));
+                        }
+                        m.add_udp_flow(name, fc.name.clone(), src, dst, fc.start.0, fc.rate.unwrap().0, size as u32, fc.on.map(|d| d.0), fc.off.map(|d| d.0), reply.map(|r| r as u32))
+                    }
+                };
+                m.flows[f as usize].stop = fc.stop.map(|d| d.0);
+            }
+        }
+        for (ai, ic) in s.incast.iter().enumerate() {
+            m.add_incast(l, ai, ic, &find_vm, &check_time)?;
+        }
+        for (ti, tc) in s.traffic.iter().enumerate() {
+            m.add_traffic(l, ti, tc, &find_vm, &check_time)?;
+        }
+        match &s.mechanism {
+            MechanismCfg::None => {}
+            MechanismCfg::StaticRate { rate, vms, depth } => {
+                if rate.0 == 0 {
+                    return Err(l.error("mechanism.rate", "must be greater than zero"));
+                }
+                // Default burst: 1 ms at the limit, at least two full packets.
+                let depth = depth.map(|d| d.0).unwrap_or((rate.0 / 8 / 1000).max(3000));
+                if depth < 1500 {
+                    return Err(l.error("mechanism.depth", "must hold at least one 1500B packet"));
+                }
+                let targets: Vec<u32> = match vms {
+                    None => (0..m.vms.len() as u32).collect(),
+                    Some(names) => names.iter().enumerate().map(|(i, n)| find_vm(&format!("mechanism.vms[{i}]"), n)).collect::<Result<_, _>>()?,
+                };
+                for v in targets {
+                    m.vms[v as usize].limiter = Some(TokenBucket::new(rate.0, depth, 0));
+                }
+            }
+        }
+        Ok(m)
+    }
+
+    fn reachable(&self, from_host: u32, to_host: u32) -> bool {
+        let nic = self.hosts[from_host as usize].nic_port as usize;
+        match self.ports[nic].to {
+            NodeRef::Switch(s) => !self.routes[s as usize][to_host as usize].is_empty(),
+            NodeRef::Host(h) => h == to_host,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_udp_flow(&mut self, name: String, group: String, src: u32, dst: u32, start: u64, rate_bps: u64, size: u32, on: Option<u64>, off: Option<u64>, reply: Option<u32>) -> u32 {
+        let f = self.flows.len() as u32;
+        let sport = self.alloc_port(src);
+        let tx = self.eps.len() as u32;
+        let rx = tx + 1;
+        // The sender's endpoint receives replies (request/reply mode).
+        self.eps.push(EpSlot { kind: EpKind::UdpSink, flow: f, vm: src, timer_at: None, last_delivered: 0 });
+        let rx_kind = match reply {
+            Some(r) => EpKind::UdpEcho { reply: r },
+            None => EpKind::UdpSink,
+        };
+        self.eps.push(EpSlot { kind: rx_kind, flow: f, vm: dst, timer_at: None, last_delivered: 0 });
+        self.flows.push(Flow {
+            name,
+            group,
+            src_vm: src,
+            dst_vm: dst,
+            start,
+            stop: None,
+            bytes: None,
+            delivered: 0,
+            end: None,
+            completed: false,
+            stopped: false,
+            bins: Vec::new(),
+            tx_ep: tx,
+            rx_ep: rx,
+            sport,
+            dport: 9,
+            cc: None,
+            ecn: false,
+            udp: Some(UdpState { rate_bps, packet_size: size, on_mean: on, off_mean: off, is_on: false, period_end: start }),
+            drop_segments: Vec::new(),
+            iss: 0,
+            mss: 0,
+            app: None,
+        });
+        f
+    }
+
+    fn add_incast(&mut self, l: &Loaded, ai: usize, ic: &IncastCfg, find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>, check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
+        let path = |k: &str| format!("incast[{ai}].{k}");
+        check_time(&path("start"), ic.start.0)?;
+        if ic.count == 0 {
+            return Err(l.error(&path("count"), "must be greater than zero"));
+        }
+        if ic.bytes.0 == 0 {
+            return Err(l.error(&path("bytes"), "must be greater than zero"));
+        }
+        if ic.epochs == 0 {
+            return Err(l.error(&path("epochs"), "must be greater than zero"));
+        }
+        if ic.interval.is_some_and(|i| i.0 == 0) {
+            return Err(l.error(&path("interval"), "must be greater than zero"));
+        }
+        let agg = find_vm(&path("aggregator"), &ic.aggregator)?;
+        let mut workers = Vec::new();
+        for i in 0..ic.count {
+            let w = find_vm(&path("workers"), &expand(&ic.workers, i))?;
+            if self.vms[w as usize].host == self.vms[agg as usize].host {
+                return Err(l.error(&path("workers"), "a worker shares the aggregator's host"));
+            }
+            if !self.reachable(self.vms[w as usize].host, self.vms[agg as usize].host) {
+                return Err(l.error(&path("aggregator"), "is unreachable from a worker"));
+            }
+            workers.push(w);
+        }
+        let tcp = Model::tcp_config(&l.scenario.tcp, ic.cc, ic.ecn);
+        self.apps.push(App::Incast(Incast {
+            name: ic.name.clone(),
+            aggregator: agg,
+            workers,
+            bytes: ic.bytes.0,
+            epochs: ic.epochs,
+            epoch: 0,
+            start: ic.start.0,
+            interval: ic.interval.map(|d| d.0),
+            jitter: ic.jitter.0,
+            outstanding: 0,
+            tcp,
+        }));
+        Ok(())
+    }
+
+    fn add_traffic(&mut self, l: &Loaded, ti: usize, tc: &TrafficCfg, find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>, check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
+        let path = |k: &str| format!("traffic[{ti}].{k}");
+        check_time(&path("start"), tc.start.0)?;
+        if !(tc.load > 0.0 && tc.load <= 1.0) {
+            return Err(l.error(&path("load"), format!("expected a fraction in (0, 1], got {}", tc.load)));
+        }
+        let vms: Vec<u32> = match &tc.hosts {
+            HostSet::Named(n) if n == "all" => (0..self.vms.len() as u32).collect(),
+            HostSet::Named(n) => vec![find_vm(&path("hosts"), n)?],
+            HostSet::List(names) => names.iter().map(|n| find_vm(&path("hosts"), n)).collect::<Result<_, _>>()?,
+        };
+        if vms.len() < 2 {
+            return Err(l.error(&path("hosts"), "needs at least two hosts"));
+        }
+        let text = match tc.cdf.as_str() {
+            "websearch" => WEBSEARCH_CDF.to_string(),
+            "datamining" => DATAMINING_CDF.to_string(),
+            file => {
+                let base = std::path::Path::new(&l.file).parent().unwrap_or(std::path::Path::new("."));
+                std::fs::read_to_string(base.join(file)).map_err(|e| l.error(&path("cdf"), format!("expected \"websearch\", \"datamining\" or a readable CDF file: {e}")))?
+            }
+        };
+        let cdf = Cdf::parse(&text).map_err(|e| l.error(&path("cdf"), e))?;
+        // Poisson arrivals: every host offers `load` of its link on average.
+        let host_rate = self.ports[self.hosts[self.vms[vms[0] as usize].host as usize].nic_port as usize].rate_bps as f64;
+        let per_second = tc.load * host_rate * vms.len() as f64 / (8.0 * cdf.mean());
+        let tcp = Model::tcp_config(&l.scenario.tcp, tc.cc, tc.ecn);
+        self.apps.push(App::Traffic(Traffic { name: tc.name.clone(), vms, cdf, mean_gap_ns: 1e9 / per_second, start: tc.start.0, stop: tc.stop.map(|d| d.0), count: 0, tcp }));
+        Ok(())
+    }
+}
+
+fn size_value(s: Size) -> f64 {
+    match s {
+        Size::Packets(n) | Size::Bytes(n) => n as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_patterns_expand_with_offsets() {
+        assert_eq!(expand("s{i}", 3), "s3");
+        assert_eq!(expand("s{i+1}", 3), "s4");
+        assert_eq!(expand("h0_{i}", 2), "h0_2");
+    }
+
+    #[test]
+    fn shipped_cdfs_parse_and_have_the_published_means() {
+        // Web search (DCTCP paper) averages about 1.6 MB; data mining (VL2) about 7.4 MB.
+        let ws = Cdf::parse(WEBSEARCH_CDF).unwrap().mean();
+        let dm = Cdf::parse(DATAMINING_CDF).unwrap().mean();
+        assert!((1.4e6..1.8e6).contains(&ws), "websearch mean {ws}");
+        assert!((6.0e6..8.5e6).contains(&dm), "datamining mean {dm}");
+    }
+}

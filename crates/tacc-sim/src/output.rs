@@ -1,0 +1,204 @@
+//! Result files: summary.json, flows.csv, goodput.csv, queues.csv. Everything a report or a
+//! plot shows is read back from these.
+
+use crate::model::Model;
+use crate::sim::Sim;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+#[derive(Serialize)]
+pub struct FlowSummary {
+    pub name: String,
+    pub group: String,
+    pub src: String,
+    pub dst: String,
+    pub transport: &'static str,
+    pub cc: Option<&'static str>,
+    pub ecn: bool,
+    pub bytes_delivered: u64,
+    pub start: f64,
+    pub end: Option<f64>,
+    pub fct: Option<f64>,
+    pub goodput_mbps: f64,
+    pub completed: bool,
+    pub retransmits: u64,
+    pub fast_retransmits: u64,
+    pub timeouts: u64,
+}
+
+#[derive(Serialize)]
+pub struct PortSummary {
+    pub name: String,
+    pub rate_bps: u64,
+    pub enqueued: u64,
+    pub dropped: u64,
+    pub dropped_overflow: u64,
+    pub dropped_aqm: u64,
+    pub marked: u64,
+    pub max_backlog_pkts: u64,
+    pub mean_backlog_pkts: f64,
+    pub tx_bytes: u64,
+    pub utilization: f64,
+}
+
+#[derive(Serialize)]
+pub struct ConservationSummary {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+    pub in_flight: u64,
+    pub ok: bool,
+    /// Packets dropped by a vswitch egress hook before entering the network.
+    pub shim_dropped: u64,
+}
+
+#[derive(Serialize)]
+pub struct Summary {
+    pub tacc_version: &'static str,
+    pub scenario: String,
+    pub scenario_file: String,
+    pub seed: u64,
+    pub sim_seconds: f64,
+    pub wall_seconds: f64,
+    pub events: u64,
+    pub goodput_bin_s: f64,
+    pub queue_sample_s: f64,
+    pub flows: Vec<FlowSummary>,
+    pub ports: Vec<PortSummary>,
+    pub conservation: ConservationSummary,
+}
+
+const NS: f64 = 1e9;
+
+pub fn summarize(sim: &Sim, file: &str, wall_seconds: f64) -> Summary {
+    let m: &Model = &sim.m;
+    let end = m.duration;
+    let flows = m
+        .flows
+        .iter()
+        .map(|f| {
+            let st = m.tcp_stats(f);
+            let stop = f.end.unwrap_or(end).max(f.start);
+            let active = (stop - f.start) as f64 / NS;
+            let goodput = if active > 0.0 { f.delivered as f64 * 8.0 / active / 1e6 } else { 0.0 };
+            FlowSummary {
+                name: f.name.clone(),
+                group: f.group.clone(),
+                src: m.vms[f.src_vm as usize].name.clone(),
+                dst: m.vms[f.dst_vm as usize].name.clone(),
+                transport: if f.udp.is_some() { "udp" } else { "tcp" },
+                cc: f.cc.map(|c| c.name()),
+                ecn: f.ecn,
+                bytes_delivered: f.delivered,
+                start: f.start as f64 / NS,
+                end: f.end.map(|e| e as f64 / NS),
+                fct: if f.completed { f.end.map(|e| (e - f.start) as f64 / NS) } else { None },
+                goodput_mbps: goodput,
+                completed: f.completed,
+                retransmits: st.retransmits,
+                fast_retransmits: st.fast_retransmits,
+                timeouts: st.timeouts,
+            }
+        })
+        .collect();
+    let ports = m
+        .ports
+        .iter()
+        .map(|p| PortSummary {
+            name: p.name.clone(),
+            rate_bps: p.rate_bps,
+            enqueued: p.stats.enqueued,
+            dropped: p.stats.dropped(),
+            dropped_overflow: p.stats.dropped_overflow,
+            dropped_aqm: p.stats.dropped_aqm,
+            marked: p.stats.marked,
+            max_backlog_pkts: p.stats.max_backlog,
+            mean_backlog_pkts: p.stats.backlog_integral as f64 / end as f64,
+            tx_bytes: p.stats.tx_bytes,
+            utilization: p.stats.tx_bytes as f64 * 8.0 / (p.rate_bps as f64 * end as f64 / NS),
+        })
+        .collect();
+    let c = &sim.cons;
+    let in_flight = sim.in_flight();
+    Summary {
+        tacc_version: env!("CARGO_PKG_VERSION"),
+        scenario: m.name.clone(),
+        scenario_file: file.to_string(),
+        seed: m.seed,
+        sim_seconds: end as f64 / NS,
+        wall_seconds,
+        events: sim.events,
+        goodput_bin_s: m.goodput_bin as f64 / NS,
+        queue_sample_s: m.queue_sample as f64 / NS,
+        flows,
+        ports,
+        conservation: ConservationSummary { sent: c.sent, delivered: c.delivered, dropped: c.dropped, in_flight, ok: c.sent == c.delivered + c.dropped + in_flight, shim_dropped: sim.shim_dropped },
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn opt(v: Option<f64>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+/// Writes all result files into `dir` (created if needed). Files are written to temporary
+/// names and renamed, so a failed run leaves no half-written result.
+pub fn write(dir: &Path, sim: &Sim, summary: &Summary) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let m = &sim.m;
+    let mut flows = String::from("name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,completed,retransmits,fast_retransmits,timeouts\n");
+    for f in &summary.flows {
+        let _ = writeln!(
+            flows,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&f.name),
+            csv_field(&f.group),
+            csv_field(&f.src),
+            csv_field(&f.dst),
+            f.transport,
+            f.cc.unwrap_or(""),
+            f.ecn,
+            f.bytes_delivered,
+            f.start,
+            opt(f.end),
+            opt(f.fct),
+            f.goodput_mbps,
+            f.completed,
+            f.retransmits,
+            f.fast_retransmits,
+            f.timeouts
+        );
+    }
+    let bin = m.goodput_bin;
+    let bins = m.duration.div_ceil(bin) as usize;
+    let mut goodput = String::from("time_s,flow,goodput_mbps\n");
+    for f in &m.flows {
+        // Bins from the flow's start bin to its end bin (zeros included: a starving flow shows).
+        let first = (f.start / bin) as usize;
+        let last = (f.end.unwrap_or(m.duration).min(m.duration).saturating_sub(1) / bin) as usize;
+        for b in first..=last.min(bins.saturating_sub(1)) {
+            let bytes = f.bins.get(b).copied().unwrap_or(0);
+            let _ = writeln!(goodput, "{},{},{}", (b as u64 * bin) as f64 / NS, csv_field(&f.name), bytes as f64 * 8.0 / (bin as f64 / NS) / 1e6);
+        }
+    }
+    let mut queues = String::from("time_s,port,backlog_pkts,backlog_bytes\n");
+    for &(t, p, pkts, bytes) in &sim.queue_samples {
+        let _ = writeln!(queues, "{},{},{},{}", t as f64 / NS, csv_field(&m.ports[p as usize].name), pkts, bytes);
+    }
+    let json = serde_json::to_string_pretty(summary).map_err(io::Error::other)?;
+    for (name, body) in [("flows.csv", flows), ("goodput.csv", goodput), ("queues.csv", queues), ("summary.json", json + "\n")] {
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, body)?;
+        std::fs::rename(&tmp, dir.join(name))?;
+    }
+    Ok(())
+}

@@ -1,0 +1,240 @@
+//! Packets: the header fields mechanisms read and write, plus the simulator's own metadata.
+//!
+//! Payload bytes are not materialised; `payload` is their count. The TCP checksum covers the
+//! pseudo-header and the 20-byte base TCP header with an all-zero payload, so that a header
+//! rewrite that forgets to update it is caught when the end host verifies it (debug builds).
+
+use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
+
+pub const IP_HEADER: u32 = 20;
+pub const TCP_HEADER: u32 = 20;
+pub const UDP_HEADER: u32 = 8;
+/// Size of the explicit feedback packets of HyGenICC/SDN-GCC (Ethernet + IPv4 + 2 B).
+pub const FEEDBACK_PACKET: u32 = 36;
+
+pub type PktId = u32;
+/// "No endpoint": packets that end at a shim (feedback) rather than in a VM.
+pub const NO_EP: u32 = u32::MAX;
+
+#[derive(Clone, Debug, Default)]
+pub struct Sack {
+    /// Up to three SACK blocks (start, end) in sequence-number space, most recent first.
+    pub blocks: [(u32, u32); 3],
+    pub len: u8,
+}
+
+#[derive(Clone, Debug)]
+pub struct Packet {
+    // IPv4
+    pub src: u32,
+    pub dst: u32,
+    pub protocol: u8,
+    pub ecn: Ecn,
+    pub reserved_bit: bool,
+    pub ip_id: u16,
+    /// IPv4 total length in bytes (what a link serializes).
+    pub len: u32,
+    // TCP / UDP
+    pub sport: u16,
+    pub dport: u16,
+    pub seq: u32,
+    pub ack: u32,
+    pub flags: u8,
+    pub window: u16,
+    pub tcp_checksum: u16,
+    /// Window scale option (SYN, SYN-ACK only).
+    pub wscale: Option<u8>,
+    /// MSS option (SYN, SYN-ACK only).
+    pub mss: Option<u16>,
+    pub sack: Sack,
+    /// Application bytes carried.
+    pub payload: u32,
+    // simulator metadata
+    /// Endpoint at the destination host that receives this packet.
+    pub dst_ep: u32,
+    /// Time the packet left its source VM.
+    pub sent_at: u64,
+}
+
+impl Packet {
+    pub fn new(src: u32, dst: u32, protocol: u8, len: u32) -> Packet {
+        Packet {
+            src,
+            dst,
+            protocol,
+            ecn: Ecn::NotEct,
+            reserved_bit: false,
+            ip_id: 0,
+            len,
+            sport: 0,
+            dport: 0,
+            seq: 0,
+            ack: 0,
+            flags: 0,
+            window: 0,
+            tcp_checksum: 0,
+            wscale: None,
+            mss: None,
+            sack: Sack::default(),
+            payload: 0,
+            dst_ep: NO_EP,
+            sent_at: 0,
+        }
+    }
+
+    pub fn is_tcp(&self) -> bool {
+        self.protocol == ip_proto::TCP
+    }
+
+    /// The TCP checksum (RFC 793) over the pseudo-header and base header, zero payload.
+    pub fn compute_tcp_checksum(&self) -> u16 {
+        let tcp_len = self.len - IP_HEADER;
+        let words: [u32; 16] = [
+            self.src >> 16,
+            self.src & 0xffff,
+            self.dst >> 16,
+            self.dst & 0xffff,
+            ip_proto::TCP as u32,
+            tcp_len & 0xffff,
+            self.sport as u32,
+            self.dport as u32,
+            self.seq >> 16,
+            self.seq & 0xffff,
+            self.ack >> 16,
+            self.ack & 0xffff,
+            (5u32 << 12) | self.flags as u32,
+            self.window as u32,
+            0, // checksum field
+            0, // urgent pointer
+        ];
+        let mut sum: u32 = words.iter().sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    pub fn fill_tcp_checksum(&mut self) {
+        self.tcp_checksum = self.compute_tcp_checksum();
+    }
+
+    pub fn tcp_checksum_ok(&self) -> bool {
+        !self.is_tcp() || self.compute_tcp_checksum() == self.tcp_checksum
+    }
+
+    /// 5-tuple hash for ECMP; `salt` differs per switch so paths decorrelate across tiers.
+    pub fn flow_hash(&self, salt: u64) -> u64 {
+        let mut h = salt ^ 0x51_7c_c1_b7_27_22_0a_95;
+        for v in [self.src as u64, self.dst as u64, self.protocol as u64, ((self.sport as u64) << 16) | self.dport as u64] {
+            h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            h ^= h >> 29;
+        }
+        h
+    }
+}
+
+/// RFC 1624 incremental update: HC' = ~(~HC + ~m + m').
+pub fn checksum_update(hc: u16, old: u16, new: u16) -> u16 {
+    let mut sum = (!hc) as u32 + (!old) as u32 + new as u32;
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
+
+impl PacketHeaders for Packet {
+    fn src(&self) -> u32 {
+        self.src
+    }
+    fn dst(&self) -> u32 {
+        self.dst
+    }
+    fn protocol(&self) -> u8 {
+        self.protocol
+    }
+    fn ip_len(&self) -> u16 {
+        self.len.min(u16::MAX as u32) as u16
+    }
+    fn ip_id(&self) -> u16 {
+        self.ip_id
+    }
+    fn ecn(&self) -> Ecn {
+        self.ecn
+    }
+    fn set_ecn(&mut self, ecn: Ecn) {
+        self.ecn = ecn;
+    }
+    fn reserved_bit(&self) -> bool {
+        self.reserved_bit
+    }
+    fn set_reserved_bit(&mut self, on: bool) {
+        self.reserved_bit = on;
+    }
+    fn tcp_ports(&self) -> Option<(u16, u16)> {
+        self.is_tcp().then_some((self.sport, self.dport))
+    }
+    fn tcp_flags(&self) -> Option<u8> {
+        self.is_tcp().then_some(self.flags)
+    }
+    fn tcp_window(&self) -> Option<u16> {
+        self.is_tcp().then_some(self.window)
+    }
+    fn set_tcp_window(&mut self, window: u16) {
+        if self.is_tcp() {
+            self.tcp_checksum = checksum_update(self.tcp_checksum, self.window, window);
+            self.window = window;
+        }
+    }
+}
+
+/// Packet storage with a free list: the per-packet path allocates no heap memory once warm.
+#[derive(Default)]
+pub struct Arena {
+    slots: Vec<Packet>,
+    free: Vec<PktId>,
+}
+
+impl Arena {
+    pub fn alloc(&mut self, p: Packet) -> PktId {
+        if let Some(id) = self.free.pop() {
+            self.slots[id as usize] = p;
+            id
+        } else {
+            self.slots.push(p);
+            (self.slots.len() - 1) as PktId
+        }
+    }
+    pub fn free(&mut self, id: PktId) {
+        self.free.push(id);
+    }
+    pub fn live(&self) -> u64 {
+        (self.slots.len() - self.free.len()) as u64
+    }
+    #[inline]
+    pub fn get(&self, id: PktId) -> &Packet {
+        &self.slots[id as usize]
+    }
+    #[inline]
+    pub fn get_mut(&mut self, id: PktId) -> &mut Packet {
+        &mut self.slots[id as usize]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_rewrite_keeps_checksum_valid() {
+        let mut p = Packet::new(0x0a00_0001, 0x0a00_0002, ip_proto::TCP, 40);
+        p.seq = 0xdead_beef;
+        p.ack = 12345;
+        p.flags = 0x10;
+        p.window = 65535;
+        p.fill_tcp_checksum();
+        for w in [0u16, 11, 1460, 0xffff, 1] {
+            p.set_tcp_window(w);
+            assert_eq!(p.tcp_checksum, p.compute_tcp_checksum(), "window {w}");
+        }
+    }
+}

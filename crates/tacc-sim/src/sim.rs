@@ -1,0 +1,539 @@
+//! The engine: one event queue keyed by (time, insertion sequence), integer nanoseconds,
+//! one seeded RNG. Nodes are hosts (VMs behind a virtual switch on one NIC) and switches;
+//! every link direction is a port with an output queue.
+//!
+//! Packet path: VM stack -> vswitch egress hook (shim) -> NIC queue -> link -> switch queues
+//! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
+
+use crate::model::{App, EpKind, Model, Vm};
+use crate::packet::{Arena, Packet, PktId, IP_HEADER, UDP_HEADER};
+use crate::queue::Verdict;
+use crate::topology::NodeRef;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use tacc_mech::headers::{ip_proto, Ecn};
+
+#[derive(Clone, Copy, Debug)]
+pub enum EvKind {
+    /// A port finished serializing its head packet.
+    TxDone(u32),
+    /// A packet reaches the far end of a port's link.
+    Arrive(u32, PktId),
+    EpTimer(u32),
+    FlowStart(u32),
+    FlowStop(u32),
+    UdpSend(u32),
+    IncastEpoch(u32),
+    TrafficArrival(u32),
+    Sample,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Ev {
+    at: u64,
+    seq: u64,
+    kind: EvKind,
+}
+
+impl PartialEq for Ev {
+    fn eq(&self, o: &Self) -> bool {
+        self.at == o.at && self.seq == o.seq
+    }
+}
+impl Eq for Ev {}
+impl PartialOrd for Ev {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Ev {
+    // Reversed: BinaryHeap is a max-heap and we want the earliest (then first-scheduled).
+    fn cmp(&self, o: &Self) -> Ordering {
+        (o.at, o.seq).cmp(&(self.at, self.seq))
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Conservation {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+}
+
+pub struct Sim {
+    pub now: u64,
+    heap: BinaryHeap<Ev>,
+    seq: u64,
+    pub events: u64,
+    pub pkts: Arena,
+    pub m: Model,
+    pub cons: Conservation,
+    /// Packets dropped by the vswitch egress hook before reaching the NIC.
+    pub shim_dropped: u64,
+    pub queue_samples: Vec<(u64, u32, u32, u64)>,
+    out_buf: Vec<Packet>,
+}
+
+impl Sim {
+    pub fn new(m: Model) -> Sim {
+        let mut s = Sim {
+            now: 0,
+            heap: BinaryHeap::new(),
+            seq: 0,
+            events: 0,
+            pkts: Arena::default(),
+            m,
+            cons: Conservation::default(),
+            shim_dropped: 0,
+            queue_samples: Vec::new(),
+            out_buf: Vec::new(),
+        };
+        for f in 0..s.m.flows.len() {
+            let at = s.m.flows[f].start;
+            s.schedule(at, EvKind::FlowStart(f as u32));
+            if let Some(stop) = s.m.flows[f].stop {
+                s.schedule(stop, EvKind::FlowStop(f as u32));
+            }
+        }
+        for a in 0..s.m.apps.len() {
+            match &s.m.apps[a] {
+                App::Incast(i) => {
+                    let at = i.start;
+                    s.schedule(at, EvKind::IncastEpoch(a as u32));
+                }
+                App::Traffic(t) => {
+                    let at = t.start;
+                    s.schedule(at, EvKind::TrafficArrival(a as u32));
+                }
+            }
+        }
+        s.schedule(0, EvKind::Sample);
+        s
+    }
+
+    pub fn schedule(&mut self, at: u64, kind: EvKind) {
+        self.seq += 1;
+        self.heap.push(Ev { at, seq: self.seq, kind });
+    }
+
+    /// Runs to the end; `progress(now, end)` is called every 2^20 events.
+    pub fn run(&mut self, progress: &mut dyn FnMut(u64, u64)) {
+        let end = self.m.duration;
+        while let Some(ev) = self.heap.pop() {
+            if ev.at > end {
+                self.heap.push(ev);
+                break;
+            }
+            self.now = ev.at;
+            self.events += 1;
+            if self.events & 0xF_FFFF == 0 {
+                progress(self.now, end);
+            }
+            self.dispatch(ev.kind);
+        }
+        self.now = end;
+        progress(end, end);
+        for p in 0..self.m.ports.len() {
+            let port = &mut self.m.ports[p];
+            port.stats.advance(end, port.queue.len() as u64);
+        }
+    }
+
+    fn dispatch(&mut self, kind: EvKind) {
+        match kind {
+            EvKind::TxDone(p) => self.tx_done(p),
+            EvKind::Arrive(p, pkt) => self.arrive(p, pkt),
+            EvKind::EpTimer(ep) => {
+                let now = self.now;
+                let slot = &mut self.m.eps[ep as usize];
+                if slot.timer_at == Some(now) {
+                    slot.timer_at = None;
+                }
+                if let EpKind::Tcp(t) = &mut slot.kind {
+                    t.on_timer(now);
+                }
+                self.pump(ep);
+            }
+            EvKind::FlowStart(f) => self.flow_start(f),
+            EvKind::FlowStop(f) => self.flow_stop(f),
+            EvKind::UdpSend(f) => self.udp_send(f),
+            EvKind::IncastEpoch(a) => self.incast_epoch(a),
+            EvKind::TrafficArrival(a) => self.traffic_arrival(a),
+            EvKind::Sample => self.sample(),
+        }
+    }
+
+    // ------------------------------------------------------------------ network
+
+    fn ser_time(rate_bps: u64, len: u32) -> u64 {
+        ((len as u128 * 8_000_000_000u128).div_ceil(rate_bps as u128)) as u64
+    }
+
+    fn enqueue(&mut self, port: u32, id: PktId) {
+        let now = self.now;
+        let p = &mut self.m.ports[port as usize];
+        let (len, ecn) = {
+            let pk = self.pkts.get(id);
+            (pk.len, pk.ecn)
+        };
+        let backlog = p.queue.len() as u64;
+        let pkt_time = Self::ser_time(p.rate_bps, 1500);
+        let verdict = p.qdisc.admit(now, backlog, p.queue_bytes, len, ecn, pkt_time, &mut self.m.rng);
+        match verdict {
+            Verdict::DropOverflow | Verdict::DropAqm => {
+                if verdict == Verdict::DropOverflow {
+                    p.stats.dropped_overflow += 1;
+                } else {
+                    p.stats.dropped_aqm += 1;
+                }
+                self.cons.dropped += 1;
+                self.pkts.free(id);
+                return;
+            }
+            Verdict::Mark => {
+                p.stats.marked += 1;
+                self.pkts.get_mut(id).ecn = Ecn::Ce;
+            }
+            Verdict::Enqueue => {}
+        }
+        p.stats.advance(now, backlog);
+        p.stats.enqueued += 1;
+        p.queue.push_back(id);
+        p.queue_bytes += len as u64;
+        p.stats.max_backlog = p.stats.max_backlog.max(p.queue.len() as u64);
+        if !p.busy {
+            self.start_tx(port);
+        }
+    }
+
+    fn start_tx(&mut self, port: u32) {
+        let now = self.now;
+        let p = &mut self.m.ports[port as usize];
+        let Some(&id) = p.queue.front() else {
+            p.busy = false;
+            p.qdisc.on_idle(now);
+            return;
+        };
+        p.busy = true;
+        let len = self.pkts.get(id).len;
+        let at = now + Self::ser_time(p.rate_bps, len);
+        self.schedule(at, EvKind::TxDone(port));
+    }
+
+    fn tx_done(&mut self, port: u32) {
+        let now = self.now;
+        let p = &mut self.m.ports[port as usize];
+        let backlog = p.queue.len() as u64;
+        p.stats.advance(now, backlog);
+        let id = p.queue.pop_front().expect("a transmitting port has a head packet");
+        let len = self.pkts.get(id).len as u64;
+        p.queue_bytes -= len;
+        p.stats.tx_bytes += len;
+        p.stats.tx_pkts += 1;
+        let mut at = now + p.delay_ns;
+        if p.jitter_ns > 0 {
+            // Host transmit timing noise; arrivals stay in FIFO order.
+            at = (at + self.m.rng.below(p.jitter_ns + 1)).max(p.last_arrival);
+            p.last_arrival = at;
+        }
+        self.schedule(at, EvKind::Arrive(port, id));
+        self.start_tx(port);
+    }
+
+    fn arrive(&mut self, port: u32, id: PktId) {
+        match self.m.ports[port as usize].to {
+            NodeRef::Switch(s) => {
+                let dst = self.pkts.get(id).dst;
+                let Some(h) = self.m.host_of_ip(dst) else {
+                    self.cons.dropped += 1;
+                    self.pkts.free(id);
+                    return;
+                };
+                let choices = &self.m.routes[s as usize][h as usize];
+                let out = match choices.len() {
+                    0 => {
+                        self.cons.dropped += 1;
+                        self.pkts.free(id);
+                        return;
+                    }
+                    1 => choices[0],
+                    n => choices[(self.pkts.get(id).flow_hash(self.m.switch_salt[s as usize]) % n as u64) as usize],
+                };
+                self.enqueue(out, id);
+            }
+            NodeRef::Host(_) => {
+                self.cons.delivered += 1;
+                let pkt = self.pkts.get(id).clone();
+                self.pkts.free(id);
+                self.host_ingress(pkt);
+            }
+        }
+    }
+
+    fn host_ingress(&mut self, pkt: Packet) {
+        debug_assert!(pkt.tcp_checksum_ok(), "TCP checksum broken in flight: {pkt:?}");
+        let ep = pkt.dst_ep;
+        if ep as usize >= self.m.eps.len() {
+            return;
+        }
+        let now = self.now;
+        match &mut self.m.eps[ep as usize].kind {
+            EpKind::Tcp(t) => t.on_segment(now, &pkt),
+            EpKind::UdpSink => {
+                let f = self.m.eps[ep as usize].flow;
+                self.credit(f, pkt.payload as u64);
+            }
+            EpKind::UdpEcho { reply } => {
+                let reply = *reply;
+                let f = self.m.eps[ep as usize].flow;
+                self.credit(f, pkt.payload as u64);
+                let mut r = Packet::new(pkt.dst, pkt.src, ip_proto::UDP, reply);
+                r.sport = pkt.dport;
+                r.dport = pkt.sport;
+                r.payload = reply - IP_HEADER - UDP_HEADER;
+                r.dst_ep = self.m.flows[f as usize].tx_ep;
+                let vm = self.m.eps[ep as usize].vm;
+                self.vm_send(vm, r, None);
+                return;
+            }
+        }
+        self.pump(ep);
+    }
+
+    /// Adds delivered application bytes to a flow's goodput and checks completion.
+    fn credit(&mut self, f: u32, bytes: u64) {
+        if bytes == 0 {
+            return;
+        }
+        let now = self.now;
+        let bin = self.m.goodput_bin;
+        let flow = &mut self.m.flows[f as usize];
+        flow.delivered += bytes;
+        let b = (now / bin) as usize;
+        if flow.bins.len() <= b {
+            flow.bins.resize(b + 1, 0);
+        }
+        flow.bins[b] += bytes;
+        if let Some(total) = flow.bytes {
+            if flow.delivered >= total && flow.end.is_none() {
+                flow.end = Some(now);
+                flow.completed = true;
+                if let Some(a) = flow.app {
+                    self.incast_flow_done(a);
+                }
+            }
+        }
+    }
+
+    /// Lets a TCP endpoint transmit, accounts its deliveries and re-arms its timer.
+    fn pump(&mut self, ep: u32) {
+        let now = self.now;
+        let mut out = std::mem::take(&mut self.out_buf);
+        let slot = &mut self.m.eps[ep as usize];
+        let EpKind::Tcp(t) = &mut slot.kind else {
+            self.out_buf = out;
+            return;
+        };
+        t.poll_transmit(now, &mut |p| out.push(p));
+        let delivered = t.delivered();
+        let new_bytes = delivered - slot.last_delivered;
+        slot.last_delivered = delivered;
+        let poll = t.poll_at();
+        let (vm, flow) = (slot.vm, slot.flow);
+        if let Some(at) = poll {
+            if slot.timer_at.is_none_or(|t| at < t) {
+                slot.timer_at = Some(at);
+                self.schedule(at.max(now), EvKind::EpTimer(ep));
+            }
+        }
+        for p in out.drain(..) {
+            self.vm_send(vm, p, Some(flow));
+        }
+        self.out_buf = out;
+        if new_bytes > 0 {
+            self.credit(flow, new_bytes);
+        }
+    }
+
+    /// VM -> vswitch egress hook -> NIC queue.
+    fn vm_send(&mut self, vm: u32, pkt: Packet, flow: Option<u32>) {
+        let now = self.now;
+        let v: &mut Vm = &mut self.m.vms[vm as usize];
+        if let Some(tb) = &mut v.limiter {
+            if !tb.try_consume(now, pkt.len as u64) {
+                self.shim_dropped += 1;
+                return;
+            }
+        }
+        let nic = self.m.hosts[v.host as usize].nic_port;
+        self.cons.sent += 1;
+        if let Some(f) = flow {
+            if self.scripted_drop(f, &pkt) {
+                self.cons.dropped += 1;
+                self.m.ports[nic as usize].stats.dropped_scripted += 1;
+                return;
+            }
+        }
+        let id = self.pkts.alloc(pkt);
+        self.enqueue(nic, id);
+    }
+
+    fn scripted_drop(&mut self, f: u32, pkt: &Packet) -> bool {
+        let flow = &mut self.m.flows[f as usize];
+        if flow.drop_segments.is_empty() || pkt.payload == 0 || pkt.dst_ep != flow.rx_ep {
+            return false;
+        }
+        let seg = (pkt.seq.wrapping_sub(flow.iss).wrapping_sub(1) / flow.mss) as u64;
+        if let Some(i) = flow.drop_segments.iter().position(|&s| s == seg) {
+            flow.drop_segments.swap_remove(i);
+            return true;
+        }
+        false
+    }
+
+    // ------------------------------------------------------------------ applications
+
+    fn flow_start(&mut self, f: u32) {
+        let now = self.now;
+        let flow = &self.m.flows[f as usize];
+        if flow.udp.is_some() {
+            self.udp_send(f);
+            return;
+        }
+        let tx = flow.tx_ep;
+        let bytes = flow.bytes;
+        if let EpKind::Tcp(t) = &mut self.m.eps[tx as usize].kind {
+            t.send(bytes.unwrap_or(u64::MAX / 4));
+            if bytes.is_some() {
+                t.close();
+            }
+            t.connect(now);
+        }
+        self.pump(tx);
+    }
+
+    fn flow_stop(&mut self, f: u32) {
+        let now = self.now;
+        let flow = &mut self.m.flows[f as usize];
+        if flow.end.is_none() {
+            flow.end = Some(now);
+        }
+        flow.stopped = true;
+        let tx = flow.tx_ep;
+        if let EpKind::Tcp(t) = &mut self.m.eps[tx as usize].kind {
+            t.stop();
+            self.pump(tx);
+        }
+    }
+
+    fn udp_send(&mut self, f: u32) {
+        let now = self.now;
+        let flow = &mut self.m.flows[f as usize];
+        if flow.stopped {
+            return;
+        }
+        let udp = flow.udp.as_mut().expect("udp flow");
+        // On/off sources: leave the current period when it ends.
+        if let (Some(on), Some(off)) = (udp.on_mean, udp.off_mean) {
+            if now >= udp.period_end {
+                if udp.is_on {
+                    udp.is_on = false;
+                    udp.period_end = now + self.m.rng.exponential(off as f64) as u64;
+                } else {
+                    udp.is_on = true;
+                    udp.period_end = now + self.m.rng.exponential(on as f64) as u64;
+                }
+            }
+            if !udp.is_on {
+                let at = udp.period_end;
+                self.schedule(at, EvKind::UdpSend(f));
+                return;
+            }
+        }
+        let size = udp.packet_size;
+        // Inter-packet gaps vary uniformly by +/-10% around the CBR period (mean rate exact),
+        // like ns-2's CBR `random_`: perfectly periodic sources phase-lock at a shared queue
+        // and one of them would win every free slot.
+        let period = Self::ser_time(udp.rate_bps, size) as f64;
+        let gap = (period * (0.9 + 0.2 * self.m.rng.uniform())).round() as u64;
+        let (src, dst) = (self.m.vms[flow.src_vm as usize].ip, self.m.vms[flow.dst_vm as usize].ip);
+        let mut p = Packet::new(src, dst, ip_proto::UDP, size);
+        p.sport = flow.sport;
+        p.dport = flow.dport;
+        p.payload = size - IP_HEADER - UDP_HEADER;
+        p.dst_ep = flow.rx_ep;
+        p.sent_at = now;
+        let vm = flow.src_vm;
+        self.vm_send(vm, p, None);
+        self.schedule(now + gap, EvKind::UdpSend(f));
+    }
+
+    fn incast_epoch(&mut self, a: u32) {
+        let now = self.now;
+        let App::Incast(inc) = &mut self.m.apps[a as usize] else { return };
+        if inc.epoch >= inc.epochs {
+            return;
+        }
+        let epoch = inc.epoch;
+        inc.epoch += 1;
+        inc.outstanding = inc.workers.len() as u32;
+        let (workers, agg, bytes, jitter, name) = (inc.workers.clone(), inc.aggregator, inc.bytes, inc.jitter, inc.name.clone());
+        let tcp = inc.tcp.clone();
+        if let Some(iv) = inc.interval {
+            let next = inc.start + iv * (epoch as u64 + 1);
+            self.schedule(next, EvKind::IncastEpoch(a));
+        }
+        for (w, &vm) in workers.iter().enumerate() {
+            let delay = if jitter > 0 { self.m.rng.exponential(jitter as f64) as u64 } else { 0 };
+            let f = self.m.add_tcp_flow(format!("{name}.{w}.{epoch}"), name.clone(), vm, agg, now + delay, Some(bytes), tcp.clone(), Some(a));
+            self.schedule(now + delay, EvKind::FlowStart(f));
+        }
+    }
+
+    fn incast_flow_done(&mut self, a: u32) {
+        let now = self.now;
+        let App::Incast(inc) = &mut self.m.apps[a as usize] else { return };
+        inc.outstanding = inc.outstanding.saturating_sub(1);
+        if inc.outstanding == 0 && inc.interval.is_none() {
+            self.schedule(now, EvKind::IncastEpoch(a));
+        }
+    }
+
+    fn traffic_arrival(&mut self, a: u32) {
+        let now = self.now;
+        let App::Traffic(t) = &mut self.m.apps[a as usize] else { return };
+        if t.stop.is_some_and(|s| now >= s) {
+            return;
+        }
+        let n = t.vms.len() as u64;
+        let src_i = self.m.rng.below(n);
+        let mut dst_i = self.m.rng.below(n - 1);
+        if dst_i >= src_i {
+            dst_i += 1;
+        }
+        let u = self.m.rng.uniform();
+        let size = t.cdf.sample(u);
+        let (src, dst) = (t.vms[src_i as usize], t.vms[dst_i as usize]);
+        let gap = self.m.rng.exponential(t.mean_gap_ns) as u64;
+        let (name, k, tcp) = (t.name.clone(), t.count, t.tcp.clone());
+        t.count += 1;
+        let f = self.m.add_tcp_flow(format!("{name}.{k}"), name, src, dst, now, Some(size), tcp, None);
+        self.flow_start(f);
+        self.schedule(now + gap.max(1), EvKind::TrafficArrival(a));
+    }
+
+    fn sample(&mut self) {
+        let now = self.now;
+        for &p in &self.m.sampled_ports {
+            let port = &self.m.ports[p as usize];
+            self.queue_samples.push((now, p, port.queue.len() as u32, port.queue_bytes));
+        }
+        let next = now + self.m.queue_sample;
+        self.schedule(next, EvKind::Sample);
+    }
+
+    pub fn in_flight(&self) -> u64 {
+        self.pkts.live()
+    }
+}
+

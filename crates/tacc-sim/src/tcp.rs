@@ -1,0 +1,965 @@
+//! A TCP endpoint as a state machine: segments and time in, segments out.
+//!
+//! Models: three-way handshake with MSS, window-scale, SACK-permitted and ECN negotiation;
+//! byte sequence numbers (32-bit on the wire, unwrapped to 64-bit stream offsets inside);
+//! cumulative ACKs with optional delayed ACK; SACK (RFC 2018) and SACK-based loss recovery
+//! (RFC 6675) or NewReno partial-ACK recovery (RFC 6582) without SACK; RTO per RFC 6298 with
+//! RTOmin and exponential backoff; ECN per RFC 3168 (ECE latched until CWR, at most one
+//! reduction per window) or DCTCP's per-packet CE echo; the peer's receive window (scaled) is
+//! honoured; FIN teardown. Data always flows client -> server; the server only ACKs and FINs.
+//!
+//! Sequence layout (stream offsets): 0 = SYN, 1 + b = data byte b, 1 + len = FIN.
+
+use crate::cc::{Cc, CcKind, Congestion, Window};
+use crate::packet::{Packet, Sack, IP_HEADER, TCP_HEADER};
+use std::collections::VecDeque;
+use tacc_mech::headers::{ip_proto, tcp_flags as F, Ecn};
+
+#[derive(Clone, Debug)]
+pub struct TcpConfig {
+    /// Payload bytes per full segment.
+    pub mss: u32,
+    /// Initial congestion window in segments.
+    pub init_cwnd: u32,
+    pub rto_min: u64,
+    pub rto_init: u64,
+    pub rto_max: u64,
+    /// ACK every `delack_count` full segments (1 = no delayed ACK) ...
+    pub delack_count: u32,
+    /// ... or when this much time has passed since the first unacknowledged one.
+    pub delack_timeout: u64,
+    pub sack: bool,
+    pub ecn: bool,
+    /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
+    pub rcv_buf: u64,
+    pub cc: CcKind,
+    pub dctcp_g: f64,
+    pub dupthresh: u32,
+}
+
+impl Default for TcpConfig {
+    fn default() -> Self {
+        TcpConfig {
+            mss: 1460,
+            init_cwnd: 2,
+            rto_min: 200_000_000,
+            rto_init: 1_000_000_000,
+            rto_max: 60_000_000_000,
+            delack_count: 1,
+            delack_timeout: 40_000_000,
+            sack: true,
+            ecn: false,
+            rcv_buf: 2_000_000,
+            cc: CcKind::Newreno,
+            dctcp_g: 1.0 / 16.0,
+            dupthresh: 3,
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    Closed,
+    Listen,
+    SynSent,
+    SynRcvd,
+    Established,
+}
+
+const SACKED: u8 = 1;
+const LOST: u8 = 2;
+const RETRANS: u8 = 4;
+
+fn in_pipe(flags: u8) -> bool {
+    flags & SACKED == 0 && (flags & LOST == 0 || flags & RETRANS != 0)
+}
+
+#[derive(Clone, Debug)]
+struct Seg {
+    start: u64,
+    len: u32,
+    sent_at: u64,
+    flags: u8,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct TcpStats {
+    pub segments_sent: u64,
+    pub retransmits: u64,
+    /// Entries into fast recovery (fast retransmits).
+    pub fast_retransmits: u64,
+    pub timeouts: u64,
+    pub ecn_reductions: u64,
+}
+
+/// Unwraps a 32-bit sequence difference to the 64-bit offset closest to `near`.
+fn unwrap(diff: u32, near: u64) -> u64 {
+    let base = near & !0xffff_ffff;
+    let mut best = base | diff as u64;
+    for cand in [best.wrapping_sub(1 << 32), best + (1 << 32)] {
+        if cand.abs_diff(near) < best.abs_diff(near) {
+            best = cand;
+        }
+    }
+    best
+}
+
+pub struct TcpEndpoint {
+    cfg: TcpConfig,
+    pub state: State,
+    pub local: (u32, u16),
+    pub remote: (u32, u16),
+    /// Endpoint index of the peer (simulator demultiplexing shortcut).
+    pub peer_ep: u32,
+    // --- send side (data-byte offsets) ---
+    iss: u32,
+    syn_acked: bool,
+    una: u64,
+    nxt: u64,
+    /// Bytes the application has handed over so far.
+    app_limit: u64,
+    close_requested: bool,
+    fin_sent: bool,
+    fin_acked: bool,
+    segs: VecDeque<Seg>,
+    pipe: u64,
+    win: Window,
+    cc: Cc,
+    in_recovery: bool,
+    recover: u64,
+    dupacks: u32,
+    ecn_ok: bool,
+    sack_ok: bool,
+    cwr_pending: bool,
+    ecn_reduce_end: u64,
+    snd_wnd: u64,
+    peer_wscale: u8,
+    srtt: f64,
+    rttvar: f64,
+    rto: u64,
+    rto_deadline: Option<u64>,
+    ctrl_sent_at: u64,
+    // --- receive side ---
+    irs: u32,
+    rcv_nxt: u64,
+    ooo: Vec<(u64, u64)>,
+    last_ooo: Option<(u64, u64)>,
+    peer_fin: Option<u64>,
+    fin_consumed: bool,
+    rcv_wscale: u8,
+    ack_pending: u32,
+    ack_now: bool,
+    delack_deadline: Option<u64>,
+    ece_latch: bool,
+    dctcp_ce: bool,
+    pub stats: TcpStats,
+}
+
+impl TcpEndpoint {
+    fn new(cfg: TcpConfig, state: State, local: (u32, u16), remote: (u32, u16), peer_ep: u32, iss: u32) -> TcpEndpoint {
+        let mss = cfg.mss as f64;
+        let mut rcv_wscale = 0u8;
+        while (cfg.rcv_buf >> rcv_wscale) > 65535 && rcv_wscale < 14 {
+            rcv_wscale += 1;
+        }
+        let cc = Cc::new(cfg.cc, cfg.dctcp_g);
+        let rto = cfg.rto_init;
+        TcpEndpoint {
+            win: Window { cwnd: cfg.init_cwnd as f64 * mss, ssthresh: f64::INFINITY, mss },
+            cfg,
+            state,
+            local,
+            remote,
+            peer_ep,
+            iss,
+            syn_acked: false,
+            una: 0,
+            nxt: 0,
+            app_limit: 0,
+            close_requested: false,
+            fin_sent: false,
+            fin_acked: false,
+            segs: VecDeque::new(),
+            pipe: 0,
+            cc,
+            in_recovery: false,
+            recover: 0,
+            dupacks: 0,
+            ecn_ok: false,
+            sack_ok: false,
+            cwr_pending: false,
+            ecn_reduce_end: 0,
+            snd_wnd: 65535,
+            peer_wscale: 0,
+            srtt: 0.0,
+            rttvar: 0.0,
+            rto,
+            rto_deadline: None,
+            ctrl_sent_at: 0,
+            irs: 0,
+            rcv_nxt: 0,
+            ooo: Vec::new(),
+            last_ooo: None,
+            peer_fin: None,
+            fin_consumed: false,
+            rcv_wscale,
+            ack_pending: 0,
+            ack_now: false,
+            delack_deadline: None,
+            ece_latch: false,
+            dctcp_ce: false,
+            stats: TcpStats::default(),
+        }
+    }
+
+    /// The active opener; call [`connect`](Self::connect) to send the SYN.
+    pub fn client(cfg: TcpConfig, local: (u32, u16), remote: (u32, u16), peer_ep: u32, iss: u32) -> TcpEndpoint {
+        TcpEndpoint::new(cfg, State::Closed, local, remote, peer_ep, iss)
+    }
+
+    /// The passive side, waiting for a SYN.
+    pub fn server(cfg: TcpConfig, local: (u32, u16), remote: (u32, u16), peer_ep: u32, iss: u32) -> TcpEndpoint {
+        TcpEndpoint::new(cfg, State::Listen, local, remote, peer_ep, iss)
+    }
+
+    pub fn connect(&mut self, now: u64) {
+        debug_assert_eq!(self.state, State::Closed);
+        self.state = State::SynSent;
+        self.rto_deadline = Some(now + self.rto);
+    }
+
+    /// Hands `bytes` more application data to the sender.
+    pub fn send(&mut self, bytes: u64) {
+        self.app_limit = self.app_limit.saturating_add(bytes);
+    }
+
+    /// Stops taking new data: everything handed over so far is sent, then a FIN.
+    pub fn close(&mut self) {
+        self.close_requested = true;
+    }
+
+    /// Stops an unlimited sender now: no new data after what was already sent.
+    pub fn stop(&mut self) {
+        self.app_limit = self.nxt;
+        self.close_requested = true;
+    }
+
+    /// In-order bytes delivered to the receiving application.
+    pub fn delivered(&self) -> u64 {
+        self.rcv_nxt
+    }
+
+    pub fn bytes_acked(&self) -> u64 {
+        self.una
+    }
+
+    pub fn cwnd_bytes(&self) -> f64 {
+        self.win.cwnd
+    }
+
+    pub fn ecn_negotiated(&self) -> bool {
+        self.ecn_ok
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.state == State::Established && self.fin_acked && self.fin_consumed
+    }
+
+    /// When the endpoint next needs [`on_timer`](Self::on_timer).
+    pub fn poll_at(&self) -> Option<u64> {
+        match (self.rto_deadline, self.delack_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn seq_of(&self, off: u64) -> u32 {
+        self.iss.wrapping_add(off as u32)
+    }
+
+    fn ack_field(&self) -> u32 {
+        self.irs.wrapping_add((1 + self.rcv_nxt + self.fin_consumed as u64) as u32)
+    }
+
+    fn adv_window(&self) -> u16 {
+        let buffered: u64 = self.ooo.iter().map(|(a, b)| b - a).sum();
+        let free = self.cfg.rcv_buf.saturating_sub(buffered);
+        (free >> self.rcv_wscale).min(65535) as u16
+    }
+
+    fn segment(&self, now: u64, flags: u8, off: u64, payload: u32) -> Packet {
+        let mut p = Packet::new(self.local.0, self.remote.0, ip_proto::TCP, IP_HEADER + TCP_HEADER + payload);
+        p.sport = self.local.1;
+        p.dport = self.remote.1;
+        p.seq = self.seq_of(off);
+        p.flags = flags;
+        p.payload = payload;
+        p.dst_ep = self.peer_ep;
+        p.sent_at = now;
+        if flags & F::SYN != 0 {
+            p.window = self.cfg.rcv_buf.min(65535) as u16;
+            p.mss = Some(self.cfg.mss as u16);
+            p.wscale = Some(self.rcv_wscale);
+        } else {
+            p.window = self.adv_window();
+        }
+        if flags & F::ACK != 0 {
+            p.ack = self.ack_field();
+            let echo = if self.cc.kind() == CcKind::Dctcp { self.dctcp_ce } else { self.ece_latch };
+            if self.ecn_ok && echo && flags & F::SYN == 0 {
+                p.flags |= F::ECE;
+            }
+            if self.sack_ok && !self.ooo.is_empty() {
+                p.sack = self.sack_blocks();
+            }
+        }
+        p.fill_tcp_checksum();
+        p
+    }
+
+    fn sack_blocks(&self) -> Sack {
+        let mut s = Sack::default();
+        let base = self.irs.wrapping_add(1);
+        let push = |s: &mut Sack, (a, b): (u64, u64)| {
+            if (s.len as usize) < s.blocks.len() {
+                s.blocks[s.len as usize] = (base.wrapping_add(a as u32), base.wrapping_add(b as u32));
+                s.len += 1;
+            }
+        };
+        let first = self.last_ooo.and_then(|(a, _)| self.ooo.iter().copied().find(|r| r.0 <= a && a < r.1));
+        if let Some(r) = first {
+            push(&mut s, r);
+        }
+        for r in self.ooo.iter().rev() {
+            if Some(*r) != first {
+                push(&mut s, *r);
+            }
+        }
+        s
+    }
+
+    // ------------------------------------------------------------------ input
+
+    /// Processes one arriving segment.
+    pub fn on_segment(&mut self, now: u64, p: &Packet) {
+        let flags = p.flags;
+        match self.state {
+            State::Closed => return,
+            State::Listen => {
+                if flags & F::SYN == 0 {
+                    return;
+                }
+                self.irs = p.seq;
+                self.take_syn_options(p);
+                self.ecn_ok = self.cfg.ecn && flags & F::ECE != 0 && flags & F::CWR != 0;
+                self.state = State::SynRcvd;
+                self.ack_now = true;
+                self.rto_deadline = Some(now + self.rto);
+                return;
+            }
+            State::SynSent => {
+                if flags & F::SYN == 0 || flags & F::ACK == 0 {
+                    return;
+                }
+                self.irs = p.seq;
+                self.take_syn_options(p);
+                self.ecn_ok = self.cfg.ecn && flags & F::ECE != 0 && flags & F::CWR == 0;
+                self.establish(now);
+                self.ack_now = true;
+                return;
+            }
+            State::SynRcvd => {
+                if flags & F::SYN != 0 {
+                    // Our SYN-ACK was lost: the peer retransmitted its SYN.
+                    self.ack_now = true;
+                    return;
+                }
+                if flags & F::ACK == 0 {
+                    return;
+                }
+                self.establish(now);
+            }
+            State::Established => {
+                if flags & F::SYN != 0 {
+                    // A retransmitted SYN-ACK: our ACK of it was lost.
+                    self.ack_now = true;
+                    return;
+                }
+            }
+        }
+        if flags & F::ACK != 0 {
+            self.on_ack(now, p);
+        }
+        if p.payload > 0 || flags & F::FIN != 0 {
+            self.on_data(now, p);
+        }
+    }
+
+    fn take_syn_options(&mut self, p: &Packet) {
+        self.peer_wscale = p.wscale.unwrap_or(0).min(14);
+        if let Some(m) = p.mss {
+            self.cfg.mss = self.cfg.mss.min(m as u32);
+            self.win.mss = self.cfg.mss as f64;
+            self.win.cwnd = self.cfg.init_cwnd as f64 * self.win.mss;
+        }
+        self.snd_wnd = p.window as u64;
+        self.sack_ok = self.cfg.sack && p.wscale.is_some();
+    }
+
+    fn establish(&mut self, now: u64) {
+        if self.state == State::SynSent || self.state == State::SynRcvd {
+            if self.stats.timeouts == 0 {
+                self.rtt_sample(now.saturating_sub(self.ctrl_sent_at));
+            }
+            self.state = State::Established;
+            self.syn_acked = true;
+            self.rto_deadline = None;
+        }
+    }
+
+    fn rtt_sample(&mut self, r: u64) {
+        let r = r as f64;
+        if self.srtt == 0.0 {
+            self.srtt = r;
+            self.rttvar = r / 2.0;
+        } else {
+            self.rttvar = 0.75 * self.rttvar + 0.25 * (self.srtt - r).abs();
+            self.srtt = 0.875 * self.srtt + 0.125 * r;
+        }
+        let rto = (self.srtt + 4.0 * self.rttvar) as u64;
+        self.rto = rto.clamp(self.cfg.rto_min, self.cfg.rto_max);
+    }
+
+    fn set_flags(&mut self, i: usize, flags: u8) {
+        let s = &mut self.segs[i];
+        let before = in_pipe(s.flags);
+        s.flags = flags;
+        match (before, in_pipe(flags)) {
+            (true, false) => self.pipe -= s.len as u64,
+            (false, true) => self.pipe += s.len as u64,
+            _ => {}
+        }
+    }
+
+    fn seg_index(&self, start: u64) -> Option<usize> {
+        self.segs.binary_search_by_key(&start, |s| s.start).ok()
+    }
+
+    fn on_ack(&mut self, now: u64, p: &Packet) {
+        let ack_off = unwrap(p.ack.wrapping_sub(self.iss), self.una + 1);
+        let data_end = self.nxt;
+        // Bytes of data acknowledged: offset minus the SYN, capped at what was sent.
+        let mut acked_to = ack_off.saturating_sub(1).min(data_end);
+        if self.fin_sent && ack_off >= data_end + 2 {
+            self.fin_acked = true;
+            acked_to = data_end;
+        }
+        let window = (p.window as u64) << self.peer_wscale;
+        let window_changed = window != self.snd_wnd;
+        self.snd_wnd = window;
+
+        let mut newly_sacked = 0u64;
+        if self.sack_ok {
+            for k in 0..p.sack.len as usize {
+                let (a, b) = p.sack.blocks[k];
+                let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
+                let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
+                newly_sacked += self.mark_sacked(a, b);
+            }
+        }
+
+        let ece = self.ecn_ok && p.flags & F::ECE != 0;
+        let acked = acked_to.saturating_sub(self.una);
+        if acked > 0 {
+            let mut sample = None;
+            while let Some(s) = self.segs.front() {
+                if s.start + s.len as u64 > acked_to {
+                    break;
+                }
+                let s = self.segs.pop_front().unwrap();
+                if in_pipe(s.flags) {
+                    self.pipe -= s.len as u64;
+                }
+                sample = if s.flags & RETRANS == 0 { Some(now - s.sent_at) } else { None };
+            }
+            self.una = acked_to;
+            if let Some(r) = sample {
+                self.rtt_sample(r);
+            }
+            self.dupacks = 0;
+            self.cc.on_ack_ecn(acked, ece, self.una, self.nxt);
+            if self.in_recovery {
+                if self.una >= self.recover {
+                    self.in_recovery = false;
+                } else if !self.sack_ok {
+                    // NewReno partial ACK: the next hole is lost too.
+                    if !self.segs.is_empty() {
+                        let f = self.segs[0].flags;
+                        self.set_flags(0, (f | LOST) & !RETRANS);
+                    }
+                }
+            } else {
+                let srtt = self.srtt;
+                self.cc.on_ack(&mut self.win, acked, now, srtt);
+            }
+            self.restart_rto(now);
+        } else {
+            self.cc.on_ack_ecn(0, ece, self.una, self.nxt);
+            let outstanding = self.una < self.nxt;
+            if outstanding && p.payload == 0 && (newly_sacked > 0 || (!self.sack_ok && !window_changed)) {
+                self.dupacks += 1;
+            }
+        }
+        if self.una == self.nxt && (!self.fin_sent || self.fin_acked) {
+            self.rto_deadline = None;
+        }
+
+        if ece && !self.in_recovery && self.una >= self.ecn_reduce_end && self.una < self.nxt + 1 {
+            let flight = self.nxt - self.una;
+            self.cc.on_congestion(&mut self.win, Congestion::Ecn, flight);
+            self.ecn_reduce_end = self.nxt.max(self.una + 1);
+            self.cwr_pending = true;
+            self.stats.ecn_reductions += 1;
+        }
+
+        if self.sack_ok && newly_sacked > 0 {
+            self.mark_lost_by_sack();
+        }
+        if !self.in_recovery && !self.segs.is_empty() {
+            let first_lost = self.segs[0].flags & LOST != 0;
+            if self.dupacks >= self.cfg.dupthresh || first_lost {
+                self.enter_recovery();
+            }
+        }
+    }
+
+    /// Marks segments inside [a, b) as SACKed; returns the bytes newly SACKed.
+    fn mark_sacked(&mut self, a: u64, b: u64) -> u64 {
+        if b <= a || b <= self.una {
+            return 0;
+        }
+        let mut i = match self.segs.binary_search_by_key(&a, |s| s.start) {
+            Ok(i) => i,
+            Err(i) => i,
+        };
+        let mut newly = 0;
+        while i < self.segs.len() {
+            let s = &self.segs[i];
+            if s.start + s.len as u64 > b {
+                break;
+            }
+            if s.flags & SACKED == 0 {
+                newly += s.len as u64;
+                let f = s.flags;
+                self.set_flags(i, (f | SACKED) & !LOST);
+            }
+            i += 1;
+        }
+        newly
+    }
+
+    /// RFC 6675 IsLost: a hole with DupThresh SACKed segments above it is lost.
+    fn mark_lost_by_sack(&mut self) {
+        let mut sacked_above = 0u32;
+        for i in (0..self.segs.len()).rev() {
+            let f = self.segs[i].flags;
+            if f & SACKED != 0 {
+                sacked_above += 1;
+            } else if sacked_above >= self.cfg.dupthresh && f & LOST == 0 {
+                self.set_flags(i, f | LOST);
+            }
+        }
+    }
+
+    fn enter_recovery(&mut self) {
+        let flight = self.nxt - self.una;
+        self.cc.on_congestion(&mut self.win, Congestion::Loss, flight);
+        self.in_recovery = true;
+        self.recover = self.nxt;
+        self.stats.fast_retransmits += 1;
+        // Loss and ECN reductions share one per-window budget.
+        self.ecn_reduce_end = self.nxt;
+        let f = self.segs[0].flags;
+        if f & LOST == 0 {
+            self.set_flags(0, f | LOST);
+        }
+    }
+
+    fn on_data(&mut self, now: u64, p: &Packet) {
+        let off = unwrap(p.seq.wrapping_sub(self.irs), self.rcv_nxt + 1);
+        let start = off.saturating_sub(1);
+        let end = start + p.payload as u64;
+        if p.flags & F::FIN != 0 {
+            self.peer_fin = Some(end);
+        }
+        if p.flags & F::CWR != 0 {
+            self.ece_latch = false;
+        }
+        let ce = p.ecn == Ecn::Ce;
+        if self.cc.kind() == CcKind::Dctcp {
+            if ce != self.dctcp_ce {
+                // RFC 8257 3.2: ACK what came before with the old CE state first.
+                if self.ack_pending > 0 {
+                    self.ack_now = true;
+                }
+                self.dctcp_ce = ce;
+            }
+        } else if ce && self.ecn_ok {
+            self.ece_latch = true;
+        }
+        let had_holes = !self.ooo.is_empty();
+        if p.payload > 0 {
+            if end <= self.rcv_nxt {
+                self.ack_now = true; // duplicate
+            } else if start <= self.rcv_nxt {
+                self.rcv_nxt = end;
+                while let Some(&(a, b)) = self.ooo.first() {
+                    if a > self.rcv_nxt {
+                        break;
+                    }
+                    self.rcv_nxt = self.rcv_nxt.max(b);
+                    self.ooo.remove(0);
+                }
+                if had_holes {
+                    self.ack_now = true;
+                }
+                self.ack_pending += 1;
+            } else {
+                self.insert_ooo(start, end);
+                self.last_ooo = Some((start, end));
+                self.ack_now = true;
+            }
+        }
+        if let Some(fin) = self.peer_fin {
+            if !self.fin_consumed && self.rcv_nxt == fin {
+                self.fin_consumed = true;
+                self.ack_now = true;
+                // Passive close: nothing more to say once the peer is done.
+                if self.app_limit == self.nxt {
+                    self.close_requested = true;
+                }
+            }
+        }
+        if self.ack_pending >= self.cfg.delack_count {
+            self.ack_now = true;
+        } else if self.ack_pending > 0 && self.delack_deadline.is_none() {
+            self.delack_deadline = Some(now + self.cfg.delack_timeout);
+        }
+    }
+
+    fn insert_ooo(&mut self, a: u64, b: u64) {
+        let i = self.ooo.partition_point(|r| r.1 < a);
+        let mut lo = a;
+        let mut hi = b;
+        let mut j = i;
+        while j < self.ooo.len() && self.ooo[j].0 <= hi {
+            lo = lo.min(self.ooo[j].0);
+            hi = hi.max(self.ooo[j].1);
+            j += 1;
+        }
+        self.ooo.splice(i..j, [(lo, hi)]);
+    }
+
+    // ------------------------------------------------------------------ timers
+
+    fn restart_rto(&mut self, now: u64) {
+        self.rto_deadline = Some(now + self.rto);
+    }
+
+    pub fn on_timer(&mut self, now: u64) {
+        if self.delack_deadline.is_some_and(|t| t <= now) {
+            self.delack_deadline = None;
+            if self.ack_pending > 0 {
+                self.ack_now = true;
+            }
+        }
+        if self.rto_deadline.is_some_and(|t| t <= now) {
+            self.rto_deadline = None;
+            self.on_rto(now);
+        }
+    }
+
+    fn on_rto(&mut self, now: u64) {
+        self.rto = (self.rto * 2).min(self.cfg.rto_max);
+        match self.state {
+            State::SynSent | State::SynRcvd => {
+                self.stats.timeouts += 1;
+                self.rto_deadline = Some(now + self.rto);
+                if self.state == State::SynRcvd {
+                    self.ack_now = true;
+                }
+                self.ctrl_sent_at = 0; // resend from poll_transmit
+                return;
+            }
+            State::Established => {}
+            _ => return,
+        }
+        let data_out = self.una < self.nxt;
+        let fin_out = self.fin_sent && !self.fin_acked;
+        if !data_out && !fin_out {
+            if self.snd_wnd == 0 && self.app_limit > self.nxt {
+                // Zero-window probe: let one segment through.
+                self.snd_wnd = 1;
+            }
+            return;
+        }
+        self.stats.timeouts += 1;
+        let flight = self.nxt - self.una;
+        self.cc.on_congestion(&mut self.win, Congestion::Timeout, flight);
+        self.in_recovery = false;
+        self.recover = self.nxt;
+        self.ecn_reduce_end = self.nxt;
+        self.dupacks = 0;
+        for i in 0..self.segs.len() {
+            let f = self.segs[i].flags;
+            if f & SACKED == 0 {
+                self.set_flags(i, (f | LOST) & !RETRANS);
+            }
+        }
+        if fin_out && !data_out {
+            self.fin_sent = false; // resend the FIN
+        }
+        self.rto_deadline = Some(now + self.rto);
+    }
+
+    // ------------------------------------------------------------------ output
+
+    /// Emits every segment the endpoint may send now.
+    pub fn poll_transmit(&mut self, now: u64, out: &mut impl FnMut(Packet)) {
+        match self.state {
+            State::Closed | State::Listen => return,
+            State::SynSent => {
+                if self.ctrl_sent_at == 0 || self.ack_now {
+                    self.ack_now = false;
+                    let mut flags = F::SYN;
+                    if self.cfg.ecn {
+                        flags |= F::ECE | F::CWR;
+                    }
+                    self.send_ctrl(now, flags, out);
+                }
+                return;
+            }
+            State::SynRcvd => {
+                if self.ack_now || self.ctrl_sent_at == 0 {
+                    self.ack_now = false;
+                    let mut flags = F::SYN | F::ACK;
+                    if self.ecn_ok {
+                        flags |= F::ECE;
+                    }
+                    self.send_ctrl(now, flags, out);
+                }
+                return;
+            }
+            State::Established => {}
+        }
+        let mut sent_any = false;
+        while let Some(seg) = self.next_segment() {
+            self.emit(now, seg, out);
+            sent_any = true;
+        }
+        if self.close_requested && !self.fin_sent && self.nxt >= self.app_limit && (self.una == self.nxt || self.nxt == self.app_limit) {
+            self.fin_sent = true;
+            let p = self.segment(now, F::FIN | F::ACK, 1 + self.nxt, 0);
+            self.after_send(now);
+            out(p);
+            sent_any = true;
+            if self.rto_deadline.is_none() {
+                self.restart_rto(now);
+            }
+        }
+        if self.ack_now && !sent_any {
+            let p = self.segment(now, F::ACK, 1 + self.nxt + (self.fin_sent as u64), 0);
+            self.after_send(now);
+            out(p);
+        }
+    }
+
+    fn send_ctrl(&mut self, now: u64, flags: u8, out: &mut impl FnMut(Packet)) {
+        let p = self.segment(now, flags, 0, 0);
+        self.ctrl_sent_at = now.max(1);
+        self.stats.segments_sent += 1;
+        if self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + self.rto);
+        }
+        out(p);
+    }
+
+    fn after_send(&mut self, _now: u64) {
+        self.ack_now = false;
+        self.ack_pending = 0;
+        self.delack_deadline = None;
+        self.stats.segments_sent += 1;
+    }
+
+    /// RFC 6675 NextSeg: lost holes first, then new data, within cwnd (and rwnd for new data).
+    fn next_segment(&mut self) -> Option<(u64, u32, bool)> {
+        let cwnd = self.win.cwnd.max(self.win.mss) as u64;
+        if self.pipe >= cwnd {
+            return None;
+        }
+        if let Some(i) = self.segs.iter().position(|s| s.flags & (LOST | RETRANS | SACKED) == LOST) {
+            let s = &self.segs[i];
+            if self.pipe + s.len as u64 <= cwnd || self.pipe == 0 {
+                return Some((s.start, s.len, true));
+            }
+            return None;
+        }
+        let avail = self.app_limit.saturating_sub(self.nxt);
+        if avail == 0 {
+            return None;
+        }
+        let wnd_room = (self.una + self.snd_wnd).saturating_sub(self.nxt);
+        let len = (self.cfg.mss as u64).min(avail).min(wnd_room);
+        if len == 0 {
+            if self.una == self.nxt && self.rto_deadline.is_none() {
+                // Window closed with nothing in flight: probe when the timer fires.
+                self.rto_deadline = None;
+            }
+            return None;
+        }
+        // Sender SWS avoidance: a window-limited runt only when nothing is in flight.
+        if len < (self.cfg.mss as u64).min(avail) && self.una != self.nxt {
+            return None;
+        }
+        if self.pipe + len > cwnd && self.pipe > 0 {
+            return None;
+        }
+        Some((self.nxt, len as u32, false))
+    }
+
+    fn emit(&mut self, now: u64, (start, len, retx): (u64, u32, bool), out: &mut impl FnMut(Packet)) {
+        let mut flags = F::ACK;
+        if !retx && self.cwr_pending {
+            flags |= F::CWR;
+            self.cwr_pending = false;
+        }
+        let mut p = self.segment(now, flags, 1 + start, len);
+        if self.ecn_ok && !retx {
+            p.ecn = Ecn::Ect0;
+        }
+        if retx {
+            let i = self.seg_index(start).expect("retransmitted segment is on the scoreboard");
+            let f = self.segs[i].flags;
+            self.set_flags(i, f | RETRANS);
+            self.segs[i].sent_at = now;
+            self.stats.retransmits += 1;
+        } else {
+            self.segs.push_back(Seg { start, len, sent_at: now, flags: 0 });
+            self.pipe += len as u64;
+            self.nxt = start + len as u64;
+        }
+        if self.rto_deadline.is_none() {
+            self.restart_rto(now);
+        }
+        self.after_send(now);
+        out(p);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unwrap_picks_nearest_offset() {
+        assert_eq!(unwrap(5, 0), 5);
+        assert_eq!(unwrap(0xffff_fff0, 0x1_0000_0005), 0xffff_fff0);
+        assert_eq!(unwrap(3, 0xffff_fff0), 0x1_0000_0003);
+    }
+
+    /// Two endpoints wired back to back with a fixed one-way delay and an optional drop filter.
+    struct Pair {
+        a: TcpEndpoint,
+        b: TcpEndpoint,
+        now: u64,
+        wire: VecDeque<(u64, bool, Packet)>,
+        delay: u64,
+    }
+
+    impl Pair {
+        fn new(cfg: TcpConfig, bytes: u64) -> Pair {
+            let mut a = TcpEndpoint::client(cfg.clone(), (1, 1000), (2, 80), 1, 0xffff_0000);
+            let b = TcpEndpoint::server(cfg, (2, 80), (1, 1000), 0, 77);
+            a.send(bytes);
+            a.close();
+            a.connect(0);
+            Pair { a, b, now: 0, wire: VecDeque::new(), delay: 50_000 }
+        }
+
+        fn run(&mut self, until: u64, drop: &mut impl FnMut(&Packet) -> bool) {
+            loop {
+                let (now, delay) = (self.now, self.delay);
+                let wire = &mut self.wire;
+                self.a.poll_transmit(now, &mut |p| wire.push_back((now + delay, true, p)));
+                self.b.poll_transmit(now, &mut |p| wire.push_back((now + delay, false, p)));
+                let next_wire = self.wire.front().map(|w| w.0);
+                let next_timer = [self.a.poll_at(), self.b.poll_at()].into_iter().flatten().min();
+                let next = [next_wire, next_timer].into_iter().flatten().min();
+                let Some(t) = next else { break };
+                if t > until {
+                    break;
+                }
+                self.now = t;
+                if next_wire == Some(t) {
+                    let (_, to_b, p) = self.wire.pop_front().unwrap();
+                    assert!(p.tcp_checksum_ok());
+                    if to_b && drop(&p) {
+                        continue;
+                    }
+                    if to_b { self.b.on_segment(t, &p) } else { self.a.on_segment(t, &p) }
+                } else {
+                    self.a.on_timer(t);
+                    self.b.on_timer(t);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn handshake_transfer_and_close() {
+        let mut pair = Pair::new(TcpConfig::default(), 100_000);
+        pair.run(1_000_000_000, &mut |_| false);
+        assert_eq!(pair.b.delivered(), 100_000);
+        assert!(pair.a.is_closed() && pair.b.is_closed());
+        assert_eq!(pair.a.stats.retransmits, 0);
+    }
+
+    #[test]
+    fn sack_recovers_three_scripted_drops_with_one_fast_retransmit_each_burst() {
+        let cfg = TcpConfig { init_cwnd: 10, ..TcpConfig::default() };
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 200 * mss);
+        let mut dropped = std::collections::HashSet::new();
+        pair.run(5_000_000_000, &mut |p| {
+            let seg = (p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1)) as u64 / mss;
+            p.payload > 0 && [10, 11, 50].contains(&seg) && dropped.insert(seg)
+        });
+        assert_eq!(pair.b.delivered(), 200 * mss);
+        assert_eq!(pair.a.stats.timeouts, 0);
+        assert_eq!(pair.a.stats.retransmits, 3);
+        assert_eq!(pair.a.stats.fast_retransmits, 2);
+    }
+
+    #[test]
+    fn lost_syn_is_retransmitted_after_initial_rto() {
+        let mut pair = Pair::new(TcpConfig::default(), 10_000);
+        let mut first = true;
+        pair.run(5_000_000_000, &mut |p| std::mem::take(&mut first) && p.flags & F::SYN != 0);
+        assert_eq!(pair.b.delivered(), 10_000);
+        assert_eq!(pair.a.stats.timeouts, 1);
+    }
+
+    #[test]
+    fn tail_loss_is_repaired_by_rto() {
+        let cfg = TcpConfig::default();
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 20 * mss);
+        let mut once = true;
+        pair.run(5_000_000_000, &mut |p| {
+            let last = p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1) as u64 == 19 * mss;
+            p.payload > 0 && last && std::mem::take(&mut once)
+        });
+        assert_eq!(pair.b.delivered(), 20 * mss);
+        assert_eq!(pair.a.stats.timeouts, 1);
+    }
+}

@@ -1,0 +1,167 @@
+//! Values with units as they appear in scenario files: "1Gbps", "25us", "100pkt", "2MB".
+//!
+//! Each type deserializes from a string and reports what it expected when the string is wrong.
+
+use serde::{Deserialize, Deserializer};
+use std::fmt;
+
+fn split_number(s: &str) -> Option<(f64, &str)> {
+    let s = s.trim();
+    let end = s
+        .char_indices()
+        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.' || *c == 'e' || *c == 'E' || *c == '-' || *c == '+'))
+        .map(|(i, _)| i)
+        .unwrap_or(s.len());
+    // "e" inside a unit (none of ours start with e) would be ambiguous; numbers come first.
+    let (num, unit) = s.split_at(end);
+    let v: f64 = num.parse().ok()?;
+    if !v.is_finite() {
+        return None;
+    }
+    Some((v, unit.trim()))
+}
+
+fn scaled(v: f64, mult: f64) -> Option<u64> {
+    let x = v * mult;
+    if x < 0.0 || !x.is_finite() || x > u64::MAX as f64 / 2.0 {
+        return None;
+    }
+    Some(x.round() as u64)
+}
+
+/// A link or source rate in bits per second.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Rate(pub u64);
+
+impl Rate {
+    pub fn parse(s: &str) -> Option<Rate> {
+        let (v, unit) = split_number(s)?;
+        let mult = match unit {
+            "bps" => 1.0,
+            "Kbps" | "kbps" => 1e3,
+            "Mbps" => 1e6,
+            "Gbps" => 1e9,
+            "Tbps" => 1e12,
+            _ => return None,
+        };
+        scaled(v, mult).map(Rate)
+    }
+    pub fn bps(self) -> u64 {
+        self.0
+    }
+}
+
+/// A duration or point in time in nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Duration(pub u64);
+
+impl Duration {
+    pub fn parse(s: &str) -> Option<Duration> {
+        let (v, unit) = split_number(s)?;
+        let mult = match unit {
+            "ns" => 1.0,
+            "us" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            _ => return None,
+        };
+        scaled(v, mult).map(Duration)
+    }
+    pub fn ns(self) -> u64 {
+        self.0
+    }
+}
+
+/// An amount of data in bytes ("1460B", "64KB", "2MB", "1GB"; powers of 1000, "KiB"/"MiB" for 1024).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Bytes(pub u64);
+
+impl Bytes {
+    pub fn parse(s: &str) -> Option<Bytes> {
+        let (v, unit) = split_number(s)?;
+        let mult = match unit {
+            "B" => 1.0,
+            "KB" | "kB" => 1e3,
+            "MB" => 1e6,
+            "GB" => 1e9,
+            "KiB" => 1024.0,
+            "MiB" => 1024.0 * 1024.0,
+            "GiB" => 1024.0 * 1024.0 * 1024.0,
+            _ => return None,
+        };
+        scaled(v, mult).map(Bytes)
+    }
+}
+
+/// A buffer size or threshold in packets ("100pkt") or bytes ("125KB").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Size {
+    Packets(u64),
+    Bytes(u64),
+}
+
+impl Size {
+    pub fn parse(s: &str) -> Option<Size> {
+        let t = s.trim();
+        if let Some(n) = t.strip_suffix("pkt").or_else(|| t.strip_suffix("pkts")) {
+            let n: u64 = n.trim().parse().ok()?;
+            return Some(Size::Packets(n));
+        }
+        Bytes::parse(t).map(|b| Size::Bytes(b.0))
+    }
+    pub fn is_zero(self) -> bool {
+        matches!(self, Size::Packets(0) | Size::Bytes(0))
+    }
+}
+
+impl fmt::Display for Size {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Size::Packets(n) => write!(f, "{n}pkt"),
+            Size::Bytes(n) => write!(f, "{n}B"),
+        }
+    }
+}
+
+macro_rules! deserialize_from_str {
+    ($t:ty, $what:expr) => {
+        impl<'de> Deserialize<'de> for $t {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d).map_err(|_| serde::de::Error::custom(concat!("expected ", $what)))?;
+                <$t>::parse(&s).ok_or_else(|| serde::de::Error::custom(format!(concat!("expected ", $what, ", got {:?}"), s)))
+            }
+        }
+    };
+}
+
+deserialize_from_str!(Rate, "a rate such as \"1Gbps\" or \"500Mbps\"");
+deserialize_from_str!(Duration, "a duration such as \"25us\", \"5ms\" or \"30s\"");
+deserialize_from_str!(Bytes, "a size such as \"1460B\", \"64KB\" or \"2MB\"");
+deserialize_from_str!(Size, "a size in packets or bytes such as \"100pkt\" or \"125KB\"");
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_each_unit() {
+        assert_eq!(Rate::parse("1Gbps"), Some(Rate(1_000_000_000)));
+        assert_eq!(Rate::parse("2.5 Mbps"), Some(Rate(2_500_000)));
+        assert_eq!(Duration::parse("25us"), Some(Duration(25_000)));
+        assert_eq!(Duration::parse("0.98s"), Some(Duration(980_000_000)));
+        assert_eq!(Bytes::parse("10KB"), Some(Bytes(10_000)));
+        assert_eq!(Bytes::parse("64KiB"), Some(Bytes(65_536)));
+        assert_eq!(Size::parse("100pkt"), Some(Size::Packets(100)));
+        assert_eq!(Size::parse("125KB"), Some(Size::Bytes(125_000)));
+    }
+
+    #[test]
+    fn rejects_missing_or_unknown_units_and_negatives() {
+        assert_eq!(Rate::parse("1000"), None);
+        assert_eq!(Rate::parse("fast"), None);
+        assert_eq!(Duration::parse("5 parsecs"), None);
+        assert_eq!(Duration::parse("-1s"), None);
+        assert_eq!(Size::parse("-3pkt"), None);
+        assert_eq!(Bytes::parse("1e400B"), None);
+    }
+}

@@ -1,0 +1,123 @@
+"""tacc: a packet-level data-center network simulator.
+
+The engine is Rust (the compiled module `tacc._core`); this package runs scenarios
+through it and reads, tabulates and plots the result directories it writes.
+Reading and plotting results work without the compiled engine.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping
+from importlib import metadata, resources
+from os import PathLike
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+from tacc.results import Result, jain_index, load, summary_table
+
+if TYPE_CHECKING:
+    from tacc._core import ScenarioError as ScenarioError
+
+# ScenarioError is left out: star-importing it would need the compiled engine.
+__all__ = [
+    "EngineUnavailableError",
+    "Result",
+    "default_scenario_path",
+    "jain_index",
+    "load",
+    "run",
+    "summary_table",
+    "validate",
+]
+
+try:
+    __version__ = metadata.version("tacc")
+except metadata.PackageNotFoundError:  # a source checkout on PYTHONPATH
+    __version__ = "0+unknown"
+
+Scenario = str | PathLike[str]
+Overrides = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
+
+
+class EngineUnavailableError(ImportError):
+    """The compiled engine `tacc._core` cannot be imported."""
+
+
+def default_scenario_path() -> Path:
+    """The built-in scenario used when none is given (`"default"`)."""
+    return Path(str(resources.files("tacc") / "scenarios" / "default.toml"))
+
+
+def run(
+    scenario: Scenario,
+    seed: int | None = None,
+    sets: Overrides = None,
+    out: str | PathLike[str] | None = None,
+    *,
+    progress: bool = False,
+) -> Result:
+    """Run a scenario file (or "default") and load its result directory.
+
+    `sets` overrides scenario keys, e.g. {"topology.senders": 8, "duration": "10ms"}.
+    Without `out` the result goes to a new temporary directory, which is kept.
+    Raises ScenarioError for bad input and FileNotFoundError for a missing file.
+    """
+    path = _scenario_path(scenario)
+    engine = _engine()
+    out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tacc-"))
+    try:
+        written = engine.run(
+            str(path), seed=seed, sets=_set_pairs(sets), out=str(out_dir), progress=progress
+        )
+    except BaseException:
+        if out is None:
+            shutil.rmtree(out_dir, ignore_errors=True)  # an empty temp dir is no use
+        raise
+    return load(written)
+
+
+def validate(scenario: Scenario, sets: Overrides = None) -> dict[str, Any]:
+    """Check a scenario without running it; returns its name, duration and sizes."""
+    path = _scenario_path(scenario)
+    return dict(_engine().validate(str(path), sets=_set_pairs(sets)))
+
+
+def _scenario_path(scenario: Scenario) -> Path:
+    path = default_scenario_path() if scenario == "default" else Path(scenario)
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, "no such scenario file", str(path))
+    return path
+
+
+def _set_pairs(sets: Overrides) -> list[tuple[str, str]]:
+    items = sets.items() if isinstance(sets, Mapping) else (sets or ())
+    return [(str(key), _toml_text(value)) for key, value in items]
+
+
+def _toml_text(value: Any) -> str:
+    # str(True) is "True", which TOML would not read as a boolean.
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _engine() -> ModuleType:
+    # Imported on demand so that `import tacc`, `load` and plotting work without it.
+    try:
+        return importlib.import_module("tacc._core")
+    except ImportError as exc:
+        raise EngineUnavailableError(
+            f"the compiled engine tacc._core is not available ({exc}); "
+            "build it with `maturin develop --release` or install the tacc wheel"
+        ) from exc
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ScenarioError":
+        return _engine().ScenarioError
+    raise AttributeError(f"module 'tacc' has no attribute {name!r}")

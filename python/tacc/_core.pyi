@@ -1,0 +1,31 @@
+"""Typed stub of the compiled engine (Rust, built by maturin from crates/tacc-py)."""
+
+from typing import TypedDict
+
+class ScenarioError(ValueError):
+    """Bad scenario input; the message is one line, e.g.
+    ``scenarios/x.toml:12: flows[1].rate: expected a rate such as "1Gbps", got "fast"``."""
+
+class _ScenarioInfo(TypedDict):
+    name: str
+    duration_s: float
+    hosts: int
+    switches: int
+    links: int
+    flows: int
+
+def run(
+    path: str,
+    *,
+    seed: int | None = None,
+    sets: list[tuple[str, str]] = ...,
+    out: str,
+    progress: bool = False,
+) -> str:
+    """Load the scenario at `path`, apply `sets` overrides (dotted key, TOML literal
+    or bare string), run it and write the result directory `out`; returns `out`."""
+
+def validate(path: str, *, sets: list[tuple[str, str]] = ...) -> _ScenarioInfo:
+    """Check the scenario as `run` would, without running it."""
+
+def version() -> str: ...

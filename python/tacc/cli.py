@@ -1,0 +1,134 @@
+"""The `tacc` command: run, validate, plot and show scenarios and their results.
+
+Exit status: 0 success, 1 compiled engine missing, 2 bad input (scenario, option,
+file or result directory), 130 interrupted. Errors are one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import tacc
+from tacc.results import format_seconds, read_summary, summary_table
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return args.command(args)
+    except KeyboardInterrupt:
+        print("tacc: interrupted", file=sys.stderr)
+        return 130
+    except tacc.EngineUnavailableError as exc:
+        return _fail(exc, 1)
+    except (OSError, ValueError, KeyError) as exc:  # ScenarioError is a ValueError
+        return _fail(exc, 2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tacc", description="Packet-level data-center network simulator."
+    )
+    parser.add_argument("--version", action="version", version=f"tacc {tacc.__version__}")
+    commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+
+    run = commands.add_parser("run", help="run a scenario and write its result directory")
+    run.add_argument(
+        "scenario", nargs="?", default="default", metavar="SCENARIO",
+        help="scenario TOML file (default: the built-in default scenario)",
+    )
+    run.add_argument("--out", type=Path, metavar="DIR",
+                     help="result directory (default: out/<scenario name>)")
+    run.add_argument("--seed", type=int, metavar="N", help="random seed (overrides the file's)")
+    _add_set_option(run)
+    run.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
+    run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run.set_defaults(command=_run)
+
+    validate = commands.add_parser("validate", help="check a scenario without running it")
+    validate.add_argument("scenario", metavar="SCENARIO", help='scenario TOML file or "default"')
+    _add_set_option(validate)
+    validate.set_defaults(command=_validate)
+
+    plot = commands.add_parser("plot", help="write the PNG plots of a result directory")
+    plot.add_argument("dir", type=Path, metavar="DIR")
+    plot.set_defaults(command=_plot)
+
+    show = commands.add_parser("show", help="print the summary table of a result directory")
+    show.add_argument("dir", type=Path, metavar="DIR")
+    show.set_defaults(command=_show)
+    return parser
+
+
+def _add_set_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--set", dest="sets", action="append", default=[], type=_key_value,
+        metavar="KEY=VALUE",
+        help="override a scenario key, e.g. --set topology.senders=8 (repeatable)",
+    )
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def _run(args: argparse.Namespace) -> int:
+    out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
+    result = tacc.run(
+        args.scenario, seed=args.seed, sets=args.sets, out=out,
+        progress=not args.quiet and sys.stderr.isatty(),
+    )
+    if not args.no_plot:
+        from tacc.plot import plot_result  # matplotlib is slow to import; only here
+
+        plot_result(result)
+    if not args.quiet:
+        print(summary_table(result.summary))
+        print(f"\nwrote {result.dir}:")
+        for path in sorted(p for p in result.dir.iterdir() if p.is_file()):
+            print(f"  {path}")
+    return 0
+
+
+def _validate(args: argparse.Namespace) -> int:
+    info = tacc.validate(args.scenario, sets=args.sets)
+    print(
+        f"{args.scenario}: OK: scenario {info['name']!r}, "
+        f"{format_seconds(info['duration_s'])} simulated, {info['hosts']} hosts, "
+        f"{info['switches']} switches, {info['links']} links, {info['flows']} flows"
+    )
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from tacc.plot import plot_dir
+
+    for path in plot_dir(args.dir):
+        print(path)
+    return 0
+
+
+def _show(args: argparse.Namespace) -> int:
+    print(summary_table(read_summary(args.dir)))
+    return 0
+
+
+def _fail(exc: BaseException, status: int) -> int:
+    print(f"tacc: error: {_one_line(exc)}", file=sys.stderr)
+    return status
+
+
+def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"{exc.filename}: {exc.strerror or exc}"
+    elif isinstance(exc, KeyError):
+        text = f"missing key {exc.args[0]!r}" if exc.args else "missing key"
+    else:
+        text = str(exc) or type(exc).__name__
+    return "; ".join(line.strip() for line in text.splitlines() if line.strip())

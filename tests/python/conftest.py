@@ -1,0 +1,109 @@
+"""Synthetic result directories, written by hand in the engine's output format."""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FLOW_FIELDS = [
+    "name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_delivered",
+    "start", "end", "fct", "goodput_mbps", "completed", "retransmits", "timeouts",
+]
+BIN_S = 0.001
+BINS = 10
+
+PORTS = [
+    {"name": "sw0->r0", "rate_bps": 1_000_000_000, "enqueued": 9000, "dropped": 3,
+     "marked": 5, "max_backlog_pkts": 40, "mean_backlog_pkts": 12.5, "utilization": 0.93},
+    {"name": "sw0->s0", "rate_bps": 1_000_000_000, "enqueued": 300, "dropped": 0,
+     "marked": 0, "max_backlog_pkts": 2, "mean_backlog_pkts": 0.1, "utilization": 0.02},
+    {"name": "idle->port", "rate_bps": 1_000_000_000, "enqueued": 0, "dropped": 0,
+     "marked": 0, "max_backlog_pkts": 0, "mean_backlog_pkts": 0.0, "utilization": 0.0},
+]
+
+
+def _flow(i: int, n_flows: int) -> dict[str, Any]:
+    """Even flows are "bulk" TCP; odd are "mice" UDP; the last never finishes."""
+    finished = i < n_flows - 1
+    start = i * 1e-4
+    fct = 0.005 + i * 1e-4 if finished else None
+    return {
+        "name": f"f{i}", "group": "bulk" if i % 2 == 0 else "mice",
+        "src": f"s{i}", "dst": "r0",
+        "transport": "tcp" if i % 2 == 0 else "udp",
+        "cc": "dctcp" if i % 2 == 0 else None, "ecn": i % 2 == 0,
+        "bytes_delivered": 125_000 * (i + 1), "start": start,
+        "end": start + fct if finished else None, "fct": fct,
+        "goodput_mbps": 100.0 + i, "completed": finished,
+        "retransmits": i, "timeouts": 0,
+    }
+
+
+def _csv_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(header)
+        writer.writerows([[_csv_cell(v) for v in row] for row in rows])
+
+
+def write_result_dir(
+    root: Path, n_flows: int = 3, with_rates: bool = False, with_samples: bool = True
+) -> Path:
+    root.mkdir(parents=True, exist_ok=True)
+    flows = [_flow(i, n_flows) for i in range(n_flows)]
+    summary = {
+        "tacc_version": "0.1.0", "scenario": "synthetic", "scenario_file": "synthetic.toml",
+        "seed": 42, "sim_seconds": BIN_S * BINS, "wall_seconds": 0.5, "events": 123_456,
+        "goodput_bin_s": BIN_S, "queue_sample_s": BIN_S,
+        "flows": flows, "ports": PORTS,
+        "conservation": {"sent": 1010, "delivered": 1000, "dropped": 3, "in_flight": 7, "ok": True},
+    }
+    (root / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    _write_csv(root / "flows.csv", FLOW_FIELDS, [[f[k] for k in FLOW_FIELDS] for f in flows])
+    times = [round(b * BIN_S, 6) for b in range(BINS)] if with_samples else []
+    _write_csv(root / "goodput.csv", ["time_s", "flow", "goodput_mbps"],
+               [[t, f["name"], f["goodput_mbps"]] for t in times for f in flows])
+    _write_csv(root / "queues.csv", ["time_s", "port", "backlog_pkts", "backlog_bytes"],
+               [[t, p["name"], b % 7, (b % 7) * 1500]
+                for b, t in enumerate(times) for p in PORTS])
+    if with_rates:
+        _write_csv(root / "rates.csv", ["time_s", "vm", "rate_mbps"],
+                   [[t, vm, 500.0] for t in times for vm in ("vm0", "vm1")])
+    return root
+
+
+@pytest.fixture
+def write_result() -> Callable[..., Path]:
+    """write_result(root, n_flows=3, ...) -> root, for code that picks its own directory."""
+    return write_result_dir
+
+
+@pytest.fixture
+def make_result_dir(tmp_path: Path) -> Callable[..., Path]:
+    """make_result_dir(n_flows=3, with_rates=False, with_samples=True) -> a new result dir."""
+    made = 0
+
+    def make(**kwargs: Any) -> Path:
+        nonlocal made
+        made += 1
+        return write_result_dir(tmp_path / f"result{made}", **kwargs)
+
+    return make
+
+
+@pytest.fixture
+def result_dir(make_result_dir: Callable[..., Path]) -> Path:
+    return make_result_dir()

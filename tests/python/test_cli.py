@@ -1,0 +1,189 @@
+"""The `tacc` command, run as a subprocess (`python -m tacc`).
+
+Tests taking the `engine` fixture need the compiled `tacc._core` and skip only when
+it cannot be imported; CI builds it, so they run there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tacc
+
+TINY_SCENARIO = """\
+name = "tiny"
+duration = "50ms"
+[topology]
+kind = "star"
+senders = 1
+receivers = 1
+link_rate = "1Gbps"
+link_delay = "25us"
+[[flows]]
+name = "bulk"
+src = "s0"
+dst = "r0"
+transport = "tcp"
+"""
+
+
+def tacc_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    # The child must import this same tacc, whether installed or from the source tree.
+    package_root = str(Path(tacc.__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    return subprocess.run(
+        [sys.executable, "-m", "tacc", *args],
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
+    )
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str]) -> None:
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("tacc: error:")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.fixture
+def engine() -> None:
+    pytest.importorskip("tacc._core", reason="the compiled engine tacc._core is not built")
+
+
+@pytest.fixture
+def tiny_scenario(tmp_path: Path) -> Path:
+    path = tmp_path / "tiny.toml"
+    path.write_text(TINY_SCENARIO)
+    return path
+
+
+def test_plot_writes_pngs_and_prints_their_paths(result_dir: Path) -> None:
+    proc = tacc_cli("plot", str(result_dir))
+
+    assert proc.returncode == 0, proc.stderr
+    assert (result_dir / "goodput.png").stat().st_size > 0
+    assert (result_dir / "queues.png").stat().st_size > 0
+    assert str(result_dir / "goodput.png") in proc.stdout
+
+
+def test_show_prints_the_summary_table(result_dir: Path) -> None:
+    proc = tacc_cli("show", str(result_dir))
+
+    assert proc.returncode == 0, proc.stderr
+    assert "scenario synthetic (seed 42)" in proc.stdout
+    assert "f0" in proc.stdout and "sw0->r0" in proc.stdout
+    assert "packet conservation" in proc.stdout
+
+
+def test_plot_of_a_missing_directory_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = tacc_cli("plot", str(tmp_path / "absent"))
+
+    assert_one_line_error(proc)
+    assert "absent" in proc.stderr
+
+
+def test_show_of_a_directory_that_is_no_result_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = tacc_cli("show", str(tmp_path))
+
+    assert_one_line_error(proc)
+    assert "not a tacc result directory" in proc.stderr
+
+
+def test_plot_of_a_corrupt_result_is_a_one_line_error(result_dir: Path) -> None:
+    (result_dir / "queues.csv").write_text("")
+
+    assert_one_line_error(tacc_cli("plot", str(result_dir)))
+
+
+def test_run_of_a_missing_scenario_file_is_a_one_line_error(tmp_path: Path) -> None:
+    proc = tacc_cli("run", str(tmp_path / "nope.toml"), cwd=tmp_path)
+
+    assert_one_line_error(proc)
+    assert "nope.toml: no such scenario file" in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_run_rejects_a_set_without_equals(tiny_scenario: Path) -> None:
+    proc = tacc_cli("run", str(tiny_scenario), "--set", "duration")
+
+    assert proc.returncode == 2
+    assert "KEY=VALUE" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_no_command_is_a_usage_error() -> None:
+    proc = tacc_cli()
+
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+
+
+def test_validate_accepts_the_default_scenario(engine: None) -> None:
+    proc = tacc_cli("validate", "default")
+
+    assert proc.returncode == 0, proc.stderr
+    assert ": OK: scenario" in proc.stdout
+
+
+def test_validate_describes_the_tiny_scenario(engine: None, tiny_scenario: Path) -> None:
+    proc = tacc_cli("validate", str(tiny_scenario))
+
+    assert proc.returncode == 0, proc.stderr
+    assert "scenario 'tiny'" in proc.stdout and "1 flows" in proc.stdout
+
+
+def test_run_writes_results_plots_and_table(
+    engine: None, tiny_scenario: Path, tmp_path: Path
+) -> None:
+    proc = tacc_cli("run", str(tiny_scenario), cwd=tmp_path)
+
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "out" / "tiny"  # the default: out/<scenario file stem>
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["scenario"] == "tiny"
+    assert [f["name"] for f in summary["flows"]] == ["bulk"]
+    for name in ("flows.csv", "goodput.csv", "queues.csv", "goodput.png", "queues.png"):
+        assert (out / name).is_file(), name
+    assert "bulk" in proc.stdout
+    assert str(Path("out") / "tiny" / "summary.json") in proc.stdout
+
+
+def test_run_applies_seed_and_overrides(engine: None, tiny_scenario: Path, tmp_path: Path) -> None:
+    out = tmp_path / "seeded"
+    proc = tacc_cli("run", str(tiny_scenario), "--out", str(out), "--seed", "7",
+                    "--set", "duration=10ms", "--no-plot", "--quiet")
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    assert json.loads((out / "summary.json").read_text())["seed"] == 7
+    assert not (out / "goodput.png").exists()
+
+
+def test_run_reports_an_unknown_key_with_file_and_line(engine: None, tmp_path: Path) -> None:
+    lines = TINY_SCENARIO.splitlines()
+    lines.insert(2, 'colour = "red"')  # line 3, still in the top-level table
+    bad = tmp_path / "bad.toml"
+    bad.write_text("\n".join(lines) + "\n")
+
+    proc = tacc_cli("run", str(bad), cwd=tmp_path)
+
+    assert_one_line_error(proc)
+    assert re.search(r"bad\.toml:3\b", proc.stderr), proc.stderr
+    assert "colour" in proc.stderr
+
+
+def test_run_reports_a_bad_unit(engine: None, tmp_path: Path) -> None:
+    bad = tmp_path / "units.toml"
+    bad.write_text(TINY_SCENARIO.replace('duration = "50ms"', 'duration = "5 parsecs"'))
+
+    proc = tacc_cli("run", str(bad), cwd=tmp_path)
+
+    assert_one_line_error(proc)
+    assert "units.toml" in proc.stderr and "duration" in proc.stderr
