@@ -127,7 +127,10 @@ macro_rules! deserialize_from_str {
     ($t:ty, $what:expr) => {
         impl<'de> Deserialize<'de> for $t {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = String::deserialize(d).map_err(|_| serde::de::Error::custom(concat!("expected ", $what)))?;
+                let s = String::deserialize(d).map_err(|e| {
+                    // A missing key keeps serde's own message; a wrong type says what was expected.
+                    if e.to_string().starts_with("missing field") { e } else { serde::de::Error::custom(concat!("expected ", $what)) }
+                })?;
                 <$t>::parse(&s).ok_or_else(|| serde::de::Error::custom(format!(concat!("expected ", $what, ", got {:?}"), s)))
             }
         }

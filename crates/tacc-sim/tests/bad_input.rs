@@ -1,0 +1,96 @@
+//! Bad scenarios give one-line errors naming file, line and key; no input makes the loader panic.
+
+mod common;
+use proptest::prelude::*;
+
+fn err(text: &str) -> String {
+    match tacc_sim::load(text, "bad.toml", &[], None) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => {
+            let s = e.to_string();
+            assert!(!s.contains('\n'), "multi-line error: {s}");
+            s
+        }
+    }
+}
+
+fn base(flows: &str) -> String {
+    common::star(2, "1s", flows)
+}
+
+const FLOW: &str = "[[flows]]\nname = \"f\"\nsrc = \"s0\"\ndst = \"r0\"\n";
+
+#[test]
+fn each_kind_of_bad_input_is_reported_with_its_location() {
+    let cases: Vec<(String, &str)> = vec![
+        (base(&FLOW.replace("s0", "s9")), "bad.toml:15: flows[0].src: no host or VM named \"s9\""),
+        (base(&format!("{FLOW}start = \"2s\"\n")), "bad.toml:17: flows[0].start: is at or after the end of the run"),
+        (base(&format!("{FLOW}start = \"0.5s\"\nstop = \"0.2s\"\n")), "bad.toml:18: flows[0].stop: must be after start"),
+        (base(&format!("{FLOW}rate = \"1Gbps\"\n")), "bad.toml:17: flows[0].rate: only applies to UDP flows"),
+        (base(&format!("{FLOW}transport = \"udp\"\n")), "flows[0].rate: a UDP flow needs a rate"),
+        (base(&format!("{FLOW}transport = \"udp\"\nrate = \"0Gbps\"\n")), "bad.toml:18: flows[0].rate: must be greater than zero"),
+        (base(&format!("{FLOW}transport = \"udp\"\nrate = \"-1Gbps\"\n")), "bad.toml:18: flows[0].rate: expected a rate such as"),
+        (base(&format!("{FLOW}bytes = \"lots\"\n")), "bad.toml:17: flows[0].bytes: expected a size"),
+        (base(&format!("{FLOW}colour = \"red\"\n")), "bad.toml:17: flows[0].colour: unknown field `colour`"),
+        (base(&FLOW.replace("r0", "s0")), "flows[0].dst: \"s0\" and \"s0\" are on the same host"),
+        (base(FLOW).replace("duration = \"1s\"", "duration = \"0s\""), "bad.toml:2: duration: must be greater than zero"),
+        (base(FLOW).replace("link_rate = \"1Gbps\"", "link_rate = \"0Mbps\""), "bad.toml:7: topology.link_rate: must be greater than zero"),
+        (base(FLOW).replace("kind = \"star\"", "kind = \"ring\""), "bad.toml:4: topology.kind: unknown variant `ring`"),
+        (base(FLOW).replace("duration = \"1s\"\n", ""), "missing field `duration`"),
+        (base(FLOW).replace("name = \"t\"", "name = \"t"), "bad.toml:1: "),
+    ];
+    for (text, expected) in cases {
+        let e = err(&text);
+        assert!(e.contains(expected), "expected {expected:?} in {e:?}");
+    }
+}
+
+#[test]
+fn unreachable_destination_in_an_explicit_topology_is_an_error() {
+    let text = "name = \"x\"\nduration = \"1s\"\n[topology]\nkind = \"explicit\"\nhosts = [\"a\", \"b\"]\nswitches = [\"x\", \"y\"]\nlinks = [{a = \"a\", b = \"x\", rate = \"1Gbps\", delay = \"1us\"}, {a = \"b\", b = \"y\", rate = \"1Gbps\", delay = \"1us\"}]\n[[flows]]\nname = \"f\"\nsrc = \"a\"\ndst = \"b\"\n";
+    assert!(err(text).contains("flows[0].dst: \"b\" is unreachable from \"a\""), "{}", err(text));
+}
+
+#[test]
+fn overrides_are_checked_like_the_file() {
+    let text = base(FLOW);
+    let sets = vec![("flows[0].start".to_string(), "\"5s\"".to_string())];
+    let e = tacc_sim::load(&text, "bad.toml", &sets, None).err().unwrap().to_string();
+    assert!(e.starts_with("bad.toml (--set): flows[0].start: is at or after"), "{e}");
+    let sets = vec![("flows[3].start".to_string(), "\"5s\"".to_string())];
+    let e = tacc_sim::load(&text, "bad.toml", &sets, None).err().unwrap().to_string();
+    assert!(e.contains("cannot apply --set: flows has no element 3"), "{e}");
+}
+
+fn valid() -> String {
+    base(&format!("{FLOW}[[flows]]\nname = \"u\"\nsrc = \"s1\"\ndst = \"r0\"\ntransport = \"udp\"\nrate = \"10Mbps\"\n[[incast]]\nname = \"q\"\naggregator = \"r0\"\nworkers = \"s{{i}}\"\ncount = 2\nbytes = \"10KB\"\n"))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 3000, ..ProptestConfig::default() })]
+
+    /// Random edits of a valid file (byte flips, deletions, insertions of TOML-ish tokens)
+    /// never panic the loader: they load or they give an error.
+    #[test]
+    fn loader_never_panics_on_mutated_scenarios(edits in proptest::collection::vec((0usize..2000, 0u8..4, proptest::sample::select(vec!["0", "-1", "\"", "[", "]", "=", "\n", "1e999", "\"0s\"", "\"1Tbps\"", "{i+", "count = 0", "\"s{i+99}\"", "k = \"0pkt\"", "9999999999999999999999"])), 1..6)) {
+        let mut text = valid().into_bytes();
+        for (pos, op, tok) in edits {
+            let pos = pos % (text.len() + 1);
+            match op {
+                0 => { text.insert(pos, b'x'); }
+                1 => { if pos < text.len() { text.remove(pos); } }
+                2 => { for (i, b) in tok.bytes().enumerate() { text.insert(pos + i, b); } }
+                _ => { if pos < text.len() { text[pos] ^= 0x20; } }
+            }
+        }
+        let text = String::from_utf8_lossy(&text).into_owned();
+        let _ = tacc_sim::load(&text, "fuzz.toml", &[], None);
+    }
+
+    /// Random values for numeric keys never panic the loader either.
+    #[test]
+    fn loader_never_panics_on_extreme_numbers(senders in 0u32..5, rate in "[0-9]{1,25}(Mbps|Gbps|bps)", delay in "[0-9]{1,22}(us|s|ns)", count in 0u32..4) {
+        let text = format!("name = \"x\"\nduration = \"{delay}\"\n[topology]\nkind = \"star\"\nsenders = {senders}\nreceivers = 1\nlink_rate = \"{rate}\"\nlink_delay = \"{delay}\"\n[[flows]]\nname = \"f\"\ncount = {count}\nsrc = \"s{{i}}\"\ndst = \"r0\"\ntransport = \"udp\"\nrate = \"{rate}\"\n");
+        let _ = tacc_sim::load(&text, "fuzz.toml", &[], None);
+    }
+}
