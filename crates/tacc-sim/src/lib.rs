@@ -19,6 +19,7 @@ pub mod output;
 pub mod packet;
 pub mod queue;
 pub mod rng;
+pub mod rules;
 pub mod scenario;
 pub mod sim;
 pub mod tcp;

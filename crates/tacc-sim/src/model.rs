@@ -5,6 +5,7 @@ use crate::cc::CcKind;
 use crate::packet::PktId;
 use crate::queue::{Qdisc, RedParams};
 use crate::rng::Rng;
+use crate::rules::{Actions, FlowTable, Forward, Match, Rule};
 use crate::scenario::{HostSet, IncastCfg, Loaded, MechanismCfg, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport};
 use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
@@ -213,6 +214,10 @@ pub struct Model {
     pub goodput_bin: u64,
     pub queue_sample: u64,
     pub sampled_ports: Vec<u32>,
+    /// One flow table per switch (empty unless rules are installed).
+    pub tables: Vec<FlowTable>,
+    /// Rules from the scenario, with the switch and install time.
+    pub pending_rules: Vec<(u32, u64, Rule)>,
 }
 
 pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
@@ -431,7 +436,10 @@ impl Model {
             goodput_bin: s.output.goodput_bin.0,
             queue_sample: s.output.queue_sample.0,
             sampled_ports,
+            tables: Vec::new(),
+            pending_rules: Vec::new(),
         };
+        m.tables = vec![FlowTable::default(); m.graph.switches.len()];
         let find_vm = |path: &str, name: &str| -> Result<u32, ScenarioError> {
             vm_index.get(name).copied().ok_or_else(|| l.error(path, format!("no host or VM named {name:?}")))
         };
@@ -524,6 +532,11 @@ impl Model {
         for (ti, tc) in s.traffic.iter().enumerate() {
             m.add_traffic(l, ti, tc, &find_vm, &check_time)?;
         }
+        for (ri, rc) in s.rules.iter().enumerate() {
+            let rule = m.rule_from(l, ri, rc, &find_vm, &port_index)?;
+            check_time(&format!("rules[{ri}].at"), rc.at.0)?;
+            m.pending_rules.push(rule);
+        }
         match &s.mechanism {
             MechanismCfg::None => {}
             MechanismCfg::StaticRate { rate, vms, depth } => {
@@ -545,6 +558,57 @@ impl Model {
             }
         }
         Ok(m)
+    }
+
+    fn rule_from(&self, l: &Loaded, ri: usize, rc: &crate::scenario::RuleCfg, find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>, ports: &HashMap<String, u32>) -> Result<(u32, u64, Rule), ScenarioError> {
+        use tacc_mech::headers::tcp_flags as F;
+        let path = |k: &str| format!("rules[{ri}].{k}");
+        let sw = self.graph.switches.iter().position(|n| *n == rc.switch).ok_or_else(|| l.error(&path("switch"), format!("no switch named {:?}", rc.switch)))? as u32;
+        let ip = |k: &str, n: &Option<String>| -> Result<Option<u32>, ScenarioError> { n.as_ref().map(|n| find_vm(&path(k), n).map(|v| self.vms[v as usize].ip)).transpose() };
+        let protocol = match rc.protocol.as_deref() {
+            None => None,
+            Some("tcp") => Some(6),
+            Some("udp") => Some(17),
+            Some(x) => Some(x.parse::<u8>().map_err(|_| l.error(&path("protocol"), format!("expected \"tcp\", \"udp\" or a number 0-255, got {x:?}")))?),
+        };
+        let (mut mask, mut value) = (0u8, 0u8);
+        for f in &rc.tcp_flags {
+            let (neg, name) = match f.strip_prefix('!') {
+                Some(n) => (true, n),
+                None => (false, f.as_str()),
+            };
+            let bit = match name {
+                "fin" => F::FIN,
+                "syn" => F::SYN,
+                "rst" => F::RST,
+                "psh" => F::PSH,
+                "ack" => F::ACK,
+                "ece" => F::ECE,
+                "cwr" => F::CWR,
+                _ => return Err(l.error(&path("tcp_flags"), format!("expected flag names like \"syn\" or \"!ack\", got {f:?}"))),
+            };
+            mask |= bit;
+            if !neg {
+                value |= bit;
+            }
+        }
+        let forward = match rc.forward.as_str() {
+            "normal" => Forward::Normal,
+            "drop" => Forward::Drop,
+            name => {
+                let p = *ports.get(name).ok_or_else(|| l.error(&path("forward"), format!("expected \"normal\", \"drop\" or a port name, got {name:?}")))?;
+                if self.ports[p as usize].from != NodeRef::Switch(sw) {
+                    return Err(l.error(&path("forward"), format!("port {name:?} does not leave switch {:?}", rc.switch)));
+                }
+                Forward::Port(p)
+            }
+        };
+        if rc.hard_timeout.is_some_and(|t| t.0 == 0) {
+            return Err(l.error(&path("hard_timeout"), "must be greater than zero"));
+        }
+        let m = Match { src: ip("src", &rc.src)?, dst: ip("dst", &rc.dst)?, protocol, sport: rc.sport, dport: rc.dport, flags_mask: mask, flags_value: value };
+        let rule = Rule { m, priority: rc.priority, actions: Actions { forward, set_ce: rc.set_ce, copy_to_controller: rc.copy_to_controller }, expires_at: rc.hard_timeout.map(|t| rc.at.0 + t.0), packets: 0, bytes: 0 };
+        Ok((sw, rc.at.0, rule))
     }
 
     fn reachable(&self, from_host: u32, to_host: u32) -> bool {

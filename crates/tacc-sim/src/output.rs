@@ -68,6 +68,17 @@ pub struct Summary {
     pub flows: Vec<FlowSummary>,
     pub ports: Vec<PortSummary>,
     pub conservation: ConservationSummary,
+    pub control: ControlSummary,
+}
+
+/// Switch flow-table activity.
+#[derive(Serialize)]
+pub struct ControlSummary {
+    pub rules_installed: u64,
+    pub rules_expired: u64,
+    /// Packet copies sent to the controller by rules.
+    pub packet_ins: u64,
+    pub rule_dropped: u64,
 }
 
 const NS: f64 = 1e9;
@@ -134,6 +145,12 @@ pub fn summarize(sim: &Sim, file: &str, wall_seconds: f64) -> Summary {
         queue_sample_s: m.queue_sample as f64 / NS,
         flows,
         ports,
+        control: ControlSummary {
+            rules_installed: m.tables.iter().map(|t| t.installed).sum(),
+            rules_expired: m.tables.iter().map(|t| t.expired).sum(),
+            packet_ins: sim.packet_ins.len() as u64,
+            rule_dropped: sim.rule_dropped,
+        },
         conservation: ConservationSummary { sent: c.sent, delivered: c.delivered, dropped: c.dropped, in_flight, ok: c.sent == c.delivered + c.dropped + in_flight, shim_dropped: sim.shim_dropped },
     }
 }

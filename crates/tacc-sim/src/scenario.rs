@@ -59,6 +59,8 @@ pub struct Scenario {
     #[serde(default)]
     pub traffic: Vec<TrafficCfg>,
     #[serde(default)]
+    pub rules: Vec<RuleCfg>,
+    #[serde(default)]
     pub mechanism: MechanismCfg,
     #[serde(default)]
     pub output: OutputCfg,
@@ -325,6 +327,39 @@ pub struct TrafficCfg {
     pub ecn: Option<bool>,
 }
 
+/// A match-action rule installed in a switch's flow table at time `at`.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields)]
+pub struct RuleCfg {
+    pub switch: String,
+    #[serde(default)]
+    pub at: Duration,
+    #[serde(default)]
+    pub priority: u16,
+    pub hard_timeout: Option<Duration>,
+    /// Match fields (omitted = wildcard). src/dst are host or VM names.
+    pub src: Option<String>,
+    pub dst: Option<String>,
+    /// "tcp", "udp" or an IP protocol number.
+    pub protocol: Option<String>,
+    pub sport: Option<u16>,
+    pub dport: Option<u16>,
+    /// TCP flags that must be set ("syn") or clear ("!ack").
+    #[serde(default)]
+    pub tcp_flags: Vec<String>,
+    /// "normal" (routing), "drop", or an output port name such as "sw0->r0".
+    #[serde(default = "default_forward")]
+    pub forward: String,
+    #[serde(default)]
+    pub set_ce: bool,
+    #[serde(default)]
+    pub copy_to_controller: bool,
+}
+
+fn default_forward() -> String {
+    "normal".into()
+}
+
 #[derive(Deserialize, Debug, Clone)]
 #[serde(untagged)]
 pub enum HostSet {
@@ -543,6 +578,7 @@ fn placeholder() -> Scenario {
         flows: vec![],
         incast: vec![],
         traffic: vec![],
+        rules: vec![],
         mechanism: MechanismCfg::None,
         output: OutputCfg::default(),
     }

@@ -8,6 +8,7 @@
 use crate::model::{App, EpKind, Model, Vm};
 use crate::packet::{Arena, Packet, PktId, IP_HEADER, UDP_HEADER};
 use crate::queue::Verdict;
+use crate::rules::Forward;
 use crate::topology::NodeRef;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -25,6 +26,7 @@ pub enum EvKind {
     UdpSend(u32),
     IncastEpoch(u32),
     TrafficArrival(u32),
+    InstallRule(u32),
     Sample,
 }
 
@@ -70,7 +72,11 @@ pub struct Sim {
     pub cons: Conservation,
     /// Packets dropped by the vswitch egress hook before reaching the NIC.
     pub shim_dropped: u64,
+    /// Packets dropped by switch rules.
+    pub rule_dropped: u64,
     pub queue_samples: Vec<(u64, u32, u32, u64)>,
+    /// Headers copied to the controller by switch rules: (time, switch, in port, packet).
+    pub packet_ins: Vec<(u64, u32, u32, Packet)>,
     out_buf: Vec<Packet>,
 }
 
@@ -85,7 +91,9 @@ impl Sim {
             m,
             cons: Conservation::default(),
             shim_dropped: 0,
+            rule_dropped: 0,
             queue_samples: Vec::new(),
+            packet_ins: Vec::new(),
             out_buf: Vec::new(),
         };
         for f in 0..s.m.flows.len() {
@@ -106,6 +114,10 @@ impl Sim {
                     s.schedule(at, EvKind::TrafficArrival(a as u32));
                 }
             }
+        }
+        for i in 0..s.m.pending_rules.len() {
+            let at = s.m.pending_rules[i].1;
+            s.schedule(at, EvKind::InstallRule(i as u32));
         }
         s.schedule(0, EvKind::Sample);
         s
@@ -159,6 +171,10 @@ impl Sim {
             EvKind::UdpSend(f) => self.udp_send(f),
             EvKind::IncastEpoch(a) => self.incast_epoch(a),
             EvKind::TrafficArrival(a) => self.traffic_arrival(a),
+            EvKind::InstallRule(i) => {
+                let (sw, _, rule) = self.m.pending_rules[i as usize].clone();
+                self.m.tables[sw as usize].install(rule);
+            }
             EvKind::Sample => self.sample(),
         }
     }
@@ -243,6 +259,28 @@ impl Sim {
     fn arrive(&mut self, port: u32, id: PktId) {
         match self.m.ports[port as usize].to {
             NodeRef::Switch(s) => {
+                if !self.m.tables[s as usize].is_empty() {
+                    if let Some(a) = self.m.tables[s as usize].lookup(self.now, self.pkts.get(id)) {
+                        let pkt = self.pkts.get_mut(id);
+                        if a.set_ce && pkt.ecn.is_ect() {
+                            pkt.ecn = Ecn::Ce;
+                        }
+                        if a.copy_to_controller {
+                            let copy = pkt.clone();
+                            self.packet_ins.push((self.now, s, port, copy));
+                        }
+                        match a.forward {
+                            Forward::Normal => {}
+                            Forward::Port(p) => return self.enqueue(p, id),
+                            Forward::Drop => {
+                                self.cons.dropped += 1;
+                                self.rule_dropped += 1;
+                                self.pkts.free(id);
+                                return;
+                            }
+                        }
+                    }
+                }
                 let dst = self.pkts.get(id).dst;
                 let Some(h) = self.m.host_of_ip(dst) else {
                     self.cons.dropped += 1;
