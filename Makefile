@@ -22,7 +22,7 @@ demo: setup
 	$(VENV)/bin/tacc run --out out/motivating
 
 test: setup
-	cargo test --workspace --release
+	cargo test --workspace
 	$(PY) -m pytest -q
 
 bench: setup

@@ -5,6 +5,7 @@
 //! rewrite that forgets to update it is caught when the end host verifies it (debug builds).
 
 use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
+use tacc_mech::wire::update_checksum;
 
 pub const IP_HEADER: u32 = 20;
 pub const TCP_HEADER: u32 = 20;
@@ -133,15 +134,6 @@ impl Packet {
     }
 }
 
-/// RFC 1624 incremental update: HC' = ~(~HC + ~m + m').
-pub fn checksum_update(hc: u16, old: u16, new: u16) -> u16 {
-    let mut sum = (!hc) as u32 + (!old) as u32 + new as u32;
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 impl PacketHeaders for Packet {
     fn src(&self) -> u32 {
         self.src
@@ -181,7 +173,7 @@ impl PacketHeaders for Packet {
     }
     fn set_tcp_window(&mut self, window: u16) {
         if self.is_tcp() {
-            self.tcp_checksum = checksum_update(self.tcp_checksum, self.window, window);
+            self.tcp_checksum = update_checksum(self.tcp_checksum, self.window, window);
             self.window = window;
         }
     }

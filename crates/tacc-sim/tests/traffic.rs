@@ -1,0 +1,64 @@
+//! Traffic sources and topologies beyond the single bottleneck: UDP on/off and request/reply,
+//! periodic incast epochs, open-loop flows from the shipped CDFs on a fat tree and on racks.
+
+mod common;
+use common::*;
+
+#[test]
+fn on_off_udp_averages_rate_times_duty_cycle() {
+    let (_, s) = run(&star(1, "20s", "[[flows]]\nname = \"u\"\nsrc = \"s0\"\ndst = \"r0\"\ntransport = \"udp\"\nrate = \"100Mbps\"\non = \"10ms\"\noff = \"30ms\"\n"));
+    // Duty cycle 1/4 of 100 Mb/s at 1472/1500 payload: 24.5 Mb/s; 500 on/off cycles give
+    // a relative standard error of about 5%, so allow 20%.
+    let g = flow(&s, "u").goodput_mbps;
+    assert!((19.6..29.4).contains(&g), "on/off goodput {g:.2} Mb/s");
+}
+
+#[test]
+fn request_reply_udp_carries_both_directions() {
+    let (_, s) = run(&star(1, "1s", "[[flows]]\nname = \"rr\"\nsrc = \"s0\"\ndst = \"r0\"\ntransport = \"udp\"\nrate = \"10Mbps\"\npacket_size = \"100B\"\nreply_size = \"1000B\"\n"));
+    // 10 Mb/s of 100-byte requests = 12,500 per second, each answered with 1000 bytes.
+    let f = flow(&s, "rr");
+    let requests = port(&s, "s0->sw0").enqueued;
+    let replies = port(&s, "r0->sw0").enqueued;
+    assert!((12_000..=13_000).contains(&requests), "{requests} requests");
+    assert!(replies + 5 >= requests && replies <= requests, "{replies} replies to {requests} requests");
+    // UDP payloads: 72 B per request, 972 B per reply; a few may still be in flight at the end.
+    let sent = requests * 72 + replies * 972;
+    assert!(f.bytes_delivered <= sent && f.bytes_delivered + 5 * 1044 >= sent, "{} of {sent} bytes", f.bytes_delivered);
+}
+
+#[test]
+fn periodic_incast_runs_every_epoch_with_new_connections() {
+    let (_, s) = run(&star(8, "1s", "[[incast]]\nname = \"q\"\naggregator = \"r0\"\nworkers = \"s{i}\"\ncount = 8\nbytes = \"10KB\"\nepochs = 5\ninterval = \"100ms\"\njitter = \"24us\"\n"));
+    assert_eq!(s.flows.len(), 40);
+    assert!(s.flows.iter().all(|f| f.completed));
+    for e in 0..5 {
+        let starts: Vec<f64> = s.flows.iter().filter(|f| f.name.ends_with(&format!(".{e}"))).map(|f| f.start).collect();
+        assert_eq!(starts.len(), 8);
+        assert!(starts.iter().all(|&t| t >= 0.1 * e as f64 && t < 0.1 * e as f64 + 0.01), "epoch {e} starts {starts:?}");
+    }
+}
+
+#[test]
+fn websearch_traffic_on_a_fat_tree_offers_the_requested_load() {
+    let (_, s) = run("name = \"ft\"\nduration = \"2s\"\n[topology]\nkind = \"fat-tree\"\nk = 4\nlink_rate = \"1Gbps\"\nlink_delay = \"1us\"\n[tcp]\ncc = \"dctcp\"\n[[traffic]]\nname = \"web\"\ncdf = \"websearch\"\nload = 0.3\n");
+    // 16 hosts x 0.3 x 1 Gb/s / (8 x 1.67 MB) = 360 flows/s: about 720 in 2 s (Poisson, sd ~27).
+    let n = s.flows.len();
+    assert!((600..850).contains(&n), "{n} flows");
+    let done = s.flows.iter().filter(|f| f.completed).count();
+    assert!(done as f64 >= 0.8 * n as f64, "{done} of {n} completed");
+    let bytes: u64 = s.flows.iter().map(|f| f.bytes_delivered).sum();
+    let offered = 16.0 * 0.3 * 1e9 / 8.0 * 2.0;
+    assert!(bytes as f64 > 0.5 * offered, "delivered {bytes} of ~{offered} offered bytes");
+}
+
+#[test]
+fn rack_topology_carries_cross_rack_elephants_through_the_aggregation_tier() {
+    let (_, s) = run("name = \"racks\"\nduration = \"1s\"\n[topology]\nkind = \"racks\"\nracks = 3\nservers_per_rack = 4\naggs = 2\nhost_rate = \"1Gbps\"\ntor_rate = \"5Gbps\"\nagg_rate = \"10Gbps\"\nlink_delay = \"25us\"\n[[flows]]\nname = \"e\"\ncount = 4\nsrc = \"h0_{i}\"\ndst = \"h2_{i}\"\n");
+    for i in 0..4 {
+        let g = flow(&s, &format!("e.{i}")).goodput_mbps;
+        assert!(g > 850.0, "elephant {i}: {g:.0} Mb/s");
+    }
+    let through_aggs: u64 = s.ports.iter().filter(|p| p.name.starts_with("agg")).map(|p| p.tx_bytes).sum();
+    assert!(through_aggs > 0);
+}
