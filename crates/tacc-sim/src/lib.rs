@@ -14,6 +14,7 @@
 //! A run is a pure function of (scenario text, overrides, seed).
 
 pub mod cc;
+pub mod mechanism;
 pub mod model;
 pub mod output;
 pub mod packet;
@@ -33,6 +34,7 @@ use std::path::Path;
 pub struct Prepared {
     pub model: model::Model,
     pub file: String,
+    pub mechanism: scenario::MechanismCfg,
 }
 
 /// Parses and checks a scenario; `seed` overrides the file's seed.
@@ -40,7 +42,7 @@ pub fn load(text: &str, file: &str, sets: &[(String, String)], seed: Option<u64>
     let loaded = scenario::parse(text, file, sets)?;
     let seed = seed.unwrap_or(loaded.scenario.seed);
     let model = model::Model::build(&loaded, seed)?;
-    Ok(Prepared { model, file: file.to_string() })
+    Ok(Prepared { model, file: file.to_string(), mechanism: loaded.scenario.mechanism.clone() })
 }
 
 /// Reads a scenario file; I/O errors become scenario errors naming the file.
@@ -53,6 +55,6 @@ pub fn run(p: Prepared, progress: &mut dyn FnMut(u64, u64)) -> (sim::Sim, output
     let t0 = std::time::Instant::now();
     let mut s = sim::Sim::new(p.model);
     s.run(progress);
-    let summary = output::summarize(&s, &p.file, t0.elapsed().as_secs_f64());
+    let summary = output::summarize(&s, &p.file, &p.mechanism, t0.elapsed().as_secs_f64());
     (s, summary)
 }

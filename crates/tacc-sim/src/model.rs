@@ -2,16 +2,16 @@
 //! Building it is where a scenario's names, times and references are checked.
 
 use crate::cc::CcKind;
-use crate::packet::PktId;
+use crate::mechanism::{Control, HostShim, Shim, SwitchMech};
+use crate::packet::{Packet, PktId};
 use crate::queue::{Qdisc, RedParams};
 use crate::rng::Rng;
 use crate::rules::{Actions, FlowTable, Forward, Match, Rule};
-use crate::scenario::{HostSet, IncastCfg, Loaded, MechanismCfg, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport};
+use crate::scenario::{HostSet, IncastCfg, Loaded, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport};
 use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
 use crate::units::Size;
 use std::collections::{HashMap, VecDeque};
-use tacc_mech::token_bucket::TokenBucket;
 
 const IP_BASE: u32 = 0x0a00_0000; // 10.0.0.0
 
@@ -67,8 +67,13 @@ pub struct Vm {
     pub host: u32,
     pub ip: u32,
     next_port: u16,
-    /// The vswitch egress rate limiter of a static-rate mechanism.
-    pub limiter: Option<TokenBucket>,
+    /// The VM's virtual NIC: packets waiting to reach the vswitch, with their sending endpoint
+    /// and flow. It serializes at the host NIC's rate; its head may be held by a queueing limiter.
+    pub vnic: VecDeque<(Packet, Option<u32>, Option<u32>)>,
+    pub vnic_bytes: u64,
+    pub vnic_busy: bool,
+    /// Drop-tail limit of the vNIC queue, in packets.
+    pub vnic_limit: u64,
 }
 
 pub enum EpKind {
@@ -84,6 +89,10 @@ pub struct EpSlot {
     /// Time of the earliest pending timer event for this endpoint.
     pub timer_at: Option<u64>,
     pub last_delivered: u64,
+    /// Packets this endpoint has in its VM's vNIC queue (TCP small queues).
+    pub in_host: u32,
+    /// Most packets the endpoint may keep in the vNIC queue.
+    pub tsq_limit: u32,
 }
 
 pub struct UdpState {
@@ -218,6 +227,12 @@ pub struct Model {
     pub tables: Vec<FlowTable>,
     /// Rules from the scenario, with the switch and install time.
     pub pending_rules: Vec<(u32, u64, Rule)>,
+    /// One vswitch shim per host.
+    pub shims: Vec<HostShim>,
+    /// TCP small-queue budget as time at the NIC rate.
+    pub tsq_ns: u64,
+    pub switch_mech: Vec<SwitchMech>,
+    pub control: Control,
 }
 
 pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
@@ -260,6 +275,7 @@ impl Model {
             sack: base.sack.unwrap_or(d.sack),
             // DCTCP needs ECN; otherwise ECN is off unless asked for.
             ecn: cc == CcKind::Dctcp || ecn.or(base.ecn).unwrap_or(false),
+            ecn_syn: base.ecn_syn.unwrap_or(false),
             rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
             cc,
             dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),
@@ -281,10 +297,13 @@ impl Model {
         let cc = cfg.cc;
         let ecn = cfg.ecn;
         let mss = cfg.mss;
+        // TCP small queues: at most ~1 ms of the NIC's line rate waiting in the host, >= 2 packets.
+        let nic_rate = self.ports[self.hosts[self.vms[src as usize].host as usize].nic_port as usize].rate_bps;
+        let tsq_limit = ((nic_rate as u128 * self.tsq_ns as u128 / 8_000_000_000 / (cfg.mss as u128 + 40)) as u32).max(2);
         let client = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
         let server = TcpEndpoint::server(cfg, (dip, dport), (sip, sport), tx, riss);
-        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(client)), flow: f, vm: src, timer_at: None, last_delivered: 0 });
-        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(server)), flow: f, vm: dst, timer_at: None, last_delivered: 0 });
+        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(client)), flow: f, vm: src, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
+        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(server)), flow: f, vm: dst, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
         self.flows.push(Flow {
             name,
             group,
@@ -390,12 +409,16 @@ impl Model {
             let nic = ports.iter().position(|p| p.from == NodeRef::Host(h as u32)).expect("every host has a link") as u32;
             hosts.push(Host { name: name.clone(), nic_port: nic });
         }
+        let nic_limit_pkts = match s.nic.limit {
+            Size::Packets(n) => n,
+            Size::Bytes(b) => b / 1500,
+        };
         let mut vms = Vec::new();
         for (h, host) in hosts.iter().enumerate() {
             for v in 0..graph.vms_per_host {
                 let name = if graph.vms_per_host == 1 { host.name.clone() } else { format!("{}/{v}", host.name) };
                 let ip = IP_BASE + 1 + vms.len() as u32;
-                vms.push(Vm { name, host: h as u32, ip, next_port: 10_000, limiter: None });
+                vms.push(Vm { name, host: h as u32, ip, next_port: 10_000, vnic: VecDeque::new(), vnic_bytes: 0, vnic_busy: false, vnic_limit: nic_limit_pkts });
             }
         }
         let mut vm_index: HashMap<String, u32> = vms.iter().enumerate().map(|(i, v)| (v.name.clone(), i as u32)).collect();
@@ -438,7 +461,13 @@ impl Model {
             sampled_ports,
             tables: Vec::new(),
             pending_rules: Vec::new(),
+            shims: Vec::new(),
+            tsq_ns: s.tcp.small_queue.map(|d| d.0).unwrap_or(1_000_000),
+            switch_mech: Vec::new(),
+            control: Control::default(),
         };
+        m.shims = (0..m.hosts.len()).map(|_| HostShim { shim: Shim::None, timer_at: None }).collect();
+        m.switch_mech = (0..m.graph.switches.len()).map(|_| SwitchMech::default()).collect();
         m.tables = vec![FlowTable::default(); m.graph.switches.len()];
         let find_vm = |path: &str, name: &str| -> Result<u32, ScenarioError> {
             vm_index.get(name).copied().ok_or_else(|| l.error(path, format!("no host or VM named {name:?}")))
@@ -537,26 +566,7 @@ impl Model {
             check_time(&format!("rules[{ri}].at"), rc.at.0)?;
             m.pending_rules.push(rule);
         }
-        match &s.mechanism {
-            MechanismCfg::None => {}
-            MechanismCfg::StaticRate { rate, vms, depth } => {
-                if rate.0 == 0 {
-                    return Err(l.error("mechanism.rate", "must be greater than zero"));
-                }
-                // Default burst: 1 ms at the limit, at least two full packets.
-                let depth = depth.map(|d| d.0).unwrap_or((rate.0 / 8 / 1000).max(3000));
-                if depth < 1500 {
-                    return Err(l.error("mechanism.depth", "must hold at least one 1500B packet"));
-                }
-                let targets: Vec<u32> = match vms {
-                    None => (0..m.vms.len() as u32).collect(),
-                    Some(names) => names.iter().enumerate().map(|(i, n)| find_vm(&format!("mechanism.vms[{i}]"), n)).collect::<Result<_, _>>()?,
-                };
-                for v in targets {
-                    m.vms[v as usize].limiter = Some(TokenBucket::new(rate.0, depth, 0));
-                }
-            }
-        }
+        crate::mechanism::install(&mut m, l, &find_vm)?;
         Ok(m)
     }
 
@@ -625,13 +635,14 @@ impl Model {
         let sport = self.alloc_port(src);
         let tx = self.eps.len() as u32;
         let rx = tx + 1;
+        let tsq_limit = u32::MAX;
         // The sender's endpoint receives replies (request/reply mode).
-        self.eps.push(EpSlot { kind: EpKind::UdpSink, flow: f, vm: src, timer_at: None, last_delivered: 0 });
+        self.eps.push(EpSlot { kind: EpKind::UdpSink, flow: f, vm: src, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
         let rx_kind = match reply {
             Some(r) => EpKind::UdpEcho { reply: r },
             None => EpKind::UdpSink,
         };
-        self.eps.push(EpSlot { kind: rx_kind, flow: f, vm: dst, timer_at: None, last_delivered: 0 });
+        self.eps.push(EpSlot { kind: rx_kind, flow: f, vm: dst, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
         self.flows.push(Flow {
             name,
             group,

@@ -52,6 +52,8 @@ pub struct ConservationSummary {
     pub ok: bool,
     /// Packets dropped by a vswitch egress hook before entering the network.
     pub shim_dropped: u64,
+    /// Packets dropped at a full VM vNIC queue before reaching the vswitch.
+    pub vnic_dropped: u64,
 }
 
 #[derive(Serialize)]
@@ -69,6 +71,22 @@ pub struct Summary {
     pub ports: Vec<PortSummary>,
     pub conservation: ConservationSummary,
     pub control: ControlSummary,
+    pub mechanism: MechanismSummary,
+}
+
+/// The mechanism under test: its parameters as given, what it did, and its control traffic.
+#[derive(Serialize)]
+pub struct MechanismSummary {
+    pub kind: crate::scenario::MechanismKind,
+    /// Parameters set in the scenario (unset ones take the papers' defaults).
+    pub params: serde_json::Value,
+    pub counters: std::collections::BTreeMap<&'static str, f64>,
+    pub control_latency_s: f64,
+    /// Control-channel messages and bytes by kind, and in total.
+    pub control_messages: std::collections::BTreeMap<&'static str, u64>,
+    pub control_bytes: std::collections::BTreeMap<&'static str, u64>,
+    pub control_messages_total: u64,
+    pub control_bytes_total: u64,
 }
 
 /// Switch flow-table activity.
@@ -83,7 +101,7 @@ pub struct ControlSummary {
 
 const NS: f64 = 1e9;
 
-pub fn summarize(sim: &Sim, file: &str, wall_seconds: f64) -> Summary {
+pub fn summarize(sim: &Sim, file: &str, mechanism: &crate::scenario::MechanismCfg, wall_seconds: f64) -> Summary {
     let m: &Model = &sim.m;
     let end = m.duration;
     let flows = m
@@ -145,13 +163,30 @@ pub fn summarize(sim: &Sim, file: &str, wall_seconds: f64) -> Summary {
         queue_sample_s: m.queue_sample as f64 / NS,
         flows,
         ports,
+        mechanism: {
+            let msgs = &m.control.messages;
+            let mut params = serde_json::to_value(mechanism).unwrap_or_default();
+            if let serde_json::Value::Object(map) = &mut params {
+                map.retain(|k, v| k != "kind" && !v.is_null());
+            }
+            MechanismSummary {
+                kind: mechanism.kind,
+                params,
+                counters: crate::mechanism::counters(m),
+                control_latency_s: m.control.latency as f64 / NS,
+                control_messages: msgs.iter().map(|(k, v)| (*k, v.0)).collect(),
+                control_bytes: msgs.iter().map(|(k, v)| (*k, v.1)).collect(),
+                control_messages_total: msgs.values().map(|v| v.0).sum(),
+                control_bytes_total: msgs.values().map(|v| v.1).sum(),
+            }
+        },
         control: ControlSummary {
             rules_installed: m.tables.iter().map(|t| t.installed).sum(),
             rules_expired: m.tables.iter().map(|t| t.expired).sum(),
             packet_ins: sim.packet_ins.len() as u64,
             rule_dropped: sim.rule_dropped,
         },
-        conservation: ConservationSummary { sent: c.sent, delivered: c.delivered, dropped: c.dropped, in_flight, ok: c.sent == c.delivered + c.dropped + in_flight, shim_dropped: sim.shim_dropped },
+        conservation: ConservationSummary { sent: c.sent, delivered: c.delivered, dropped: c.dropped, in_flight, ok: c.sent == c.delivered + c.dropped + in_flight, shim_dropped: sim.shim_dropped, vnic_dropped: sim.vnic_dropped },
     }
 }
 
@@ -211,8 +246,18 @@ pub fn write(dir: &Path, sim: &Sim, summary: &Summary) -> io::Result<()> {
     for &(t, p, pkts, bytes) in &sim.queue_samples {
         let _ = writeln!(queues, "{},{},{},{}", t as f64 / NS, csv_field(&m.ports[p as usize].name), pkts, bytes);
     }
+    let mut rates = String::from("time_s,vm,dst,rate_mbps\n");
+    let vm_name = |ip: u32| m.host_of_ip(ip).and_then(|_| m.vms.iter().find(|v| v.ip == ip)).map(|v| v.name.as_str()).unwrap_or("");
+    for &(t, vm, dst, bps) in &sim.rate_samples {
+        let _ = writeln!(rates, "{},{},{},{}", t as f64 / NS, csv_field(vm_name(vm)), csv_field(vm_name(dst)), bps as f64 / 1e6);
+    }
     let json = serde_json::to_string_pretty(summary).map_err(io::Error::other)?;
-    for (name, body) in [("flows.csv", flows), ("goodput.csv", goodput), ("queues.csv", queues), ("summary.json", json + "\n")] {
+    let mut files = vec![("flows.csv", flows), ("goodput.csv", goodput), ("queues.csv", queues)];
+    if !sim.rate_samples.is_empty() {
+        files.push(("rates.csv", rates));
+    }
+    files.push(("summary.json", json + "\n"));
+    for (name, body) in files {
         let tmp = dir.join(format!(".{name}.tmp"));
         std::fs::write(&tmp, body)?;
         std::fs::rename(&tmp, dir.join(name))?;

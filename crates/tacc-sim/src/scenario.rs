@@ -239,9 +239,14 @@ pub struct TcpCfg {
     pub delayed_ack: Option<bool>,
     pub delack_timeout: Option<Duration>,
     pub sack: Option<bool>,
+    /// Send SYN/SYN-ACK as ECT(0) when ECN is on (RFC 8311); default false (RFC 3168).
+    pub ecn_syn: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,
+    /// TCP small queues: most data a connection keeps queued in its host (VM vNIC), as time at
+    /// the NIC rate (Linux: about 1 ms of the pacing rate). Default "1ms".
+    pub small_queue: Option<Duration>,
 }
 
 #[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,19 +376,124 @@ fn default_all() -> HostSet {
     HostSet::Named("all".into())
 }
 
-#[derive(Deserialize, Debug, Clone, Default)]
-#[serde(deny_unknown_fields, tag = "kind", rename_all = "kebab-case")]
-pub enum MechanismCfg {
+#[derive(Deserialize, serde::Serialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum MechanismKind {
     #[default]
     None,
     /// Static per-VM token buckets at a fixed rate (not work-conserving).
-    StaticRate {
-        rate: Rate,
-        /// VMs limited; default all.
-        vms: Option<Vec<String>>,
-        depth: Option<Bytes>,
-    },
+    StaticRate,
+    /// HyGenICC: hypervisor rate limiters driven by ECN feedback between hypervisors.
+    Hygenicc,
+    /// SDN-GCC: the same limiters driven by a controller reading switch ECN counters.
+    SdnGcc,
+    /// SICC: controller-predicted incast; hypervisors clamp the rwnd of ACKs.
+    Sicc,
+    /// SDN-ECN: short-lived flow rules that CE-mark the top flows of hot links.
+    SdnEcn,
+    /// RWNDQ (baseline switch): fair-share receive windows written into ACKs.
+    Rwndq,
 }
+
+/// The mechanism under test and its parameters. Omitted parameters take the papers' values
+/// (each default and its source is documented on `tacc_mech`'s config structs). Which keys
+/// apply to which kind is checked: see [`MechanismCfg::allowed`].
+#[derive(Deserialize, serde::Serialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MechanismCfg {
+    #[serde(default)]
+    pub kind: MechanismKind,
+    // --- rate limiters (static-rate, hygenicc, sdn-gcc)
+    /// static-rate: the fixed per-VM rate.
+    pub rate: Option<Rate>,
+    /// static-rate: VMs limited (default all).
+    pub vms: Option<Vec<String>>,
+    /// Per-VM weights for the NIC share (default 1 each).
+    pub weights: Option<std::collections::BTreeMap<String, u32>>,
+    /// "drop" (the papers' default) or "queue" packets that find no tokens.
+    pub on_shortage: Option<String>,
+    /// Bucket depth as time at the bucket's rate.
+    pub burst: Option<Duration>,
+    /// A VM idle this long gives its share back (To).
+    pub idle_timeout: Option<Duration>,
+    /// Timer period of the shim (HyGenICC's Tu).
+    pub update_interval: Option<Duration>,
+    pub min_rate_fraction: Option<f64>,
+    // --- hygenicc
+    pub congestion_timeout: Option<Duration>,
+    pub feedback_timeout: Option<Duration>,
+    pub fast_increase: Option<f64>,
+    pub slow_increase: Option<f64>,
+    pub decrease_per_mark: Option<f64>,
+    pub admission_control: Option<bool>,
+    // --- controller-driven (sdn-gcc, sicc, sdn-ecn)
+    /// Controller polling interval (SDN-GCC's Ti, SICC's T, SDN-ECN's probe interval).
+    pub interval: Option<Duration>,
+    /// One-way latency of the out-of-band control channel.
+    pub latency: Option<Duration>,
+    // --- sdn-gcc
+    /// "all-sources" (Algorithm 4) or "per-destination" (the authors' prototype).
+    pub split: Option<String>,
+    /// "vm" (one rate per VM, Algorithm 3), "destination", or "path" (per ECMP path).
+    pub keying: Option<String>,
+    /// Tc: congestion grace period.
+    pub congestion_grace: Option<Duration>,
+    /// scale(C) as a fraction of the NIC rate.
+    pub scale: Option<f64>,
+    /// Prototype response: this cut per mark instead of the mark-rate rule.
+    pub cut_per_mark: Option<Rate>,
+    // --- sicc
+    pub off_fraction: Option<f64>,
+    pub on_fraction: Option<f64>,
+    /// DM: shortest incast episode.
+    pub incast_duration: Option<Duration>,
+    /// IW in packets as the controller assumes it.
+    pub initial_window: Option<f64>,
+    // --- sdn-ecn
+    pub threshold: Option<f64>,
+    pub max_fraction: Option<f64>,
+    pub rule_timeout: Option<Duration>,
+    // --- rwndq
+    pub tick: Option<Duration>,
+    pub target_fraction: Option<f64>,
+    pub base_rtt: Option<Duration>,
+}
+
+impl MechanismCfg {
+    /// The keys each kind accepts (besides `kind`).
+    pub fn allowed(kind: MechanismKind) -> &'static [&'static str] {
+        const LIMITER: [&str; 4] = ["weights", "on_shortage", "burst", "idle_timeout"];
+        match kind {
+            MechanismKind::None => &[],
+            MechanismKind::StaticRate => &["rate", "vms", "on_shortage", "burst"],
+            MechanismKind::Hygenicc => &[LIMITER[0], LIMITER[1], LIMITER[2], LIMITER[3], "update_interval", "min_rate_fraction", "congestion_timeout", "feedback_timeout", "fast_increase", "slow_increase", "decrease_per_mark", "admission_control"],
+            MechanismKind::SdnGcc => &[LIMITER[0], LIMITER[1], LIMITER[2], LIMITER[3], "update_interval", "min_rate_fraction", "interval", "latency", "split", "keying", "congestion_grace", "scale", "cut_per_mark"],
+            MechanismKind::Sicc => &["interval", "latency", "off_fraction", "on_fraction", "incast_duration", "initial_window"],
+            MechanismKind::SdnEcn => &["interval", "latency", "threshold", "max_fraction", "rule_timeout"],
+            MechanismKind::Rwndq => &["tick", "target_fraction", "base_rtt"],
+        }
+    }
+
+    /// The keys set in this table, by name.
+    pub fn present(&self) -> Vec<&'static str> {
+        let v = serde_json::to_value(self).unwrap_or_default();
+        let mut out = Vec::new();
+        if let serde_json::Value::Object(map) = v {
+            for (k, val) in map {
+                if k != "kind" && !val.is_null() {
+                    if let Some(name) = KEYS.iter().find(|n| **n == k) {
+                        out.push(*name);
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+const KEYS: [&str; 31] = [
+    "rate", "vms", "weights", "on_shortage", "burst", "idle_timeout", "update_interval", "min_rate_fraction", "congestion_timeout", "feedback_timeout", "fast_increase", "slow_increase", "decrease_per_mark", "admission_control", "interval", "latency", "split", "keying", "congestion_grace", "scale", "cut_per_mark", "off_fraction", "on_fraction", "incast_duration", "initial_window", "threshold", "max_fraction", "rule_timeout", "tick", "target_fraction", "base_rtt",
+];
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
@@ -579,7 +689,7 @@ fn placeholder() -> Scenario {
         incast: vec![],
         traffic: vec![],
         rules: vec![],
-        mechanism: MechanismCfg::None,
+        mechanism: MechanismCfg::default(),
         output: OutputCfg::default(),
     }
 }

@@ -5,14 +5,16 @@
 //! Packet path: VM stack -> vswitch egress hook (shim) -> NIC queue -> link -> switch queues
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
-use crate::model::{App, EpKind, Model, Vm};
-use crate::packet::{Arena, Packet, PktId, IP_HEADER, UDP_HEADER};
+use crate::mechanism::{self, CtrlApp, IngressAction, Msg};
+use crate::model::{App, EpKind, Model};
+use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, UDP_HEADER};
 use crate::queue::Verdict;
 use crate::rules::Forward;
 use crate::topology::NodeRef;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
-use tacc_mech::headers::{ip_proto, Ecn};
+use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, FlowKey};
+use tacc_mech::rate_alloc::EgressVerdict;
 
 #[derive(Clone, Copy, Debug)]
 pub enum EvKind {
@@ -27,6 +29,12 @@ pub enum EvKind {
     IncastEpoch(u32),
     TrafficArrival(u32),
     InstallRule(u32),
+    ShimTimer(u32),
+    SwitchTimer(u32),
+    CtrlTimer,
+    CtrlDeliver,
+    /// A VM's vNIC finished serializing its head packet (or a held head is offered again).
+    VnicDone(u32),
     Sample,
 }
 
@@ -74,6 +82,11 @@ pub struct Sim {
     pub shim_dropped: u64,
     /// Packets dropped by switch rules.
     pub rule_dropped: u64,
+    /// Packets dropped because a VM's vNIC queue was full.
+    pub vnic_dropped: u64,
+    /// Allocated rates sampled every goodput bin: (time, VM address, destination or 0, bits/s).
+    pub rate_samples: Vec<(u64, u32, u32, u64)>,
+    next_rate_sample: u64,
     pub queue_samples: Vec<(u64, u32, u32, u64)>,
     /// Headers copied to the controller by switch rules: (time, switch, in port, packet).
     pub packet_ins: Vec<(u64, u32, u32, Packet)>,
@@ -92,6 +105,9 @@ impl Sim {
             cons: Conservation::default(),
             shim_dropped: 0,
             rule_dropped: 0,
+            vnic_dropped: 0,
+            rate_samples: Vec::new(),
+            next_rate_sample: 0,
             queue_samples: Vec::new(),
             packet_ins: Vec::new(),
             out_buf: Vec::new(),
@@ -119,6 +135,10 @@ impl Sim {
             let at = s.m.pending_rules[i].1;
             s.schedule(at, EvKind::InstallRule(i as u32));
         }
+        for sw in 0..s.m.switch_mech.len() {
+            s.sync_switch_timer(sw as u32);
+        }
+        s.sync_ctrl_timer();
         s.schedule(0, EvKind::Sample);
         s
     }
@@ -171,6 +191,35 @@ impl Sim {
             EvKind::UdpSend(f) => self.udp_send(f),
             EvKind::IncastEpoch(a) => self.incast_epoch(a),
             EvKind::TrafficArrival(a) => self.traffic_arrival(a),
+            EvKind::ShimTimer(h) => {
+                let now = self.now;
+                let hs = &mut self.m.shims[h as usize];
+                if hs.timer_at == Some(now) {
+                    hs.timer_at = None;
+                }
+                hs.shim.on_timer(now);
+                self.shim_transmit(h);
+            }
+            EvKind::SwitchTimer(sw) => {
+                let now = self.now;
+                let sm = &mut self.m.switch_mech[sw as usize];
+                if sm.timer_at == Some(now) {
+                    sm.timer_at = None;
+                }
+                if let Some(r) = &mut sm.rwndq {
+                    let ports = &self.m.ports;
+                    r.on_timer(now, |p| ports[p as usize].queue_bytes);
+                }
+                self.sync_switch_timer(sw);
+            }
+            EvKind::CtrlTimer => {
+                if self.m.control.timer_at == Some(self.now) {
+                    self.m.control.timer_at = None;
+                }
+                self.ctrl_timer();
+            }
+            EvKind::CtrlDeliver => self.ctrl_deliver(),
+            EvKind::VnicDone(vm) => self.vnic_done(vm),
             EvKind::InstallRule(i) => {
                 let (sw, _, rule) = self.m.pending_rules[i as usize].clone();
                 self.m.tables[sw as usize].install(rule);
@@ -258,47 +307,7 @@ impl Sim {
 
     fn arrive(&mut self, port: u32, id: PktId) {
         match self.m.ports[port as usize].to {
-            NodeRef::Switch(s) => {
-                if !self.m.tables[s as usize].is_empty() {
-                    if let Some(a) = self.m.tables[s as usize].lookup(self.now, self.pkts.get(id)) {
-                        let pkt = self.pkts.get_mut(id);
-                        if a.set_ce && pkt.ecn.is_ect() {
-                            pkt.ecn = Ecn::Ce;
-                        }
-                        if a.copy_to_controller {
-                            let copy = pkt.clone();
-                            self.packet_ins.push((self.now, s, port, copy));
-                        }
-                        match a.forward {
-                            Forward::Normal => {}
-                            Forward::Port(p) => return self.enqueue(p, id),
-                            Forward::Drop => {
-                                self.cons.dropped += 1;
-                                self.rule_dropped += 1;
-                                self.pkts.free(id);
-                                return;
-                            }
-                        }
-                    }
-                }
-                let dst = self.pkts.get(id).dst;
-                let Some(h) = self.m.host_of_ip(dst) else {
-                    self.cons.dropped += 1;
-                    self.pkts.free(id);
-                    return;
-                };
-                let choices = &self.m.routes[s as usize][h as usize];
-                let out = match choices.len() {
-                    0 => {
-                        self.cons.dropped += 1;
-                        self.pkts.free(id);
-                        return;
-                    }
-                    1 => choices[0],
-                    n => choices[(self.pkts.get(id).flow_hash(self.m.switch_salt[s as usize]) % n as u64) as usize],
-                };
-                self.enqueue(out, id);
-            }
+            NodeRef::Switch(s) => self.switch_forward(s, port, id),
             NodeRef::Host(_) => {
                 self.cons.delivered += 1;
                 let pkt = self.pkts.get(id).clone();
@@ -308,8 +317,17 @@ impl Sim {
         }
     }
 
-    fn host_ingress(&mut self, pkt: Packet) {
+    fn host_ingress(&mut self, mut pkt: Packet) {
         debug_assert!(pkt.tcp_checksum_ok(), "TCP checksum broken in flight: {pkt:?}");
+        if let Some(h) = self.m.host_of_ip(pkt.dst) {
+            let now = self.now;
+            let action = self.m.shims[h as usize].shim.on_ingress(now, &mut pkt);
+            debug_assert!(pkt.tcp_checksum_ok(), "a shim rewrite broke the TCP checksum: {pkt:?}");
+            self.shim_transmit(h);
+            if let IngressAction::Consume = action {
+                return;
+            }
+        }
         let ep = pkt.dst_ep;
         if ep as usize >= self.m.eps.len() {
             return;
@@ -331,7 +349,7 @@ impl Sim {
                 r.payload = reply - IP_HEADER - UDP_HEADER;
                 r.dst_ep = self.m.flows[f as usize].tx_ep;
                 let vm = self.m.eps[ep as usize].vm;
-                self.vm_send(vm, r, None);
+                self.vm_send(vm, r, None, None);
                 return;
             }
         }
@@ -372,7 +390,8 @@ impl Sim {
             self.out_buf = out;
             return;
         };
-        t.poll_transmit(now, &mut |p| out.push(p));
+        let budget = slot.tsq_limit.saturating_sub(slot.in_host);
+        t.poll_transmit(now, budget, &mut |p| out.push(p));
         let delivered = t.delivered();
         let new_bytes = delivered - slot.last_delivered;
         slot.last_delivered = delivered;
@@ -385,7 +404,7 @@ impl Sim {
             }
         }
         for p in out.drain(..) {
-            self.vm_send(vm, p, Some(flow));
+            self.vm_send(vm, p, Some(ep), Some(flow));
         }
         self.out_buf = out;
         if new_bytes > 0 {
@@ -393,27 +412,307 @@ impl Sim {
         }
     }
 
-    /// VM -> vswitch egress hook -> NIC queue.
-    fn vm_send(&mut self, vm: u32, pkt: Packet, flow: Option<u32>) {
+    /// VM stack -> vNIC queue (drop-tail; serialized at the NIC rate) -> vswitch egress hook.
+    fn vm_send(&mut self, vm: u32, pkt: Packet, ep: Option<u32>, flow: Option<u32>) {
+        let v = &mut self.m.vms[vm as usize];
+        if v.vnic.len() as u64 >= v.vnic_limit {
+            self.vnic_dropped += 1;
+            return;
+        }
+        v.vnic_bytes += pkt.len as u64;
+        v.vnic.push_back((pkt, ep, flow));
+        if let Some(e) = ep {
+            self.m.eps[e as usize].in_host += 1;
+        }
+        if !v.vnic_busy {
+            self.vnic_start(vm);
+        }
+    }
+
+    fn vnic_start(&mut self, vm: u32) {
+        let v = &mut self.m.vms[vm as usize];
+        let Some((p, _, _)) = v.vnic.front() else {
+            v.vnic_busy = false;
+            return;
+        };
+        v.vnic_busy = true;
+        let rate = self.m.ports[self.m.hosts[v.host as usize].nic_port as usize].rate_bps;
+        let at = self.now + Self::ser_time(rate, p.len);
+        self.schedule(at, EvKind::VnicDone(vm));
+    }
+
+    /// The vNIC's head packet reached the vswitch: offer it to the egress hook.
+    fn vnic_done(&mut self, vm: u32) {
         let now = self.now;
-        let v: &mut Vm = &mut self.m.vms[vm as usize];
-        if let Some(tb) = &mut v.limiter {
-            if !tb.try_consume(now, pkt.len as u64) {
-                self.shim_dropped += 1;
-                return;
+        let host = self.m.vms[vm as usize].host;
+        let (verdict, ep) = {
+            let v = &mut self.m.vms[vm as usize];
+            let (pkt, ep, _) = v.vnic.front_mut().expect("a busy vNIC has a head packet");
+            (self.m.shims[host as usize].shim.on_egress(now, pkt), *ep)
+        };
+        self.sync_shim_timer(host);
+        if let EgressVerdict::Hold { until } = verdict {
+            self.schedule(until.max(now + 1), EvKind::VnicDone(vm));
+            return;
+        }
+        let (pkt, _, flow) = self.m.vms[vm as usize].vnic.pop_front().expect("head");
+        self.m.vms[vm as usize].vnic_bytes -= pkt.len as u64;
+        match verdict {
+            EgressVerdict::Pass => {
+                if !flow.is_some_and(|f| self.scripted_drop(f, &pkt)) {
+                    self.nic_send(host, pkt);
+                } else {
+                    let nic = self.m.hosts[host as usize].nic_port;
+                    self.cons.sent += 1;
+                    self.cons.dropped += 1;
+                    self.m.ports[nic as usize].stats.dropped_scripted += 1;
+                }
+            }
+            _ => self.shim_dropped += 1,
+        }
+        self.vnic_start(vm);
+        if let Some(e) = ep {
+            let slot = &mut self.m.eps[e as usize];
+            slot.in_host -= 1;
+            if slot.in_host + 1 >= slot.tsq_limit {
+                // The small-queue budget just reopened.
+                self.pump(e);
             }
         }
-        let nic = self.m.hosts[v.host as usize].nic_port;
+    }
+
+    fn nic_send(&mut self, host: u32, pkt: Packet) {
+        let nic = self.m.hosts[host as usize].nic_port;
         self.cons.sent += 1;
-        if let Some(f) = flow {
-            if self.scripted_drop(f, &pkt) {
-                self.cons.dropped += 1;
-                self.m.ports[nic as usize].stats.dropped_scripted += 1;
-                return;
-            }
-        }
         let id = self.pkts.alloc(pkt);
         self.enqueue(nic, id);
+    }
+
+    /// Sends the shim's explicit feedback packets and re-arms its timer.
+    fn shim_transmit(&mut self, host: u32) {
+        let now = self.now;
+        while let Some(fb) = self.m.shims[host as usize].shim.poll_transmit(now) {
+            let mut p = Packet::new(fb.src, fb.dst, ip_proto::FEEDBACK, FEEDBACK_PACKET);
+            p.ip_id = fb.count;
+            p.sent_at = now;
+            self.nic_send(host, p);
+        }
+        self.sync_shim_timer(host);
+    }
+
+    fn sync_shim_timer(&mut self, host: u32) {
+        let hs = &mut self.m.shims[host as usize];
+        if let Some(at) = hs.shim.poll_at() {
+            if hs.timer_at.is_none_or(|t| at < t) {
+                hs.timer_at = Some(at);
+                let at = at.max(self.now);
+                self.schedule(at, EvKind::ShimTimer(host));
+            }
+        }
+    }
+
+    fn sync_switch_timer(&mut self, sw: u32) {
+        let sm = &mut self.m.switch_mech[sw as usize];
+        if let Some(at) = sm.rwndq.as_ref().and_then(|r| r.poll_at()) {
+            if sm.timer_at.is_none_or(|t| at < t) {
+                sm.timer_at = Some(at);
+                let at = at.max(self.now);
+                self.schedule(at, EvKind::SwitchTimer(sw));
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ switches
+
+    /// A packet arriving at switch `s` on `in_port`: flow table, routing, mechanism hooks.
+    fn switch_forward(&mut self, s: u32, in_port: u32, id: PktId) {
+        let now = self.now;
+        if let Some(r) = &mut self.m.switch_mech[s as usize].rwndq {
+            r.on_ack(self.pkts.get_mut(id));
+        }
+        if matches!(self.m.control.app, Some(CtrlApp::SdnGcc(_))) && matches!(self.m.ports[in_port as usize].from, NodeRef::Host(_)) {
+            // Reactive forwarding: the first packet of a new (src, dst) pair at its first-hop
+            // switch goes to the controller.
+            let p = self.pkts.get(id);
+            if self.m.control.seen_pairs.insert((s, p.src, p.dst)) {
+                let pkt = Box::new(p.clone());
+                self.ctrl_send(Msg::PacketIn { switch: s, in_port, out_port: u32::MAX, pkt });
+            }
+        }
+        let mut out = None;
+        let mut copy = false;
+        if !self.m.tables[s as usize].is_empty() {
+            if let Some(a) = self.m.tables[s as usize].lookup(now, self.pkts.get(id)) {
+                let pkt = self.pkts.get_mut(id);
+                if a.set_ce && pkt.ecn.is_ect() {
+                    pkt.ecn = Ecn::Ce;
+                }
+                copy = a.copy_to_controller;
+                match a.forward {
+                    Forward::Normal => {}
+                    Forward::Port(p) => out = Some(p),
+                    Forward::Drop => {
+                        self.cons.dropped += 1;
+                        self.rule_dropped += 1;
+                        self.pkts.free(id);
+                        return;
+                    }
+                }
+            }
+        }
+        let out = match out {
+            Some(p) => p,
+            None => {
+                let dst = self.pkts.get(id).dst;
+                let choices: &[u32] = match self.m.host_of_ip(dst) {
+                    Some(h) => &self.m.routes[s as usize][h as usize],
+                    None => &[],
+                };
+                match choices.len() {
+                    0 => {
+                        self.cons.dropped += 1;
+                        self.pkts.free(id);
+                        return;
+                    }
+                    1 => choices[0],
+                    n => choices[(self.pkts.get(id).flow_hash(self.m.switch_salt[s as usize]) % n as u64) as usize],
+                }
+            }
+        };
+        if copy {
+            let pkt = Box::new(self.pkts.get(id).clone());
+            self.packet_ins.push((now, s, in_port, (*pkt).clone()));
+            if self.m.control.app.is_some() {
+                self.ctrl_send(Msg::PacketIn { switch: s, in_port, out_port: out, pkt });
+            }
+        }
+        let sm = &mut self.m.switch_mech[s as usize];
+        if let Some(r) = &mut sm.rwndq {
+            r.on_enqueue(now, out, self.pkts.get(id));
+        }
+        if let Some(fb) = &mut sm.flow_bytes {
+            let p = self.pkts.get(id);
+            *fb.entry((out, FlowKey::of(p))).or_default() += p.len as u64;
+        }
+        self.enqueue(out, id);
+    }
+
+    // ------------------------------------------------------------------ control plane
+
+    fn ctrl_send(&mut self, m: Msg) {
+        let at = self.m.control.send(self.now, m);
+        self.schedule(at, EvKind::CtrlDeliver);
+    }
+
+    fn sync_ctrl_timer(&mut self) {
+        let at = match &self.m.control.app {
+            Some(CtrlApp::SdnGcc(c)) => c.poll_at(),
+            Some(CtrlApp::Sicc(c)) => c.poll_at(),
+            Some(CtrlApp::SdnEcn(c)) => c.poll_at(),
+            None => None,
+        };
+        if let Some(at) = at {
+            if self.m.control.timer_at.is_none_or(|t| at < t) {
+                self.m.control.timer_at = Some(at);
+                let at = at.max(self.now);
+                self.schedule(at, EvKind::CtrlTimer);
+            }
+        }
+    }
+
+    fn ctrl_timer(&mut self) {
+        let now = self.now;
+        let mut out = Vec::new();
+        match &mut self.m.control.app {
+            Some(CtrlApp::SdnGcc(c)) => out.extend(c.on_timer(now).into_iter().map(|r| Msg::PortStatsRequest { switch: r.switch, port: r.port })),
+            Some(CtrlApp::Sicc(c)) => out.extend(c.on_timer(now).into_iter().map(|r| Msg::QueueRequest { switch: r.switch, port: r.port })),
+            Some(CtrlApp::SdnEcn(c)) => out.extend(c.on_timer(now).into_iter().map(|r| Msg::StatsRequest { switch: r.switch })),
+            None => {}
+        }
+        for m in out {
+            self.ctrl_send(m);
+        }
+        self.sync_ctrl_timer();
+    }
+
+    fn ctrl_deliver(&mut self) {
+        let now = self.now;
+        let Some((at, msg)) = self.m.control.inflight.pop_front() else { return };
+        debug_assert_eq!(at, now, "control messages are delivered in order");
+        let mut replies = Vec::new();
+        match msg {
+            // --- at a switch: answer with the counters as they are now
+            Msg::PortStatsRequest { switch, port } => replies.push(Msg::PortStats { switch, port, marks: self.m.ports[port as usize].stats.marked }),
+            Msg::QueueRequest { switch, port } => replies.push(Msg::QueueLength { switch, port, pkts: self.m.ports[port as usize].queue.len() as u32 }),
+            Msg::StatsRequest { switch } => {
+                let ports = self.m.ports.iter().enumerate().filter(|(_, p)| p.from == NodeRef::Switch(switch)).map(|(i, p)| tacc_mech::sdn_ecn::PortSample { switch, port: i as u32, tx_bytes: p.stats.tx_bytes }).collect();
+                let mut flows: Vec<_> = self.m.switch_mech[switch as usize].flow_bytes.iter().flatten().map(|(&(port, key), &bytes)| tacc_mech::sdn_ecn::FlowSample { switch, port, key, bytes }).collect();
+                flows.sort_by_key(|f| (f.port, f.key));
+                replies.push(Msg::SwitchStats { switch, ports, flows });
+            }
+            Msg::InstallRule { switch, mut rule, timeout } => {
+                rule.expires_at = timeout.map(|t| now + t);
+                self.m.tables[switch as usize].install(rule);
+            }
+            // --- at a host's shim
+            Msg::Notify { host, vm, from_dst, marks } => {
+                if let mechanism::Shim::SdnGcc(s) = &mut self.m.shims[host as usize].shim {
+                    s.on_notification(now, vm, from_dst, marks);
+                }
+                self.sync_shim_timer(host);
+            }
+            Msg::Sicc { host, msg } => {
+                if let mechanism::Shim::Sicc(s) = &mut self.m.shims[host as usize].shim {
+                    s.on_message(now, &msg);
+                }
+                self.sync_shim_timer(host);
+            }
+            // --- at the controller
+            Msg::PacketIn { switch, in_port, out_port, pkt } => match &mut self.m.control.app {
+                Some(CtrlApp::SdnGcc(c)) => c.on_packet_in(now, switch, in_port, pkt.src, pkt.dst),
+                Some(CtrlApp::Sicc(c)) => {
+                    if pkt.flags & tcp_flags::SYN != 0 && pkt.flags & tcp_flags::ACK == 0 {
+                        c.on_syn(now, switch, out_port, pkt.src, pkt.dst, pkt.mss.unwrap_or(1460), pkt.wscale.unwrap_or(0));
+                    } else if pkt.flags & tcp_flags::FIN != 0 {
+                        c.on_fin(now, switch, out_port, pkt.src, pkt.dst);
+                    }
+                }
+                _ => {}
+            },
+            Msg::PortStats { switch, port, marks } => {
+                if let Some(CtrlApp::SdnGcc(c)) = &mut self.m.control.app {
+                    for n in c.on_port_stats(now, switch, port, marks) {
+                        if let Some(host) = self.m.host_of_ip(n.to_src) {
+                            replies.push(Msg::Notify { host, vm: n.to_src, from_dst: n.from_dst, marks: n.marks });
+                        }
+                    }
+                }
+            }
+            Msg::QueueLength { switch, port, pkts } => {
+                if let Some(CtrlApp::Sicc(c)) = &mut self.m.control.app {
+                    for m in c.on_queue_sample(now, switch, port, pkts) {
+                        let src = match m {
+                            tacc_mech::sicc::SiccMessage::IncastOn { src, .. } | tacc_mech::sicc::SiccMessage::IncastOff { src, .. } => src,
+                        };
+                        if let Some(host) = self.m.host_of_ip(src) {
+                            replies.push(Msg::Sicc { host, msg: m });
+                        }
+                    }
+                }
+            }
+            Msg::SwitchStats { switch: _, ports, flows } => {
+                if let Some(CtrlApp::SdnEcn(c)) = &mut self.m.control.app {
+                    for r in c.on_probe(now, &ports, &flows) {
+                        let (rule, timeout) = mechanism::mark_rule(&r);
+                        replies.push(Msg::InstallRule { switch: r.switch, rule, timeout: Some(timeout) });
+                    }
+                }
+            }
+        }
+        for m in replies {
+            self.ctrl_send(m);
+        }
+        self.sync_ctrl_timer();
     }
 
     fn scripted_drop(&mut self, f: u32, pkt: &Packet) -> bool {
@@ -502,7 +801,7 @@ impl Sim {
         p.dst_ep = flow.rx_ep;
         p.sent_at = now;
         let vm = flow.src_vm;
-        self.vm_send(vm, p, None);
+        self.vm_send(vm, p, None, None);
         self.schedule(now + gap, EvKind::UdpSend(f));
     }
 
@@ -562,6 +861,14 @@ impl Sim {
 
     fn sample(&mut self) {
         let now = self.now;
+        if now >= self.next_rate_sample {
+            self.next_rate_sample += self.m.goodput_bin;
+            for hs in &self.m.shims {
+                for (vm, dst, bps) in hs.shim.rates() {
+                    self.rate_samples.push((now, vm, dst, bps));
+                }
+            }
+        }
         for &p in &self.m.sampled_ports {
             let port = &self.m.ports[p as usize];
             self.queue_samples.push((now, p, port.queue.len() as u32, port.queue_bytes));

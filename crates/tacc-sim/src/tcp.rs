@@ -30,6 +30,9 @@ pub struct TcpConfig {
     pub delack_timeout: u64,
     pub sack: bool,
     pub ecn: bool,
+    /// Send SYN and SYN-ACK as ECT(0) (RFC 8311's relaxation, "ECN++"). RFC 3168 forbids it,
+    /// which makes a marking queue at K drop every SYN that arrives while it is above K.
+    pub ecn_syn: bool,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
@@ -49,6 +52,7 @@ impl Default for TcpConfig {
             delack_timeout: 40_000_000,
             sack: true,
             ecn: false,
+            ecn_syn: false,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -724,8 +728,9 @@ impl TcpEndpoint {
 
     // ------------------------------------------------------------------ output
 
-    /// Emits every segment the endpoint may send now.
-    pub fn poll_transmit(&mut self, now: u64, out: &mut impl FnMut(Packet)) {
+    /// Emits every segment the endpoint may send now, at most `budget` data segments (the
+    /// host's small-queue limit; pure ACKs, SYNs and FINs are not counted).
+    pub fn poll_transmit(&mut self, now: u64, budget: u32, out: &mut impl FnMut(Packet)) {
         match self.state {
             State::Closed | State::Listen => return,
             State::SynSent => {
@@ -753,9 +758,12 @@ impl TcpEndpoint {
             State::Established => {}
         }
         let mut sent_any = false;
-        while let Some(seg) = self.next_segment() {
+        let mut budget = budget;
+        while budget > 0 {
+            let Some(seg) = self.next_segment() else { break };
             self.emit(now, seg, out);
             sent_any = true;
+            budget -= 1;
         }
         if self.close_requested && !self.fin_sent && self.nxt >= self.app_limit && (self.una == self.nxt || self.nxt == self.app_limit) {
             self.fin_sent = true;
@@ -775,7 +783,10 @@ impl TcpEndpoint {
     }
 
     fn send_ctrl(&mut self, now: u64, flags: u8, out: &mut impl FnMut(Packet)) {
-        let p = self.segment(now, flags, 0, 0);
+        let mut p = self.segment(now, flags, 0, 0);
+        if self.cfg.ecn && self.cfg.ecn_syn {
+            p.ecn = Ecn::Ect0;
+        }
         self.ctrl_sent_at = now.max(1);
         self.stats.segments_sent += 1;
         if self.rto_deadline.is_none() {
@@ -890,8 +901,8 @@ mod tests {
             loop {
                 let (now, delay) = (self.now, self.delay);
                 let wire = &mut self.wire;
-                self.a.poll_transmit(now, &mut |p| wire.push_back((now + delay, true, p)));
-                self.b.poll_transmit(now, &mut |p| wire.push_back((now + delay, false, p)));
+                self.a.poll_transmit(now, u32::MAX, &mut |p| wire.push_back((now + delay, true, p)));
+                self.b.poll_transmit(now, u32::MAX, &mut |p| wire.push_back((now + delay, false, p)));
                 let next_wire = self.wire.front().map(|w| w.0);
                 let next_timer = [self.a.poll_at(), self.b.poll_at()].into_iter().flatten().min();
                 let next = [next_wire, next_timer].into_iter().flatten().min();

@@ -123,6 +123,18 @@ impl fmt::Display for Size {
     }
 }
 
+impl serde::Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl serde::Serialize for Duration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0 as f64 / 1e9)
+    }
+}
+
 macro_rules! deserialize_from_str {
     ($t:ty, $what:expr) => {
         impl<'de> Deserialize<'de> for $t {

@@ -40,3 +40,8 @@ pub fn star(senders: u32, duration: &str, rest: &str) -> String {
         "name = \"t\"\nduration = \"{duration}\"\n[topology]\nkind = \"star\"\nsenders = {senders}\nreceivers = 1\nlink_rate = \"1Gbps\"\nlink_delay = \"25us\"\n[queue]\nkind = \"red-ecn\"\nlimit = \"100pkt\"\nk = \"20pkt\"\n{rest}"
     )
 }
+
+/// Seconds in a duration string such as "10ms".
+pub fn secs(d: &str) -> f64 {
+    tacc_sim::units::Duration::parse(d).unwrap().0 as f64 / 1e9
+}
