@@ -784,7 +784,7 @@ impl TcpEndpoint {
 
     fn send_ctrl(&mut self, now: u64, flags: u8, out: &mut impl FnMut(Packet)) {
         let mut p = self.segment(now, flags, 0, 0);
-        if self.cfg.ecn && self.cfg.ecn_syn {
+        if self.cfg.ecn && (self.cfg.ecn_syn || self.cfg.cc == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
         }
         self.ctrl_sent_at = now.max(1);
@@ -845,7 +845,9 @@ impl TcpEndpoint {
             self.cwr_pending = false;
         }
         let mut p = self.segment(now, flags, 1 + start, len);
-        if self.ecn_ok && !retx {
+        // RFC 3168 6.1.5: retransmissions are not ECT. Like Linux, a congestion control that
+        // needs ECN (DCTCP) keeps ECT on them, or a marking queue would drop every one.
+        if self.ecn_ok && (!retx || self.cc.kind() == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
         }
         if retx {
