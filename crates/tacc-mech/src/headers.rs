@@ -94,6 +94,23 @@ impl FlowKey {
         }
     }
 
+    /// A 32-bit identifier of the flow (FNV-1a over the 5-tuple). A flow follows one ECMP path,
+    /// so a shim can key a rate per path by it without knowing the switches' hash functions.
+    pub fn id(&self) -> u32 {
+        let mut h: u32 = 0x811c_9dc5;
+        let bytes = [
+            &self.src.to_be_bytes()[..],
+            &self.dst.to_be_bytes()[..],
+            &self.src_port.to_be_bytes()[..],
+            &self.dst_port.to_be_bytes()[..],
+            &[self.protocol][..],
+        ];
+        for b in bytes.iter().flat_map(|s| s.iter()) {
+            h = (h ^ *b as u32).wrapping_mul(0x0100_0193);
+        }
+        h
+    }
+
     /// The same flow seen from the other end (the key its ACKs carry).
     pub fn reversed(self) -> FlowKey {
         FlowKey {

@@ -12,7 +12,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::headers::{Ecn, PacketHeaders};
+use crate::headers::{Ecn, FlowKey, PacketHeaders};
 use crate::rate_alloc::{AllocatorConfig, EgressVerdict, RateAllocator};
 use crate::token_bucket::TokenBucket;
 use crate::Nanos;
@@ -24,6 +24,11 @@ pub enum RateKeying {
     PerVm,
     /// One rate per (VM, destination): notifications only slow the destination they name.
     PerDestination,
+    /// One rate per (VM, flow) where the flow is named by [`FlowKey::id`]: with ECMP each flow
+    /// follows one path, so a controller that attributes marks per path (see
+    /// [`SdnGccController::register_path`]) slows only the flows crossing the congested port
+    /// (000 §VII-C). Notifications then carry the flow id in place of the destination.
+    PerPath,
 }
 
 /// How a notification of `marks` cuts the rate R.
@@ -170,7 +175,7 @@ impl SdnGccShim {
     fn key(&self, vm: u32, dst: u32) -> (u32, u32) {
         match self.config.keying {
             RateKeying::PerVm => (vm, 0),
-            RateKeying::PerDestination => (vm, dst),
+            RateKeying::PerDestination | RateKeying::PerPath => (vm, dst),
         }
     }
 
@@ -181,7 +186,10 @@ impl SdnGccShim {
         pkt: &mut (impl PacketHeaders + ?Sized),
     ) -> EgressVerdict {
         let vm = pkt.src();
-        let key = self.key(vm, pkt.dst());
+        let key = match self.config.keying {
+            RateKeying::PerPath => (vm, FlowKey::of(pkt).id()),
+            _ => self.key(vm, pkt.dst()),
+        };
         if self.alloc.touch(now, vm) {
             self.clamp_to_shares(now);
         }
@@ -295,6 +303,9 @@ pub enum MarkSplit {
     AllSourcesBehindPort,
     /// The authors' prototype: a pair gets alpha / (number of sources of its destination).
     SourcesOfEachDestination,
+    /// Per path: the port's alpha marks are split evenly over the flows registered as crossing
+    /// it ([`SdnGccController::register_path`]); each notification names the flow id.
+    PerPath,
 }
 
 /// Parameters of the SDN-GCC controller application.
@@ -352,6 +363,8 @@ pub struct SdnGccController {
     routes: BTreeMap<(u32, u32), BTreeSet<u32>>,
     /// The mark counter at the previous reading of each (switch, port).
     last_marks: BTreeMap<(u32, u32), u64>,
+    /// The (source, flow id) pairs whose path crosses each (switch, port), for per-path marks.
+    paths: BTreeMap<(u32, u32), BTreeSet<(u32, u32)>>,
     next_poll: Option<Nanos>,
 }
 
@@ -389,15 +402,29 @@ impl SdnGccController {
             _ => return Vec::new(),
         }
         self.next_poll = Some(now + self.config.monitor_interval);
-        self.routes
+        let ports: BTreeSet<(u32, u32)> = self
+            .routes
             .keys()
-            .map(|&(switch, port)| PortStatsRequest { switch, port })
+            .chain(self.paths.keys())
+            .copied()
+            .collect();
+        ports
+            .into_iter()
+            .map(|(switch, port)| PortStatsRequest { switch, port })
             .collect()
     }
 
     /// A port's cumulative mark counter: notifications for the new marks since the last
     /// reading. The first reading of a port (or one below the last, after a counter reset)
     /// only sets the baseline.
+    /// Records that flow `flow_id` ([`FlowKey::id`]) of source `src` crosses every
+    /// (switch, port) of `hops`, as a controller with a global view of the ECMP hashes knows.
+    pub fn register_path(&mut self, src: u32, flow_id: u32, hops: &[(u32, u32)]) {
+        for &hop in hops {
+            self.paths.entry(hop).or_default().insert((src, flow_id));
+        }
+    }
+
     pub fn on_port_stats(
         &mut self,
         _now: Nanos,
@@ -410,6 +437,20 @@ impl SdnGccController {
             Some(p) if marks_total > p => marks_total - p,
             _ => return Vec::new(),
         };
+        if self.config.split == MarkSplit::PerPath {
+            let Some(flows) = self.paths.get(&(switch, port)).filter(|f| !f.is_empty()) else {
+                return Vec::new();
+            };
+            let m = alpha as f64 / flows.len() as f64;
+            return flows
+                .iter()
+                .map(|&(src, flow_id)| Notify {
+                    to_src: src,
+                    from_dst: flow_id,
+                    marks: m,
+                })
+                .collect();
+        }
         let Some(dsts) = self.routes.get(&(switch, port)) else {
             return Vec::new();
         };
@@ -421,7 +462,7 @@ impl SdnGccController {
                 continue;
             };
             let share = match self.config.split {
-                MarkSplit::AllSourcesBehindPort => beta,
+                MarkSplit::AllSourcesBehindPort | MarkSplit::PerPath => beta,
                 MarkSplit::SourcesOfEachDestination => srcs.len(),
             };
             let m = alpha as f64 / share as f64;
@@ -659,5 +700,71 @@ mod tests {
                 marks: 7.0
             }]
         );
+    }
+
+    #[test]
+    fn per_path_marks_go_only_to_the_flows_crossing_the_port() {
+        let mut c = controller(MarkSplit::PerPath);
+        // Two flows of VM (ids 11 and 12) on different paths; a third source's flow 13 shares
+        // flow 11's congested hop (switch 1, port 7).
+        c.register_path(VM, 11, &[(0, 1), (1, 7)]);
+        c.register_path(VM, 12, &[(0, 2), (2, 9)]);
+        c.register_path(VM2, 13, &[(3, 4), (1, 7)]);
+        c.on_port_stats(0, 1, 7, 0);
+        let n = c.on_port_stats(5 * MS, 1, 7, 10);
+        assert_eq!(
+            n,
+            vec![
+                Notify {
+                    to_src: VM,
+                    from_dst: 11,
+                    marks: 5.0
+                },
+                Notify {
+                    to_src: VM2,
+                    from_dst: 13,
+                    marks: 5.0
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn a_per_path_shim_slows_only_the_notified_flow() {
+        let cfg = SdnGccShimConfig {
+            keying: RateKeying::PerPath,
+            ..SdnGccShimConfig::default()
+        };
+        let mut shim = SdnGccShim::new(cfg, GBPS);
+        let mk = |sport: u16| {
+            let b = crate::wire::emit(
+                &Ipv4Fields {
+                    src: VM,
+                    dst: D1,
+                    protocol: ip_proto::TCP,
+                    ident: 0,
+                    ecn: Ecn::NotEct,
+                    total_len: 1500,
+                    ttl: 64,
+                },
+                Some(&crate::wire::TcpFields {
+                    src_port: sport,
+                    dst_port: 80,
+                    seq: 0,
+                    ack: 0,
+                    flags: 0x10,
+                    window: 100,
+                }),
+            );
+            Ipv4Packet::new_checked(b).unwrap()
+        };
+        let (mut a, mut b) = (mk(1000), mk(1001));
+        let (ida, idb) = (FlowKey::of(&a).id(), FlowKey::of(&b).id());
+        assert_ne!(ida, idb);
+        shim.on_egress(0, &mut a);
+        shim.on_egress(0, &mut b);
+        shim.on_notification(MS, VM, ida, 50.0);
+        assert!(shim.rate_bps(VM, ida).unwrap() < GBPS);
+        assert_eq!(shim.rate_bps(VM, idb), Some(GBPS));
     }
 }

@@ -171,7 +171,11 @@ impl Cc {
             (CcKind::Cubic, _) => {
                 let cwnd = w.cwnd / w.mss;
                 // fast convergence
-                self.w_max = if cwnd < self.w_max { cwnd * (1.0 + CUBIC_BETA) / 2.0 } else { cwnd };
+                self.w_max = if cwnd < self.w_max {
+                    cwnd * (1.0 + CUBIC_BETA) / 2.0
+                } else {
+                    cwnd
+                };
                 self.epoch_start = None;
                 w.ssthresh = (w.cwnd * CUBIC_BETA).max(floor);
                 w.cwnd = w.ssthresh;
@@ -192,7 +196,11 @@ mod tests {
     use super::*;
 
     fn window(cwnd_segs: f64) -> Window {
-        Window { cwnd: cwnd_segs * 1000.0, ssthresh: 1.0, mss: 1000.0 }
+        Window {
+            cwnd: cwnd_segs * 1000.0,
+            ssthresh: 1.0,
+            mss: 1000.0,
+        }
     }
 
     #[test]

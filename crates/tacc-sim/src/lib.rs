@@ -38,16 +38,30 @@ pub struct Prepared {
 }
 
 /// Parses and checks a scenario; `seed` overrides the file's seed.
-pub fn load(text: &str, file: &str, sets: &[(String, String)], seed: Option<u64>) -> Result<Prepared, ScenarioError> {
+pub fn load(
+    text: &str,
+    file: &str,
+    sets: &[(String, String)],
+    seed: Option<u64>,
+) -> Result<Prepared, ScenarioError> {
     let loaded = scenario::parse(text, file, sets)?;
     let seed = seed.unwrap_or(loaded.scenario.seed);
     let model = model::Model::build(&loaded, seed)?;
-    Ok(Prepared { model, file: file.to_string(), mechanism: loaded.scenario.mechanism.clone() })
+    Ok(Prepared {
+        model,
+        file: file.to_string(),
+        mechanism: loaded.scenario.mechanism.clone(),
+    })
 }
 
 /// Reads a scenario file; I/O errors become scenario errors naming the file.
 pub fn read_scenario(path: &Path) -> Result<String, ScenarioError> {
-    std::fs::read_to_string(path).map_err(|e| ScenarioError { file: path.display().to_string(), line: None, field: String::new(), message: format!("cannot read the scenario: {e}") })
+    std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: path.display().to_string(),
+        line: None,
+        field: String::new(),
+        message: format!("cannot read the scenario: {e}"),
+    })
 }
 
 /// Runs a prepared scenario to completion.

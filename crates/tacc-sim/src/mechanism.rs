@@ -12,11 +12,18 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, VecDeque};
 use tacc_mech::headers::FlowKey;
 use tacc_mech::hygenicc::{HygenConfig, HygenShim};
-use tacc_mech::rate_alloc::{AllocatorConfig, BucketConfig, EgressVerdict, ShortagePolicy, StaticRateLimiter};
+use tacc_mech::rate_alloc::{
+    AllocatorConfig, BucketConfig, EgressVerdict, ShortagePolicy, StaticRateLimiter,
+};
 use tacc_mech::rwndq::{Rwndq, RwndqConfig};
 use tacc_mech::sdn_ecn::{InstallMarkRule, SdnEcnConfig, SdnEcnController};
-use tacc_mech::sdn_gcc::{MarkResponse, MarkSplit, RateKeying, SdnGccController, SdnGccControllerConfig, SdnGccShim, SdnGccShimConfig};
-use tacc_mech::sicc::{SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig, SiccMessage};
+use tacc_mech::sdn_gcc::{
+    MarkResponse, MarkSplit, RateKeying, SdnGccController, SdnGccControllerConfig, SdnGccShim,
+    SdnGccShimConfig,
+};
+use tacc_mech::sicc::{
+    SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig, SiccMessage,
+};
 
 /// Sizes of control messages on the wire, in bytes (OpenFlow 1.3 framing where it applies).
 pub mod msg_bytes {
@@ -164,19 +171,56 @@ pub enum CtrlApp {
 /// Messages on the control channel.
 pub enum Msg {
     /// Switch -> controller: a packet's headers (from a table miss or a copy rule).
-    PacketIn { switch: u32, in_port: u32, out_port: u32, pkt: Box<Packet> },
+    PacketIn {
+        switch: u32,
+        in_port: u32,
+        out_port: u32,
+        pkt: Box<Packet>,
+    },
     /// Controller -> switch requests.
-    PortStatsRequest { switch: u32, port: u32 },
-    QueueRequest { switch: u32, port: u32 },
-    StatsRequest { switch: u32 },
-    InstallRule { switch: u32, rule: Rule, timeout: Option<u64> },
+    PortStatsRequest {
+        switch: u32,
+        port: u32,
+    },
+    QueueRequest {
+        switch: u32,
+        port: u32,
+    },
+    StatsRequest {
+        switch: u32,
+    },
+    InstallRule {
+        switch: u32,
+        rule: Rule,
+        timeout: Option<u64>,
+    },
     /// Switch -> controller replies, with the counters at the time the switch answered.
-    PortStats { switch: u32, port: u32, marks: u64 },
-    QueueLength { switch: u32, port: u32, pkts: u32 },
-    SwitchStats { switch: u32, ports: Vec<tacc_mech::sdn_ecn::PortSample>, flows: Vec<tacc_mech::sdn_ecn::FlowSample> },
+    PortStats {
+        switch: u32,
+        port: u32,
+        marks: u64,
+    },
+    QueueLength {
+        switch: u32,
+        port: u32,
+        pkts: u32,
+    },
+    SwitchStats {
+        switch: u32,
+        ports: Vec<tacc_mech::sdn_ecn::PortSample>,
+        flows: Vec<tacc_mech::sdn_ecn::FlowSample>,
+    },
     /// Controller -> host shim.
-    Notify { host: u32, vm: u32, from_dst: u32, marks: f64 },
-    Sicc { host: u32, msg: SiccMessage },
+    Notify {
+        host: u32,
+        vm: u32,
+        from_dst: u32,
+        marks: f64,
+    },
+    Sicc {
+        host: u32,
+        msg: SiccMessage,
+    },
 }
 
 impl Msg {
@@ -184,10 +228,14 @@ impl Msg {
         use msg_bytes::*;
         match self {
             Msg::PacketIn { .. } => PACKET_IN,
-            Msg::PortStatsRequest { .. } | Msg::QueueRequest { .. } | Msg::StatsRequest { .. } => STATS_REQUEST,
+            Msg::PortStatsRequest { .. } | Msg::QueueRequest { .. } | Msg::StatsRequest { .. } => {
+                STATS_REQUEST
+            }
             Msg::InstallRule { .. } => FLOW_MOD,
             Msg::PortStats { .. } | Msg::QueueLength { .. } => PORT_STATS_REPLY,
-            Msg::SwitchStats { ports, flows, .. } => 16 + 112 * ports.len() as u64 + FLOW_STATS_ENTRY * flows.len() as u64,
+            Msg::SwitchStats { ports, flows, .. } => {
+                16 + 112 * ports.len() as u64 + FLOW_STATS_ENTRY * flows.len() as u64
+            }
             Msg::Notify { .. } => NOTIFICATION,
             Msg::Sicc { .. } => SICC_MESSAGE,
         }
@@ -196,9 +244,13 @@ impl Msg {
     fn kind(&self) -> &'static str {
         match self {
             Msg::PacketIn { .. } => "packet_in",
-            Msg::PortStatsRequest { .. } | Msg::QueueRequest { .. } | Msg::StatsRequest { .. } => "stats_request",
+            Msg::PortStatsRequest { .. } | Msg::QueueRequest { .. } | Msg::StatsRequest { .. } => {
+                "stats_request"
+            }
             Msg::InstallRule { .. } => "flow_mod",
-            Msg::PortStats { .. } | Msg::QueueLength { .. } | Msg::SwitchStats { .. } => "stats_reply",
+            Msg::PortStats { .. } | Msg::QueueLength { .. } | Msg::SwitchStats { .. } => {
+                "stats_reply"
+            }
             Msg::Notify { .. } | Msg::Sicc { .. } => "host_message",
         }
     }
@@ -212,8 +264,11 @@ pub struct Control {
     pub inflight: VecDeque<(u64, Msg)>,
     pub timer_at: Option<u64>,
     pub messages: BTreeMap<&'static str, (u64, u64)>,
-    /// (switch, src, dst) pairs already reported by a table-miss packet-in.
-    pub seen_pairs: FxHashSet<(u32, u32, u32)>,
+    /// (switch, flow) already reported by a table-miss packet-in; the flow is the (src, dst)
+    /// pair, or the whole 5-tuple when marks are attributed per path.
+    pub seen: FxHashSet<(u32, FlowKey)>,
+    /// Marks are attributed per ECMP path (SDN-GCC with keying = "path").
+    pub per_path: bool,
     pub rwnd_rewrites_switch: u64,
 }
 
@@ -233,19 +288,30 @@ fn parse_policy(l: &Loaded, v: &Option<String>) -> Result<ShortagePolicy, Scenar
     match v.as_deref() {
         None | Some("drop") => Ok(ShortagePolicy::Drop),
         Some("queue") => Ok(ShortagePolicy::Queue),
-        Some(x) => Err(l.error("mechanism.on_shortage", format!("expected \"drop\" or \"queue\", got {x:?}"))),
+        Some(x) => Err(l.error(
+            "mechanism.on_shortage",
+            format!("expected \"drop\" or \"queue\", got {x:?}"),
+        )),
     }
 }
 
 fn fraction(l: &Loaded, key: &str, v: Option<f64>, default: f64) -> Result<f64, ScenarioError> {
     let x = v.unwrap_or(default);
     if !(x.is_finite() && x >= 0.0 && x <= 1.0) {
-        return Err(l.error(&format!("mechanism.{key}"), format!("expected a fraction between 0 and 1, got {x}")));
+        return Err(l.error(
+            &format!("mechanism.{key}"),
+            format!("expected a fraction between 0 and 1, got {x}"),
+        ));
     }
     Ok(x)
 }
 
-fn positive(l: &Loaded, key: &str, v: Option<crate::units::Duration>, default: u64) -> Result<u64, ScenarioError> {
+fn positive(
+    l: &Loaded,
+    key: &str,
+    v: Option<crate::units::Duration>,
+    default: u64,
+) -> Result<u64, ScenarioError> {
     let x = v.map(|d| d.0).unwrap_or(default);
     if x == 0 {
         return Err(l.error(&format!("mechanism.{key}"), "must be greater than zero"));
@@ -254,19 +320,55 @@ fn positive(l: &Loaded, key: &str, v: Option<crate::units::Duration>, default: u
 }
 
 /// Builds the mechanism's shims, switch state and controller into the model.
-pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>) -> Result<(), ScenarioError> {
+pub fn install(
+    m: &mut Model,
+    l: &Loaded,
+    vm_index: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>,
+) -> Result<(), ScenarioError> {
     let c: &MechanismCfg = &l.scenario.mechanism;
     let allowed = MechanismCfg::allowed(c.kind);
     if let Some(k) = c.present().into_iter().find(|k| !allowed.contains(k)) {
-        return Err(l.error(&format!("mechanism.{k}"), format!("does not apply to kind {:?} (its keys: {})", serde_json::to_value(c.kind).unwrap_or_default().as_str().unwrap_or(""), if allowed.is_empty() { "none".to_string() } else { allowed.join(", ") })));
+        return Err(l.error(
+            &format!("mechanism.{k}"),
+            format!(
+                "does not apply to kind {:?} (its keys: {})",
+                serde_json::to_value(c.kind)
+                    .unwrap_or_default()
+                    .as_str()
+                    .unwrap_or(""),
+                if allowed.is_empty() {
+                    "none".to_string()
+                } else {
+                    allowed.join(", ")
+                }
+            ),
+        ));
     }
-    let bucket = BucketConfig { on_shortage: parse_policy(l, &c.on_shortage)?, burst_ns: c.burst.map(|d| d.0).unwrap_or(BucketConfig::default().burst_ns), ..BucketConfig::default() };
-    let alloc = AllocatorConfig { idle_timeout: positive(l, "idle_timeout", c.idle_timeout, AllocatorConfig::default().idle_timeout)?, bucket };
+    let bucket = BucketConfig {
+        on_shortage: parse_policy(l, &c.on_shortage)?,
+        burst_ns: c
+            .burst
+            .map(|d| d.0)
+            .unwrap_or(BucketConfig::default().burst_ns),
+        ..BucketConfig::default()
+    };
+    let alloc = AllocatorConfig {
+        idle_timeout: positive(
+            l,
+            "idle_timeout",
+            c.idle_timeout,
+            AllocatorConfig::default().idle_timeout,
+        )?,
+        bucket,
+    };
     let mut weights: BTreeMap<u32, u32> = BTreeMap::new();
     for (name, &w) in c.weights.iter().flatten() {
         let vm = vm_index("mechanism.weights", name)?;
         if w == 0 {
-            return Err(l.error("mechanism.weights", format!("weight of {name:?} must be greater than zero")));
+            return Err(l.error(
+                "mechanism.weights",
+                format!("weight of {name:?} must be greater than zero"),
+            ));
         }
         weights.insert(vm, w);
     }
@@ -275,17 +377,29 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
     match c.kind {
         MechanismKind::None => {}
         MechanismKind::StaticRate => {
-            let rate = c.rate.ok_or_else(|| l.error("mechanism.rate", "static-rate needs a rate such as \"500Mbps\""))?;
+            let rate = c.rate.ok_or_else(|| {
+                l.error(
+                    "mechanism.rate",
+                    "static-rate needs a rate such as \"500Mbps\"",
+                )
+            })?;
             if rate.0 == 0 {
                 return Err(l.error("mechanism.rate", "must be greater than zero"));
             }
             let targets: Vec<u32> = match &c.vms {
                 None => (0..m.vms.len() as u32).collect(),
-                Some(names) => names.iter().enumerate().map(|(i, n)| vm_index(&format!("mechanism.vms[{i}]"), n)).collect::<Result<_, _>>()?,
+                Some(names) => names
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| vm_index(&format!("mechanism.vms[{i}]"), n))
+                    .collect::<Result<_, _>>()?,
             };
             for h in 0..m.hosts.len() {
                 let mut lim = StaticRateLimiter::new(bucket);
-                for &v in targets.iter().filter(|&&v| m.vms[v as usize].host == h as u32) {
+                for &v in targets
+                    .iter()
+                    .filter(|&&v| m.vms[v as usize].host == h as u32)
+                {
                     lim.set_rate(0, m.vms[v as usize].ip, rate.0);
                 }
                 m.shims[h].shim = Shim::Static(lim);
@@ -294,19 +408,49 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
         MechanismKind::Hygenicc => {
             let d = HygenConfig::default();
             let cfg = HygenConfig {
-                update_interval: positive(l, "update_interval", c.update_interval, d.update_interval)?,
-                congestion_timeout: positive(l, "congestion_timeout", c.congestion_timeout, d.congestion_timeout)?,
-                feedback_timeout: positive(l, "feedback_timeout", c.feedback_timeout, d.feedback_timeout)?,
+                update_interval: positive(
+                    l,
+                    "update_interval",
+                    c.update_interval,
+                    d.update_interval,
+                )?,
+                congestion_timeout: positive(
+                    l,
+                    "congestion_timeout",
+                    c.congestion_timeout,
+                    d.congestion_timeout,
+                )?,
+                feedback_timeout: positive(
+                    l,
+                    "feedback_timeout",
+                    c.feedback_timeout,
+                    d.feedback_timeout,
+                )?,
                 fast_increase: fraction(l, "fast_increase", c.fast_increase, d.fast_increase)?,
                 slow_increase: fraction(l, "slow_increase", c.slow_increase, d.slow_increase)?,
-                decrease_per_mark: fraction(l, "decrease_per_mark", c.decrease_per_mark, d.decrease_per_mark)?,
-                min_rate_fraction: fraction(l, "min_rate_fraction", c.min_rate_fraction, d.min_rate_fraction)?,
+                decrease_per_mark: fraction(
+                    l,
+                    "decrease_per_mark",
+                    c.decrease_per_mark,
+                    d.decrease_per_mark,
+                )?,
+                min_rate_fraction: fraction(
+                    l,
+                    "min_rate_fraction",
+                    c.min_rate_fraction,
+                    d.min_rate_fraction,
+                )?,
                 alloc,
                 admission_control: c.admission_control.unwrap_or(false),
             };
             for h in 0..m.hosts.len() {
                 let mut shim = HygenShim::new(cfg, nic_rate(m, h));
-                for (v, vm) in m.vms.iter().enumerate().filter(|(_, vm)| vm.host == h as u32) {
+                for (v, vm) in m
+                    .vms
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, vm)| vm.host == h as u32)
+                {
                     shim.register_vm(0, vm.ip, weights.get(&(v as u32)).copied().unwrap_or(1));
                 }
                 m.shims[h].shim = Shim::Hygen(Box::new(shim));
@@ -317,33 +461,69 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
             let keying = match c.keying.as_deref() {
                 None | Some("vm") => RateKeying::PerVm,
                 Some("destination") => RateKeying::PerDestination,
-                Some(x) => return Err(l.error("mechanism.keying", format!("expected \"vm\" or \"destination\", got {x:?}"))),
+                Some("path") => RateKeying::PerPath,
+                Some(x) => {
+                    return Err(l.error(
+                        "mechanism.keying",
+                        format!("expected \"vm\", \"destination\" or \"path\", got {x:?}"),
+                    ))
+                }
             };
             let cfg = SdnGccShimConfig {
-                update_interval: positive(l, "update_interval", c.update_interval, d.update_interval)?,
-                congestion_grace: positive(l, "congestion_grace", c.congestion_grace, d.congestion_grace)?,
+                update_interval: positive(
+                    l,
+                    "update_interval",
+                    c.update_interval,
+                    d.update_interval,
+                )?,
+                congestion_grace: positive(
+                    l,
+                    "congestion_grace",
+                    c.congestion_grace,
+                    d.congestion_grace,
+                )?,
                 scale: fraction(l, "scale", c.scale, d.scale)?,
                 response: match c.cut_per_mark {
                     Some(r) => MarkResponse::PerMark { cut_bps: r.0 },
                     None => d.response,
                 },
-                min_rate_fraction: fraction(l, "min_rate_fraction", c.min_rate_fraction, d.min_rate_fraction)?,
+                min_rate_fraction: fraction(
+                    l,
+                    "min_rate_fraction",
+                    c.min_rate_fraction,
+                    d.min_rate_fraction,
+                )?,
                 alloc,
                 keying,
             };
             for h in 0..m.hosts.len() {
                 let mut shim = SdnGccShim::new(cfg, nic_rate(m, h));
-                for (v, vm) in m.vms.iter().enumerate().filter(|(_, vm)| vm.host == h as u32) {
+                for (v, vm) in m
+                    .vms
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, vm)| vm.host == h as u32)
+                {
                     shim.register_vm(0, vm.ip, weights.get(&(v as u32)).copied().unwrap_or(1));
                 }
                 m.shims[h].shim = Shim::SdnGcc(Box::new(shim));
             }
             let split = match c.split.as_deref() {
+                _ if keying == RateKeying::PerPath && c.split.is_some() => return Err(l.error("mechanism.split", "per-path keying splits marks over the flows crossing the port; leave split out")),
+                _ if keying == RateKeying::PerPath => MarkSplit::PerPath,
                 None | Some("all-sources") => MarkSplit::AllSourcesBehindPort,
                 Some("per-destination") => MarkSplit::SourcesOfEachDestination,
                 Some(x) => return Err(l.error("mechanism.split", format!("expected \"all-sources\" or \"per-destination\", got {x:?}"))),
             };
-            let mut ctrl = SdnGccController::new(SdnGccControllerConfig { monitor_interval: positive(l, "interval", c.interval, SdnGccControllerConfig::default().monitor_interval)?, split });
+            let mut ctrl = SdnGccController::new(SdnGccControllerConfig {
+                monitor_interval: positive(
+                    l,
+                    "interval",
+                    c.interval,
+                    SdnGccControllerConfig::default().monitor_interval,
+                )?,
+                split,
+            });
             // The controller knows the topology: which destinations each switch port reaches.
             for (s, table) in m.routes.iter().enumerate() {
                 for (h, ports) in table.iter().enumerate() {
@@ -355,6 +535,7 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
                 }
             }
             m.control.app = Some(CtrlApp::SdnGcc(ctrl));
+            m.control.per_path = keying == RateKeying::PerPath;
         }
         MechanismKind::Sicc => {
             let d = SiccControllerConfig::default();
@@ -362,12 +543,22 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
                 monitor_interval: positive(l, "interval", c.interval, d.monitor_interval)?,
                 off_fraction: fraction(l, "off_fraction", c.off_fraction, d.off_fraction)?,
                 on_fraction: c.on_fraction.unwrap_or(d.on_fraction),
-                incast_duration: positive(l, "incast_duration", c.incast_duration, d.incast_duration)?,
+                incast_duration: positive(
+                    l,
+                    "incast_duration",
+                    c.incast_duration,
+                    d.incast_duration,
+                )?,
                 initial_window_pkts: c.initial_window.unwrap_or(d.initial_window_pkts),
                 buffer_pkts: d.buffer_pkts,
             };
-            if !(cfg.on_fraction > 0.0 && cfg.on_fraction.is_finite()) || !(cfg.initial_window_pkts >= 0.0 && cfg.initial_window_pkts.is_finite()) {
-                return Err(l.error("mechanism.on_fraction", "on_fraction must be positive and initial_window non-negative"));
+            if !(cfg.on_fraction > 0.0 && cfg.on_fraction.is_finite())
+                || !(cfg.initial_window_pkts >= 0.0 && cfg.initial_window_pkts.is_finite())
+            {
+                return Err(l.error(
+                    "mechanism.on_fraction",
+                    "on_fraction must be positive and initial_window non-negative",
+                ));
             }
             let mut ctrl = SiccController::new(cfg);
             for (p, port) in m.ports.iter().enumerate() {
@@ -381,19 +572,41 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
             }
             m.control.app = Some(CtrlApp::Sicc(ctrl));
             for h in 0..m.hosts.len() {
-                m.shims[h].shim = Shim::Sicc(SiccHypervisor::new(SiccHypervisorConfig { flag_lifetime: cfg.incast_duration }));
+                m.shims[h].shim = Shim::Sicc(SiccHypervisor::new(SiccHypervisorConfig {
+                    flag_lifetime: cfg.incast_duration,
+                }));
             }
             // Rules at every ToR (a switch with hosts attached) copy SYN and FIN to the controller.
-            let tors: FxHashSet<u32> = m.ports.iter().filter_map(|p| match (p.from, p.to) {
-                (NodeRef::Switch(s), NodeRef::Host(_)) => Some(s),
-                _ => None,
-            }).collect();
+            let tors: FxHashSet<u32> = m
+                .ports
+                .iter()
+                .filter_map(|p| match (p.from, p.to) {
+                    (NodeRef::Switch(s), NodeRef::Host(_)) => Some(s),
+                    _ => None,
+                })
+                .collect();
             let mut tors: Vec<u32> = tors.into_iter().collect();
             tors.sort_unstable();
             use tacc_mech::headers::tcp_flags as F;
             for s in tors {
                 for (mask, value) in [(F::SYN | F::ACK, F::SYN), (F::FIN, F::FIN)] {
-                    let rule = Rule { m: Match { protocol: Some(6), flags_mask: mask, flags_value: value, ..Match::default() }, priority: 1000, actions: Actions { forward: Forward::Normal, set_ce: false, copy_to_controller: true }, expires_at: None, packets: 0, bytes: 0 };
+                    let rule = Rule {
+                        m: Match {
+                            protocol: Some(6),
+                            flags_mask: mask,
+                            flags_value: value,
+                            ..Match::default()
+                        },
+                        priority: 1000,
+                        actions: Actions {
+                            forward: Forward::Normal,
+                            set_ce: false,
+                            copy_to_controller: true,
+                        },
+                        expires_at: None,
+                        packets: 0,
+                        bytes: 0,
+                    };
                     m.pending_rules.push((s, 0, rule));
                 }
             }
@@ -402,10 +615,25 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
             let d = SdnEcnConfig::default();
             let cfg = SdnEcnConfig {
                 probe_interval: positive(l, "interval", c.interval, d.probe_interval)?,
-                congestion_threshold: fraction(l, "threshold", c.threshold, d.congestion_threshold)?,
-                max_marked_fraction: fraction(l, "max_fraction", c.max_fraction, d.max_marked_fraction)?,
+                congestion_threshold: fraction(
+                    l,
+                    "threshold",
+                    c.threshold,
+                    d.congestion_threshold,
+                )?,
+                max_marked_fraction: fraction(
+                    l,
+                    "max_fraction",
+                    c.max_fraction,
+                    d.max_marked_fraction,
+                )?,
                 rule_priority: d.rule_priority,
-                rule_hard_timeout: positive(l, "rule_timeout", c.rule_timeout, d.rule_hard_timeout)?,
+                rule_hard_timeout: positive(
+                    l,
+                    "rule_timeout",
+                    c.rule_timeout,
+                    d.rule_hard_timeout,
+                )?,
             };
             let mut ctrl = SdnEcnController::new(cfg);
             for (p, port) in m.ports.iter().enumerate() {
@@ -421,17 +649,29 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
         MechanismKind::Rwndq => {
             let d = RwndqConfig::default();
             // The receivers' window scale, as every endpoint derives it from the receive buffer.
-            let rcv_buf = l.scenario.tcp.rcv_buf.map(|b| b.0).unwrap_or(crate::tcp::TcpConfig::default().rcv_buf);
+            let rcv_buf = l
+                .scenario
+                .tcp
+                .rcv_buf
+                .map(|b| b.0)
+                .unwrap_or(crate::tcp::TcpConfig::default().rcv_buf);
             let mut shift = 0u8;
             while (rcv_buf >> shift) > 65535 && shift < 14 {
                 shift += 1;
             }
             let cfg = RwndqConfig {
                 tick: positive(l, "tick", c.tick, d.tick)?,
-                target_fraction: fraction(l, "target_fraction", c.target_fraction, d.target_fraction)?,
+                target_fraction: fraction(
+                    l,
+                    "target_fraction",
+                    c.target_fraction,
+                    d.target_fraction,
+                )?,
                 base_rtt: positive(l, "base_rtt", c.base_rtt, d.base_rtt)?,
                 window_shift: shift,
-                max_window_bytes: d.max_window_bytes.max((rcv_buf).min(u32::MAX as u64) as u32),
+                max_window_bytes: d
+                    .max_window_bytes
+                    .max((rcv_buf).min(u32::MAX as u64) as u32),
                 ..d
             };
             for s in 0..m.switch_mech.len() {
@@ -455,8 +695,30 @@ pub fn install(m: &mut Model, l: &Loaded, vm_index: &dyn Fn(&str, &str) -> Resul
 /// A flow-table rule from SDN-ECN's decision.
 pub fn mark_rule(r: &InstallMarkRule) -> (Rule, u64) {
     let k = r.key;
-    let m = Match { src: Some(k.src), dst: Some(k.dst), protocol: Some(k.protocol), sport: Some(k.src_port), dport: Some(k.dst_port), flags_mask: 0, flags_value: 0 };
-    (Rule { m, priority: r.priority, actions: Actions { forward: Forward::Port(r.out_port), set_ce: true, copy_to_controller: false }, expires_at: None, packets: 0, bytes: 0 }, r.hard_timeout)
+    let m = Match {
+        src: Some(k.src),
+        dst: Some(k.dst),
+        protocol: Some(k.protocol),
+        sport: Some(k.src_port),
+        dport: Some(k.dst_port),
+        flags_mask: 0,
+        flags_value: 0,
+    };
+    (
+        Rule {
+            m,
+            priority: r.priority,
+            actions: Actions {
+                forward: Forward::Port(r.out_port),
+                set_ce: true,
+                copy_to_controller: false,
+            },
+            expires_at: None,
+            packets: 0,
+            bytes: 0,
+        },
+        r.hard_timeout,
+    )
 }
 
 /// Counters of every shim and switch mechanism, summed, for summary.json.

@@ -7,7 +7,9 @@ use crate::packet::{Packet, PktId};
 use crate::queue::{Qdisc, RedParams};
 use crate::rng::Rng;
 use crate::rules::{Actions, FlowTable, Forward, Match, Rule};
-use crate::scenario::{HostSet, IncastCfg, Loaded, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport};
+use crate::scenario::{
+    HostSet, IncastCfg, Loaded, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport,
+};
 use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
 use crate::units::Size;
@@ -160,24 +162,40 @@ impl Cdf {
             }
             let mut it = line.split_whitespace().map(str::parse::<f64>);
             match (it.next(), it.next(), it.next()) {
-                (Some(Ok(b)), Some(Ok(p)), None) if b >= 0.0 && (0.0..=1.0).contains(&p) => points.push((b, p)),
+                (Some(Ok(b)), Some(Ok(p)), None) if b >= 0.0 && (0.0..=1.0).contains(&p) => {
+                    points.push((b, p))
+                }
                 _ => return Err(format!("line {}: expected \"bytes probability\"", n + 1)),
             }
         }
-        if points.len() < 2 || points.windows(2).any(|w| w[1].0 < w[0].0 || w[1].1 < w[0].1) || points.last().unwrap().1 != 1.0 {
-            return Err("expected at least two non-decreasing points ending at probability 1".into());
+        if points.len() < 2
+            || points
+                .windows(2)
+                .any(|w| w[1].0 < w[0].0 || w[1].1 < w[0].1)
+            || points.last().unwrap().1 != 1.0
+        {
+            return Err(
+                "expected at least two non-decreasing points ending at probability 1".into(),
+            );
         }
         Ok(Cdf { points })
     }
 
     pub fn sample(&self, u: f64) -> u64 {
-        let i = self.points.partition_point(|p| p.1 < u).min(self.points.len() - 1);
+        let i = self
+            .points
+            .partition_point(|p| p.1 < u)
+            .min(self.points.len() - 1);
         if i == 0 {
             return self.points[0].0.max(1.0) as u64;
         }
         let (b0, p0) = self.points[i - 1];
         let (b1, p1) = self.points[i];
-        let b = if p1 > p0 { b0 + (b1 - b0) * (u - p0) / (p1 - p0) } else { b1 };
+        let b = if p1 > p0 {
+            b0 + (b1 - b0) * (u - p0) / (p1 - p0)
+        } else {
+            b1
+        };
         b.round().max(1.0) as u64
     }
 
@@ -246,7 +264,12 @@ pub fn expand(pattern: &str, i: u32) -> String {
         out.push_str(&rest[..a]);
         let Some(b) = rest[a..].find('}') else { break };
         let inner = &rest[a + 2..a + b];
-        let off: i64 = inner.trim().trim_start_matches('+').trim().parse().unwrap_or(0);
+        let off: i64 = inner
+            .trim()
+            .trim_start_matches('+')
+            .trim()
+            .parse()
+            .unwrap_or(0);
         out.push_str(&(i as i64 + off).to_string());
         rest = &rest[a + b + 1..];
     }
@@ -255,6 +278,30 @@ pub fn expand(pattern: &str, i: u32) -> String {
 }
 
 impl Model {
+    /// The output port switch `s` forwards `p` to by routing (ECMP by 5-tuple hash).
+    pub fn route(&self, s: u32, p: &Packet) -> Option<u32> {
+        let h = self.host_of_ip(p.dst)?;
+        let choices = &self.routes[s as usize][h as usize];
+        match choices.len() {
+            0 => None,
+            1 => Some(choices[0]),
+            n => Some(choices[(p.flow_hash(self.switch_salt[s as usize]) % n as u64) as usize]),
+        }
+    }
+
+    /// The (switch, output port) hops a packet takes from switch `s` to its destination host.
+    pub fn path_of(&self, mut s: u32, p: &Packet) -> Vec<(u32, u32)> {
+        let mut hops = Vec::new();
+        while let Some(port) = self.route(s, p) {
+            hops.push((s, port));
+            match self.ports[port as usize].to {
+                NodeRef::Switch(next) if hops.len() <= self.graph.switches.len() => s = next,
+                _ => break,
+            }
+        }
+        hops
+    }
+
     pub fn host_of_ip(&self, ip: u32) -> Option<u32> {
         let i = ip.checked_sub(IP_BASE + 1)? as usize;
         self.vms.get(i).map(|v| v.host)
@@ -285,7 +332,17 @@ impl Model {
 
     /// Creates a TCP flow with its two endpoints (not started).
     #[allow(clippy::too_many_arguments)]
-    pub fn add_tcp_flow(&mut self, name: String, group: String, src: u32, dst: u32, start: u64, bytes: Option<u64>, cfg: TcpConfig, app: Option<u32>) -> u32 {
+    pub fn add_tcp_flow(
+        &mut self,
+        name: String,
+        group: String,
+        src: u32,
+        dst: u32,
+        start: u64,
+        bytes: Option<u64>,
+        cfg: TcpConfig,
+        app: Option<u32>,
+    ) -> u32 {
         let f = self.flows.len() as u32;
         let sport = self.alloc_port(src);
         let dport = 5001;
@@ -298,12 +355,32 @@ impl Model {
         let ecn = cfg.ecn;
         let mss = cfg.mss;
         // TCP small queues: at most ~1 ms of the NIC's line rate waiting in the host, >= 2 packets.
-        let nic_rate = self.ports[self.hosts[self.vms[src as usize].host as usize].nic_port as usize].rate_bps;
-        let tsq_limit = ((nic_rate as u128 * self.tsq_ns as u128 / 8_000_000_000 / (cfg.mss as u128 + 40)) as u32).max(2);
+        let nic_rate =
+            self.ports[self.hosts[self.vms[src as usize].host as usize].nic_port as usize].rate_bps;
+        let tsq_limit = ((nic_rate as u128 * self.tsq_ns as u128
+            / 8_000_000_000
+            / (cfg.mss as u128 + 40)) as u32)
+            .max(2);
         let client = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
         let server = TcpEndpoint::server(cfg, (dip, dport), (sip, sport), tx, riss);
-        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(client)), flow: f, vm: src, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
-        self.eps.push(EpSlot { kind: EpKind::Tcp(Box::new(server)), flow: f, vm: dst, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
+        self.eps.push(EpSlot {
+            kind: EpKind::Tcp(Box::new(client)),
+            flow: f,
+            vm: src,
+            timer_at: None,
+            last_delivered: 0,
+            in_host: 0,
+            tsq_limit,
+        });
+        self.eps.push(EpSlot {
+            kind: EpKind::Tcp(Box::new(server)),
+            flow: f,
+            vm: dst,
+            timer_at: None,
+            last_delivered: 0,
+            in_host: 0,
+            tsq_limit,
+        });
         self.flows.push(Flow {
             name,
             group,
@@ -335,7 +412,11 @@ impl Model {
     fn alloc_port(&mut self, vm: u32) -> u16 {
         let v = &mut self.vms[vm as usize];
         let p = v.next_port;
-        v.next_port = if v.next_port == u16::MAX { 10_000 } else { v.next_port + 1 };
+        v.next_port = if v.next_port == u16::MAX {
+            10_000
+        } else {
+            v.next_port + 1
+        };
         p
     }
 
@@ -371,26 +452,67 @@ impl Model {
             weight: q.weight.unwrap_or(0.002),
             ecn: q.ecn,
         };
-        if q.kind == QueueKind::Red && !(red.min_th < red.max_th && (0.0..=1.0).contains(&red.max_p) && red.weight > 0.0 && red.weight <= 1.0) {
-            return Err(l.error("queue", "classic RED needs min_th < max_th, 0 <= max_p <= 1 and 0 < weight <= 1"));
+        if q.kind == QueueKind::Red
+            && !(red.min_th < red.max_th
+                && (0.0..=1.0).contains(&red.max_p)
+                && red.weight > 0.0
+                && red.weight <= 1.0)
+        {
+            return Err(l.error(
+                "queue",
+                "classic RED needs min_th < max_th, 0 <= max_p <= 1 and 0 < weight <= 1",
+            ));
         }
         let k = q.k.unwrap_or(Size::Packets(20));
         let mut ports = Vec::with_capacity(graph.links.len() * 2);
         for i in 0..graph.links.len() * 2 {
             let link = &graph.links[i / 2];
-            let (from, to) = if i % 2 == 0 { (link.a, link.b) } else { (link.b, link.a) };
+            let (from, to) = if i % 2 == 0 {
+                (link.a, link.b)
+            } else {
+                (link.b, link.a)
+            };
             let name = topology::port_name(&graph, i);
             let (qdisc, jitter_ns) = match from {
-                NodeRef::Host(_) => (Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red.clone()), s.nic.jitter.map(|d| d.0).unwrap_or((1500 * 8 * 1_000_000_000u64).div_ceil(link.rate_bps))),
+                NodeRef::Host(_) => (
+                    Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red.clone()),
+                    s.nic
+                        .jitter
+                        .map(|d| d.0)
+                        .unwrap_or((1500 * 8 * 1_000_000_000u64).div_ceil(link.rate_bps)),
+                ),
                 NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, red.clone()), 0),
             };
-            ports.push(Port { name, from, to, rate_bps: link.rate_bps, delay_ns: link.delay_ns, queue: VecDeque::new(), queue_bytes: 0, qdisc, busy: false, stats: PortStats::default(), jitter_ns, last_arrival: 0 });
+            ports.push(Port {
+                name,
+                from,
+                to,
+                rate_bps: link.rate_bps,
+                delay_ns: link.delay_ns,
+                queue: VecDeque::new(),
+                queue_bytes: 0,
+                qdisc,
+                busy: false,
+                stats: PortStats::default(),
+                jitter_ns,
+                last_arrival: 0,
+            });
         }
-        let port_index: HashMap<String, u32> = ports.iter().enumerate().map(|(i, p)| (p.name.clone(), i as u32)).collect();
+        let port_index: HashMap<String, u32> = ports
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.name.clone(), i as u32))
+            .collect();
         for (oi, o) in q.overrides.iter().enumerate() {
             for (pi, name) in o.ports.iter().enumerate() {
                 let Some(&p) = port_index.get(name) else {
-                    return Err(l.error(&format!("queue.overrides[{oi}].ports[{pi}]"), format!("no port named {name:?} (ports are named like {:?})", ports[0].name)));
+                    return Err(l.error(
+                        &format!("queue.overrides[{oi}].ports[{pi}]"),
+                        format!(
+                            "no port named {name:?} (ports are named like {:?})",
+                            ports[0].name
+                        ),
+                    ));
                 };
                 let qd = &mut ports[p as usize].qdisc;
                 if let Some(kind) = o.kind {
@@ -406,8 +528,14 @@ impl Model {
         }
         let mut hosts = Vec::new();
         for (h, name) in graph.hosts.iter().enumerate() {
-            let nic = ports.iter().position(|p| p.from == NodeRef::Host(h as u32)).expect("every host has a link") as u32;
-            hosts.push(Host { name: name.clone(), nic_port: nic });
+            let nic = ports
+                .iter()
+                .position(|p| p.from == NodeRef::Host(h as u32))
+                .expect("every host has a link") as u32;
+            hosts.push(Host {
+                name: name.clone(),
+                nic_port: nic,
+            });
         }
         let nic_limit_pkts = match s.nic.limit {
             Size::Packets(n) => n,
@@ -416,12 +544,29 @@ impl Model {
         let mut vms = Vec::new();
         for (h, host) in hosts.iter().enumerate() {
             for v in 0..graph.vms_per_host {
-                let name = if graph.vms_per_host == 1 { host.name.clone() } else { format!("{}/{v}", host.name) };
+                let name = if graph.vms_per_host == 1 {
+                    host.name.clone()
+                } else {
+                    format!("{}/{v}", host.name)
+                };
                 let ip = IP_BASE + 1 + vms.len() as u32;
-                vms.push(Vm { name, host: h as u32, ip, next_port: 10_000, vnic: VecDeque::new(), vnic_bytes: 0, vnic_busy: false, vnic_limit: nic_limit_pkts });
+                vms.push(Vm {
+                    name,
+                    host: h as u32,
+                    ip,
+                    next_port: 10_000,
+                    vnic: VecDeque::new(),
+                    vnic_bytes: 0,
+                    vnic_busy: false,
+                    vnic_limit: nic_limit_pkts,
+                });
             }
         }
-        let mut vm_index: HashMap<String, u32> = vms.iter().enumerate().map(|(i, v)| (v.name.clone(), i as u32)).collect();
+        let mut vm_index: HashMap<String, u32> = vms
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (v.name.clone(), i as u32))
+            .collect();
         if graph.vms_per_host > 1 {
             for (i, v) in vms.iter().enumerate() {
                 if v.name.ends_with("/0") {
@@ -429,21 +574,40 @@ impl Model {
                 }
             }
         }
-        let switch_salt = (0..graph.switches.len() as u64).map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ seed).collect();
+        let switch_salt = (0..graph.switches.len() as u64)
+            .map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ seed)
+            .collect();
         let sampled_ports = match &s.output.ports {
-            HostSet::Named(n) if n == "switches" => (0..ports.len() as u32).filter(|&p| matches!(ports[p as usize].from, NodeRef::Switch(_))).collect(),
+            HostSet::Named(n) if n == "switches" => (0..ports.len() as u32)
+                .filter(|&p| matches!(ports[p as usize].from, NodeRef::Switch(_)))
+                .collect(),
             HostSet::Named(n) if n == "all" => (0..ports.len() as u32).collect(),
-            HostSet::Named(n) => return Err(l.error("output.ports", format!("expected \"switches\", \"all\" or a list of port names, got {n:?}"))),
+            HostSet::Named(n) => {
+                return Err(l.error(
+                    "output.ports",
+                    format!("expected \"switches\", \"all\" or a list of port names, got {n:?}"),
+                ))
+            }
             HostSet::List(names) => {
                 let mut v = Vec::new();
                 for (i, n) in names.iter().enumerate() {
-                    v.push(*port_index.get(n).ok_or_else(|| l.error(&format!("output.ports[{i}]"), format!("no port named {n:?}")))?);
+                    v.push(*port_index.get(n).ok_or_else(|| {
+                        l.error(
+                            &format!("output.ports[{i}]"),
+                            format!("no port named {n:?}"),
+                        )
+                    })?);
                 }
                 v
             }
         };
         let mut m = Model {
-            name: s.name.clone().unwrap_or_else(|| std::path::Path::new(&l.file).file_stem().map(|x| x.to_string_lossy().into_owned()).unwrap_or_default()),
+            name: s.name.clone().unwrap_or_else(|| {
+                std::path::Path::new(&l.file)
+                    .file_stem()
+                    .map(|x| x.to_string_lossy().into_owned())
+                    .unwrap_or_default()
+            }),
             seed,
             duration,
             graph,
@@ -466,15 +630,31 @@ impl Model {
             switch_mech: Vec::new(),
             control: Control::default(),
         };
-        m.shims = (0..m.hosts.len()).map(|_| HostShim { shim: Shim::None, timer_at: None }).collect();
-        m.switch_mech = (0..m.graph.switches.len()).map(|_| SwitchMech::default()).collect();
+        m.shims = (0..m.hosts.len())
+            .map(|_| HostShim {
+                shim: Shim::None,
+                timer_at: None,
+            })
+            .collect();
+        m.switch_mech = (0..m.graph.switches.len())
+            .map(|_| SwitchMech::default())
+            .collect();
         m.tables = vec![FlowTable::default(); m.graph.switches.len()];
         let find_vm = |path: &str, name: &str| -> Result<u32, ScenarioError> {
-            vm_index.get(name).copied().ok_or_else(|| l.error(path, format!("no host or VM named {name:?}")))
+            vm_index
+                .get(name)
+                .copied()
+                .ok_or_else(|| l.error(path, format!("no host or VM named {name:?}")))
         };
         let check_time = |path: &str, t: u64| -> Result<(), ScenarioError> {
             if t >= duration {
-                Err(l.error(path, format!("is at or after the end of the run ({} s)", duration as f64 / 1e9)))
+                Err(l.error(
+                    path,
+                    format!(
+                        "is at or after the end of the run ({} s)",
+                        duration as f64 / 1e9
+                    ),
+                ))
             } else {
                 Ok(())
             }
@@ -493,28 +673,49 @@ impl Model {
             }
             match fc.transport {
                 Transport::Tcp => {
-                    for (k, present) in [("rate", fc.rate.is_some()), ("packet_size", fc.packet_size.is_some()), ("on", fc.on.is_some()), ("off", fc.off.is_some()), ("reply_size", fc.reply_size.is_some())] {
+                    for (k, present) in [
+                        ("rate", fc.rate.is_some()),
+                        ("packet_size", fc.packet_size.is_some()),
+                        ("on", fc.on.is_some()),
+                        ("off", fc.off.is_some()),
+                        ("reply_size", fc.reply_size.is_some()),
+                    ] {
                         if present {
-                            return Err(l.error(&path(k), "only applies to UDP flows (transport = \"udp\")"));
+                            return Err(l.error(
+                                &path(k),
+                                "only applies to UDP flows (transport = \"udp\")",
+                            ));
                         }
                     }
                 }
                 Transport::Udp => {
-                    for (k, present) in [("bytes", fc.bytes.is_some()), ("cc", fc.cc.is_some()), ("drop_segments", !fc.drop_segments.is_empty())] {
+                    for (k, present) in [
+                        ("bytes", fc.bytes.is_some()),
+                        ("cc", fc.cc.is_some()),
+                        ("drop_segments", !fc.drop_segments.is_empty()),
+                    ] {
                         if present {
                             return Err(l.error(&path(k), "only applies to TCP flows"));
                         }
                     }
                     match fc.rate {
-                        None => return Err(l.error(&path("rate"), "a UDP flow needs a rate such as \"1Gbps\"")),
-                        Some(r) if r.0 == 0 => return Err(l.error(&path("rate"), "must be greater than zero")),
+                        None => {
+                            return Err(
+                                l.error(&path("rate"), "a UDP flow needs a rate such as \"1Gbps\"")
+                            )
+                        }
+                        Some(r) if r.0 == 0 => {
+                            return Err(l.error(&path("rate"), "must be greater than zero"))
+                        }
                         _ => {}
                     }
                     if fc.on.is_some() != fc.off.is_some() {
                         return Err(l.error(&path("on"), "an on/off source needs both on and off"));
                     }
                     if fc.on.is_some_and(|d| d.0 == 0) || fc.off.is_some_and(|d| d.0 == 0) {
-                        return Err(l.error(&path("on"), "on and off periods must be greater than zero"));
+                        return Err(
+                            l.error(&path("on"), "on and off periods must be greater than zero")
+                        );
                     }
                 }
             }
@@ -530,13 +731,29 @@ impl Model {
                     return Err(l.error(&path("dst"), format!("{src_name:?} and {dst_name:?} are on the same host; flows must cross the network")));
                 }
                 if !m.reachable(hs, hd) {
-                    return Err(l.error(&path("dst"), format!("{dst_name:?} is unreachable from {src_name:?}")));
+                    return Err(l.error(
+                        &path("dst"),
+                        format!("{dst_name:?} is unreachable from {src_name:?}"),
+                    ));
                 }
-                let name = if fc.count.is_some() { format!("{}.{i}", fc.name) } else { fc.name.clone() };
+                let name = if fc.count.is_some() {
+                    format!("{}.{i}", fc.name)
+                } else {
+                    fc.name.clone()
+                };
                 let f = match fc.transport {
                     Transport::Tcp => {
                         let cfg = Model::tcp_config(&s.tcp, fc.cc, fc.ecn);
-                        let f = m.add_tcp_flow(name, fc.name.clone(), src, dst, fc.start.0, fc.bytes.map(|b| b.0), cfg, None);
+                        let f = m.add_tcp_flow(
+                            name,
+                            fc.name.clone(),
+                            src,
+                            dst,
+                            fc.start.0,
+                            fc.bytes.map(|b| b.0),
+                            cfg,
+                            None,
+                        );
                         m.flows[f as usize].drop_segments = fc.drop_segments.clone();
                         f
                     }
@@ -549,7 +766,18 @@ impl Model {
                         if reply.is_some_and(|r| !(64..=65535).contains(&r)) {
                             return Err(l.error(&path("reply_size"), "expected 64B to 65535B"));
                         }
-                        m.add_udp_flow(name, fc.name.clone(), src, dst, fc.start.0, fc.rate.unwrap().0, size as u32, fc.on.map(|d| d.0), fc.off.map(|d| d.0), reply.map(|r| r as u32))
+                        m.add_udp_flow(
+                            name,
+                            fc.name.clone(),
+                            src,
+                            dst,
+                            fc.start.0,
+                            fc.rate.unwrap().0,
+                            size as u32,
+                            fc.on.map(|d| d.0),
+                            fc.off.map(|d| d.0),
+                            reply.map(|r| r as u32),
+                        )
                     }
                 };
                 m.flows[f as usize].stop = fc.stop.map(|d| d.0);
@@ -570,16 +798,38 @@ impl Model {
         Ok(m)
     }
 
-    fn rule_from(&self, l: &Loaded, ri: usize, rc: &crate::scenario::RuleCfg, find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>, ports: &HashMap<String, u32>) -> Result<(u32, u64, Rule), ScenarioError> {
+    fn rule_from(
+        &self,
+        l: &Loaded,
+        ri: usize,
+        rc: &crate::scenario::RuleCfg,
+        find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>,
+        ports: &HashMap<String, u32>,
+    ) -> Result<(u32, u64, Rule), ScenarioError> {
         use tacc_mech::headers::tcp_flags as F;
         let path = |k: &str| format!("rules[{ri}].{k}");
-        let sw = self.graph.switches.iter().position(|n| *n == rc.switch).ok_or_else(|| l.error(&path("switch"), format!("no switch named {:?}", rc.switch)))? as u32;
-        let ip = |k: &str, n: &Option<String>| -> Result<Option<u32>, ScenarioError> { n.as_ref().map(|n| find_vm(&path(k), n).map(|v| self.vms[v as usize].ip)).transpose() };
+        let sw = self
+            .graph
+            .switches
+            .iter()
+            .position(|n| *n == rc.switch)
+            .ok_or_else(|| l.error(&path("switch"), format!("no switch named {:?}", rc.switch)))?
+            as u32;
+        let ip = |k: &str, n: &Option<String>| -> Result<Option<u32>, ScenarioError> {
+            n.as_ref()
+                .map(|n| find_vm(&path(k), n).map(|v| self.vms[v as usize].ip))
+                .transpose()
+        };
         let protocol = match rc.protocol.as_deref() {
             None => None,
             Some("tcp") => Some(6),
             Some("udp") => Some(17),
-            Some(x) => Some(x.parse::<u8>().map_err(|_| l.error(&path("protocol"), format!("expected \"tcp\", \"udp\" or a number 0-255, got {x:?}")))?),
+            Some(x) => Some(x.parse::<u8>().map_err(|_| {
+                l.error(
+                    &path("protocol"),
+                    format!("expected \"tcp\", \"udp\" or a number 0-255, got {x:?}"),
+                )
+            })?),
         };
         let (mut mask, mut value) = (0u8, 0u8);
         for f in &rc.tcp_flags {
@@ -595,7 +845,12 @@ impl Model {
                 "ack" => F::ACK,
                 "ece" => F::ECE,
                 "cwr" => F::CWR,
-                _ => return Err(l.error(&path("tcp_flags"), format!("expected flag names like \"syn\" or \"!ack\", got {f:?}"))),
+                _ => {
+                    return Err(l.error(
+                        &path("tcp_flags"),
+                        format!("expected flag names like \"syn\" or \"!ack\", got {f:?}"),
+                    ))
+                }
             };
             mask |= bit;
             if !neg {
@@ -606,9 +861,17 @@ impl Model {
             "normal" => Forward::Normal,
             "drop" => Forward::Drop,
             name => {
-                let p = *ports.get(name).ok_or_else(|| l.error(&path("forward"), format!("expected \"normal\", \"drop\" or a port name, got {name:?}")))?;
+                let p = *ports.get(name).ok_or_else(|| {
+                    l.error(
+                        &path("forward"),
+                        format!("expected \"normal\", \"drop\" or a port name, got {name:?}"),
+                    )
+                })?;
                 if self.ports[p as usize].from != NodeRef::Switch(sw) {
-                    return Err(l.error(&path("forward"), format!("port {name:?} does not leave switch {:?}", rc.switch)));
+                    return Err(l.error(
+                        &path("forward"),
+                        format!("port {name:?} does not leave switch {:?}", rc.switch),
+                    ));
                 }
                 Forward::Port(p)
             }
@@ -616,8 +879,27 @@ impl Model {
         if rc.hard_timeout.is_some_and(|t| t.0 == 0) {
             return Err(l.error(&path("hard_timeout"), "must be greater than zero"));
         }
-        let m = Match { src: ip("src", &rc.src)?, dst: ip("dst", &rc.dst)?, protocol, sport: rc.sport, dport: rc.dport, flags_mask: mask, flags_value: value };
-        let rule = Rule { m, priority: rc.priority, actions: Actions { forward, set_ce: rc.set_ce, copy_to_controller: rc.copy_to_controller }, expires_at: rc.hard_timeout.map(|t| rc.at.0 + t.0), packets: 0, bytes: 0 };
+        let m = Match {
+            src: ip("src", &rc.src)?,
+            dst: ip("dst", &rc.dst)?,
+            protocol,
+            sport: rc.sport,
+            dport: rc.dport,
+            flags_mask: mask,
+            flags_value: value,
+        };
+        let rule = Rule {
+            m,
+            priority: rc.priority,
+            actions: Actions {
+                forward,
+                set_ce: rc.set_ce,
+                copy_to_controller: rc.copy_to_controller,
+            },
+            expires_at: rc.hard_timeout.map(|t| rc.at.0 + t.0),
+            packets: 0,
+            bytes: 0,
+        };
         Ok((sw, rc.at.0, rule))
     }
 
@@ -630,19 +912,47 @@ impl Model {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn add_udp_flow(&mut self, name: String, group: String, src: u32, dst: u32, start: u64, rate_bps: u64, size: u32, on: Option<u64>, off: Option<u64>, reply: Option<u32>) -> u32 {
+    fn add_udp_flow(
+        &mut self,
+        name: String,
+        group: String,
+        src: u32,
+        dst: u32,
+        start: u64,
+        rate_bps: u64,
+        size: u32,
+        on: Option<u64>,
+        off: Option<u64>,
+        reply: Option<u32>,
+    ) -> u32 {
         let f = self.flows.len() as u32;
         let sport = self.alloc_port(src);
         let tx = self.eps.len() as u32;
         let rx = tx + 1;
         let tsq_limit = u32::MAX;
         // The sender's endpoint receives replies (request/reply mode).
-        self.eps.push(EpSlot { kind: EpKind::UdpSink, flow: f, vm: src, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
+        self.eps.push(EpSlot {
+            kind: EpKind::UdpSink,
+            flow: f,
+            vm: src,
+            timer_at: None,
+            last_delivered: 0,
+            in_host: 0,
+            tsq_limit,
+        });
         let rx_kind = match reply {
             Some(r) => EpKind::UdpEcho { reply: r },
             None => EpKind::UdpSink,
         };
-        self.eps.push(EpSlot { kind: rx_kind, flow: f, vm: dst, timer_at: None, last_delivered: 0, in_host: 0, tsq_limit });
+        self.eps.push(EpSlot {
+            kind: rx_kind,
+            flow: f,
+            vm: dst,
+            timer_at: None,
+            last_delivered: 0,
+            in_host: 0,
+            tsq_limit,
+        });
         self.flows.push(Flow {
             name,
             group,
@@ -662,7 +972,14 @@ impl Model {
             dport: 9,
             cc: None,
             ecn: false,
-            udp: Some(UdpState { rate_bps, packet_size: size, on_mean: on, off_mean: off, is_on: false, period_end: start }),
+            udp: Some(UdpState {
+                rate_bps,
+                packet_size: size,
+                on_mean: on,
+                off_mean: off,
+                is_on: false,
+                period_end: start,
+            }),
             drop_segments: Vec::new(),
             iss: 0,
             mss: 0,
@@ -671,7 +988,14 @@ impl Model {
         f
     }
 
-    fn add_incast(&mut self, l: &Loaded, ai: usize, ic: &IncastCfg, find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>, check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
+    fn add_incast(
+        &mut self,
+        l: &Loaded,
+        ai: usize,
+        ic: &IncastCfg,
+        find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>,
+        check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>,
+    ) -> Result<(), ScenarioError> {
         let path = |k: &str| format!("incast[{ai}].{k}");
         check_time(&path("start"), ic.start.0)?;
         if ic.count == 0 {
@@ -715,16 +1039,29 @@ impl Model {
         Ok(())
     }
 
-    fn add_traffic(&mut self, l: &Loaded, ti: usize, tc: &TrafficCfg, find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>, check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>) -> Result<(), ScenarioError> {
+    fn add_traffic(
+        &mut self,
+        l: &Loaded,
+        ti: usize,
+        tc: &TrafficCfg,
+        find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>,
+        check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>,
+    ) -> Result<(), ScenarioError> {
         let path = |k: &str| format!("traffic[{ti}].{k}");
         check_time(&path("start"), tc.start.0)?;
         if !(tc.load > 0.0 && tc.load <= 1.0) {
-            return Err(l.error(&path("load"), format!("expected a fraction in (0, 1], got {}", tc.load)));
+            return Err(l.error(
+                &path("load"),
+                format!("expected a fraction in (0, 1], got {}", tc.load),
+            ));
         }
         let vms: Vec<u32> = match &tc.hosts {
             HostSet::Named(n) if n == "all" => (0..self.vms.len() as u32).collect(),
             HostSet::Named(n) => vec![find_vm(&path("hosts"), n)?],
-            HostSet::List(names) => names.iter().map(|n| find_vm(&path("hosts"), n)).collect::<Result<_, _>>()?,
+            HostSet::List(names) => names
+                .iter()
+                .map(|n| find_vm(&path("hosts"), n))
+                .collect::<Result<_, _>>()?,
         };
         if vms.len() < 2 {
             return Err(l.error(&path("hosts"), "needs at least two hosts"));
@@ -733,16 +1070,36 @@ impl Model {
             "websearch" => WEBSEARCH_CDF.to_string(),
             "datamining" => DATAMINING_CDF.to_string(),
             file => {
-                let base = std::path::Path::new(&l.file).parent().unwrap_or(std::path::Path::new("."));
-                std::fs::read_to_string(base.join(file)).map_err(|e| l.error(&path("cdf"), format!("expected \"websearch\", \"datamining\" or a readable CDF file: {e}")))?
+                let base = std::path::Path::new(&l.file)
+                    .parent()
+                    .unwrap_or(std::path::Path::new("."));
+                std::fs::read_to_string(base.join(file)).map_err(|e| {
+                    l.error(
+                        &path("cdf"),
+                        format!(
+                            "expected \"websearch\", \"datamining\" or a readable CDF file: {e}"
+                        ),
+                    )
+                })?
             }
         };
         let cdf = Cdf::parse(&text).map_err(|e| l.error(&path("cdf"), e))?;
         // Poisson arrivals: every host offers `load` of its link on average.
-        let host_rate = self.ports[self.hosts[self.vms[vms[0] as usize].host as usize].nic_port as usize].rate_bps as f64;
+        let host_rate = self.ports
+            [self.hosts[self.vms[vms[0] as usize].host as usize].nic_port as usize]
+            .rate_bps as f64;
         let per_second = tc.load * host_rate * vms.len() as f64 / (8.0 * cdf.mean());
         let tcp = Model::tcp_config(&l.scenario.tcp, tc.cc, tc.ecn);
-        self.apps.push(App::Traffic(Traffic { name: tc.name.clone(), vms, cdf, mean_gap_ns: 1e9 / per_second, start: tc.start.0, stop: tc.stop.map(|d| d.0), count: 0, tcp }));
+        self.apps.push(App::Traffic(Traffic {
+            name: tc.name.clone(),
+            vms,
+            cdf,
+            mean_gap_ns: 1e9 / per_second,
+            start: tc.start.0,
+            stop: tc.stop.map(|d| d.0),
+            count: 0,
+            tcp,
+        }));
         Ok(())
     }
 }

@@ -101,7 +101,12 @@ pub struct ControlSummary {
 
 const NS: f64 = 1e9;
 
-pub fn summarize(sim: &Sim, file: &str, mechanism: &crate::scenario::MechanismCfg, wall_seconds: f64) -> Summary {
+pub fn summarize(
+    sim: &Sim,
+    file: &str,
+    mechanism: &crate::scenario::MechanismCfg,
+    wall_seconds: f64,
+) -> Summary {
     let m: &Model = &sim.m;
     let end = m.duration;
     let flows = m
@@ -111,7 +116,11 @@ pub fn summarize(sim: &Sim, file: &str, mechanism: &crate::scenario::MechanismCf
             let st = m.tcp_stats(f);
             let stop = f.end.unwrap_or(end).max(f.start);
             let active = (stop - f.start) as f64 / NS;
-            let goodput = if active > 0.0 { f.delivered as f64 * 8.0 / active / 1e6 } else { 0.0 };
+            let goodput = if active > 0.0 {
+                f.delivered as f64 * 8.0 / active / 1e6
+            } else {
+                0.0
+            };
             FlowSummary {
                 name: f.name.clone(),
                 group: f.group.clone(),
@@ -123,7 +132,11 @@ pub fn summarize(sim: &Sim, file: &str, mechanism: &crate::scenario::MechanismCf
                 bytes_delivered: f.delivered,
                 start: f.start as f64 / NS,
                 end: f.end.map(|e| e as f64 / NS),
-                fct: if f.completed { f.end.map(|e| (e - f.start) as f64 / NS) } else { None },
+                fct: if f.completed {
+                    f.end.map(|e| (e - f.start) as f64 / NS)
+                } else {
+                    None
+                },
                 goodput_mbps: goodput,
                 completed: f.completed,
                 retransmits: st.retransmits,
@@ -186,7 +199,15 @@ pub fn summarize(sim: &Sim, file: &str, mechanism: &crate::scenario::MechanismCf
             packet_ins: sim.packet_ins.len() as u64,
             rule_dropped: sim.rule_dropped,
         },
-        conservation: ConservationSummary { sent: c.sent, delivered: c.delivered, dropped: c.dropped, in_flight, ok: c.sent == c.delivered + c.dropped + in_flight, shim_dropped: sim.shim_dropped, vnic_dropped: sim.vnic_dropped },
+        conservation: ConservationSummary {
+            sent: c.sent,
+            delivered: c.delivered,
+            dropped: c.dropped,
+            in_flight,
+            ok: c.sent == c.delivered + c.dropped + in_flight,
+            shim_dropped: sim.shim_dropped,
+            vnic_dropped: sim.vnic_dropped,
+        },
     }
 }
 
@@ -236,23 +257,57 @@ pub fn write(dir: &Path, sim: &Sim, summary: &Summary) -> io::Result<()> {
     for f in &m.flows {
         // Bins from the flow's start bin to its end bin (zeros included: a starving flow shows).
         let first = (f.start / bin) as usize;
-        let last = (f.end.unwrap_or(m.duration).min(m.duration).saturating_sub(1) / bin) as usize;
+        let last = (f
+            .end
+            .unwrap_or(m.duration)
+            .min(m.duration)
+            .saturating_sub(1)
+            / bin) as usize;
         for b in first..=last.min(bins.saturating_sub(1)) {
             let bytes = f.bins.get(b).copied().unwrap_or(0);
-            let _ = writeln!(goodput, "{},{},{}", (b as u64 * bin) as f64 / NS, csv_field(&f.name), bytes as f64 * 8.0 / (bin as f64 / NS) / 1e6);
+            let _ = writeln!(
+                goodput,
+                "{},{},{}",
+                (b as u64 * bin) as f64 / NS,
+                csv_field(&f.name),
+                bytes as f64 * 8.0 / (bin as f64 / NS) / 1e6
+            );
         }
     }
     let mut queues = String::from("time_s,port,backlog_pkts,backlog_bytes\n");
     for &(t, p, pkts, bytes) in &sim.queue_samples {
-        let _ = writeln!(queues, "{},{},{},{}", t as f64 / NS, csv_field(&m.ports[p as usize].name), pkts, bytes);
+        let _ = writeln!(
+            queues,
+            "{},{},{},{}",
+            t as f64 / NS,
+            csv_field(&m.ports[p as usize].name),
+            pkts,
+            bytes
+        );
     }
     let mut rates = String::from("time_s,vm,dst,rate_mbps\n");
-    let vm_name = |ip: u32| m.host_of_ip(ip).and_then(|_| m.vms.iter().find(|v| v.ip == ip)).map(|v| v.name.as_str()).unwrap_or("");
+    let vm_name = |ip: u32| {
+        m.host_of_ip(ip)
+            .and_then(|_| m.vms.iter().find(|v| v.ip == ip))
+            .map(|v| v.name.as_str())
+            .unwrap_or("")
+    };
     for &(t, vm, dst, bps) in &sim.rate_samples {
-        let _ = writeln!(rates, "{},{},{},{}", t as f64 / NS, csv_field(vm_name(vm)), csv_field(vm_name(dst)), bps as f64 / 1e6);
+        let _ = writeln!(
+            rates,
+            "{},{},{},{}",
+            t as f64 / NS,
+            csv_field(vm_name(vm)),
+            csv_field(vm_name(dst)),
+            bps as f64 / 1e6
+        );
     }
     let json = serde_json::to_string_pretty(summary).map_err(io::Error::other)?;
-    let mut files = vec![("flows.csv", flows), ("goodput.csv", goodput), ("queues.csv", queues)];
+    let mut files = vec![
+        ("flows.csv", flows),
+        ("goodput.csv", goodput),
+        ("queues.csv", queues),
+    ];
     if !sim.rate_samples.is_empty() {
         files.push(("rates.csv", rates));
     }

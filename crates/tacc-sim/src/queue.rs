@@ -47,11 +47,28 @@ fn exceeds(s: Size, pkts: u64, bytes: u64) -> bool {
 
 impl Qdisc {
     pub fn new(kind: QueueKind, limit: Size, k: Size, red: RedParams) -> Qdisc {
-        Qdisc { kind, limit, k, red, avg: 0.0, count: -1, idle_since: None }
+        Qdisc {
+            kind,
+            limit,
+            k,
+            red,
+            avg: 0.0,
+            count: -1,
+            idle_since: None,
+        }
     }
 
     /// Decides the fate of a packet of `len` bytes arriving at a queue holding `pkts`/`bytes`.
-    pub fn admit(&mut self, now: u64, pkts: u64, bytes: u64, len: u32, ecn: Ecn, pkt_time_ns: u64, rng: &mut Rng) -> Verdict {
+    pub fn admit(
+        &mut self,
+        now: u64,
+        pkts: u64,
+        bytes: u64,
+        len: u32,
+        ecn: Ecn,
+        pkt_time_ns: u64,
+        rng: &mut Rng,
+    ) -> Verdict {
         let full = match self.limit {
             Size::Packets(n) => pkts + 1 > n,
             Size::Bytes(n) => bytes + len as u64 > n,
@@ -60,7 +77,11 @@ impl Qdisc {
             QueueKind::Droptail => Verdict::Enqueue,
             QueueKind::RedEcn => {
                 if exceeds(self.k, pkts, bytes) {
-                    if ecn.is_ect() { Verdict::Mark } else { Verdict::DropAqm }
+                    if ecn.is_ect() {
+                        Verdict::Mark
+                    } else {
+                        Verdict::DropAqm
+                    }
                 } else {
                     Verdict::Enqueue
                 }
@@ -74,7 +95,16 @@ impl Qdisc {
         }
     }
 
-    fn red_decide(&mut self, now: u64, pkts: u64, bytes: u64, len: u32, ecn: Ecn, pkt_time_ns: u64, rng: &mut Rng) -> Verdict {
+    fn red_decide(
+        &mut self,
+        now: u64,
+        pkts: u64,
+        bytes: u64,
+        len: u32,
+        ecn: Ecn,
+        pkt_time_ns: u64,
+        rng: &mut Rng,
+    ) -> Verdict {
         let q = match self.limit {
             Size::Packets(_) => pkts as f64,
             Size::Bytes(_) => bytes as f64,
@@ -129,26 +159,57 @@ mod tests {
     use super::*;
 
     fn red_ecn(k: u64) -> Qdisc {
-        Qdisc::new(QueueKind::RedEcn, Size::Packets(100), Size::Packets(k), RedParams { min_th: 0.0, max_th: 0.0, max_p: 0.0, weight: 0.0, ecn: true })
+        Qdisc::new(
+            QueueKind::RedEcn,
+            Size::Packets(100),
+            Size::Packets(k),
+            RedParams {
+                min_th: 0.0,
+                max_th: 0.0,
+                max_p: 0.0,
+                weight: 0.0,
+                ecn: true,
+            },
+        )
     }
 
     #[test]
     fn red_ecn_marks_ect_and_drops_not_ect_from_k_on() {
         let mut q = red_ecn(20);
         let mut rng = Rng::new(1);
-        assert_eq!(q.admit(0, 19, 0, 1500, Ecn::Ect0, 1, &mut rng), Verdict::Enqueue);
-        assert_eq!(q.admit(0, 20, 0, 1500, Ecn::Ect0, 1, &mut rng), Verdict::Mark);
-        assert_eq!(q.admit(0, 20, 0, 1500, Ecn::NotEct, 1, &mut rng), Verdict::DropAqm);
-        assert_eq!(q.admit(0, 100, 0, 1500, Ecn::Ect0, 1, &mut rng), Verdict::DropOverflow);
+        assert_eq!(
+            q.admit(0, 19, 0, 1500, Ecn::Ect0, 1, &mut rng),
+            Verdict::Enqueue
+        );
+        assert_eq!(
+            q.admit(0, 20, 0, 1500, Ecn::Ect0, 1, &mut rng),
+            Verdict::Mark
+        );
+        assert_eq!(
+            q.admit(0, 20, 0, 1500, Ecn::NotEct, 1, &mut rng),
+            Verdict::DropAqm
+        );
+        assert_eq!(
+            q.admit(0, 100, 0, 1500, Ecn::Ect0, 1, &mut rng),
+            Verdict::DropOverflow
+        );
     }
 
     #[test]
     fn classic_red_marks_about_max_p_halfway_between_thresholds() {
-        let p = RedParams { min_th: 10.0, max_th: 30.0, max_p: 0.1, weight: 1.0, ecn: true };
+        let p = RedParams {
+            min_th: 10.0,
+            max_th: 30.0,
+            max_p: 0.1,
+            weight: 1.0,
+            ecn: true,
+        };
         let mut q = Qdisc::new(QueueKind::Red, Size::Packets(100), Size::Packets(0), p);
         let mut rng = Rng::new(3);
         let n = 100_000;
-        let marks = (0..n).filter(|_| q.admit(0, 20, 0, 1500, Ecn::Ect0, 1, &mut rng) == Verdict::Mark).count();
+        let marks = (0..n)
+            .filter(|_| q.admit(0, 20, 0, 1500, Ecn::Ect0, 1, &mut rng) == Verdict::Mark)
+            .count();
         // pb = 0.05; with the count correction marks are uniform over 1/pb: rate ~ 2 pb / (1 + pb) ~ 0.095
         let rate = marks as f64 / n as f64;
         assert!((0.06..0.11).contains(&rate), "rate {rate}");

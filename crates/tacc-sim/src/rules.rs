@@ -24,7 +24,9 @@ impl Match {
             && self.protocol.is_none_or(|v| v == p.protocol)
             && self.sport.is_none_or(|v| v == p.sport)
             && self.dport.is_none_or(|v| v == p.dport)
-            && (self.flags_mask == 0 || p.tcp_flags().is_some_and(|f| f & self.flags_mask == self.flags_value))
+            && (self.flags_mask == 0
+                || p.tcp_flags()
+                    .is_some_and(|f| f & self.flags_mask == self.flags_value))
     }
 }
 
@@ -79,7 +81,8 @@ impl FlowTable {
     /// Removes rules with exactly this match and priority; returns how many.
     pub fn remove(&mut self, m: &Match, priority: u16) -> usize {
         let before = self.rules.len();
-        self.rules.retain(|r| !(r.m == *m && r.priority == priority));
+        self.rules
+            .retain(|r| !(r.m == *m && r.priority == priority));
         before - self.rules.len()
     }
 
@@ -111,14 +114,33 @@ mod tests {
     }
 
     fn rule(m: Match, priority: u16, expires_at: Option<u64>, set_ce: bool) -> Rule {
-        Rule { m, priority, actions: Actions { forward: Forward::Normal, set_ce, copy_to_controller: false }, expires_at, packets: 0, bytes: 0 }
+        Rule {
+            m,
+            priority,
+            actions: Actions {
+                forward: Forward::Normal,
+                set_ce,
+                copy_to_controller: false,
+            },
+            expires_at,
+            packets: 0,
+            bytes: 0,
+        }
     }
 
     #[test]
     fn highest_priority_matching_rule_wins_and_expires_at_its_hard_timeout() {
         let mut t = FlowTable::default();
         t.install(rule(Match::default(), 1, None, false));
-        t.install(rule(Match { src: Some(1), ..Match::default() }, 10, Some(100), true));
+        t.install(rule(
+            Match {
+                src: Some(1),
+                ..Match::default()
+            },
+            10,
+            Some(100),
+            true,
+        ));
         assert!(t.lookup(50, &syn(1)).unwrap().set_ce);
         assert!(!t.lookup(50, &syn(3)).unwrap().set_ce);
         assert!(!t.lookup(100, &syn(1)).unwrap().set_ce, "expired at 100");
@@ -128,11 +150,22 @@ mod tests {
     #[test]
     fn tcp_flag_conditions_select_syns_only() {
         let mut t = FlowTable::default();
-        t.install(rule(Match { flags_mask: tcp_flags::SYN | tcp_flags::ACK, flags_value: tcp_flags::SYN, ..Match::default() }, 5, None, true));
+        t.install(rule(
+            Match {
+                flags_mask: tcp_flags::SYN | tcp_flags::ACK,
+                flags_value: tcp_flags::SYN,
+                ..Match::default()
+            },
+            5,
+            None,
+            true,
+        ));
         assert!(t.lookup(0, &syn(1)).is_some());
         let mut synack = syn(1);
         synack.flags |= tcp_flags::ACK;
         assert!(t.lookup(0, &synack).is_none());
-        assert!(t.lookup(0, &Packet::new(1, 2, ip_proto::UDP, 100)).is_none());
+        assert!(t
+            .lookup(0, &Packet::new(1, 2, ip_proto::UDP, 100))
+            .is_none());
     }
 }

@@ -221,7 +221,10 @@ fn default_nic_limit() -> Size {
 
 impl Default for NicCfg {
     fn default() -> Self {
-        NicCfg { limit: default_nic_limit(), jitter: None }
+        NicCfg {
+            limit: default_nic_limit(),
+            jitter: None,
+        }
     }
 }
 
@@ -466,10 +469,50 @@ impl MechanismCfg {
         match kind {
             MechanismKind::None => &[],
             MechanismKind::StaticRate => &["rate", "vms", "on_shortage", "burst"],
-            MechanismKind::Hygenicc => &[LIMITER[0], LIMITER[1], LIMITER[2], LIMITER[3], "update_interval", "min_rate_fraction", "congestion_timeout", "feedback_timeout", "fast_increase", "slow_increase", "decrease_per_mark", "admission_control"],
-            MechanismKind::SdnGcc => &[LIMITER[0], LIMITER[1], LIMITER[2], LIMITER[3], "update_interval", "min_rate_fraction", "interval", "latency", "split", "keying", "congestion_grace", "scale", "cut_per_mark"],
-            MechanismKind::Sicc => &["interval", "latency", "off_fraction", "on_fraction", "incast_duration", "initial_window"],
-            MechanismKind::SdnEcn => &["interval", "latency", "threshold", "max_fraction", "rule_timeout"],
+            MechanismKind::Hygenicc => &[
+                LIMITER[0],
+                LIMITER[1],
+                LIMITER[2],
+                LIMITER[3],
+                "update_interval",
+                "min_rate_fraction",
+                "congestion_timeout",
+                "feedback_timeout",
+                "fast_increase",
+                "slow_increase",
+                "decrease_per_mark",
+                "admission_control",
+            ],
+            MechanismKind::SdnGcc => &[
+                LIMITER[0],
+                LIMITER[1],
+                LIMITER[2],
+                LIMITER[3],
+                "update_interval",
+                "min_rate_fraction",
+                "interval",
+                "latency",
+                "split",
+                "keying",
+                "congestion_grace",
+                "scale",
+                "cut_per_mark",
+            ],
+            MechanismKind::Sicc => &[
+                "interval",
+                "latency",
+                "off_fraction",
+                "on_fraction",
+                "incast_duration",
+                "initial_window",
+            ],
+            MechanismKind::SdnEcn => &[
+                "interval",
+                "latency",
+                "threshold",
+                "max_fraction",
+                "rule_timeout",
+            ],
             MechanismKind::Rwndq => &["tick", "target_fraction", "base_rtt"],
         }
     }
@@ -492,7 +535,37 @@ impl MechanismCfg {
 }
 
 const KEYS: [&str; 31] = [
-    "rate", "vms", "weights", "on_shortage", "burst", "idle_timeout", "update_interval", "min_rate_fraction", "congestion_timeout", "feedback_timeout", "fast_increase", "slow_increase", "decrease_per_mark", "admission_control", "interval", "latency", "split", "keying", "congestion_grace", "scale", "cut_per_mark", "off_fraction", "on_fraction", "incast_duration", "initial_window", "threshold", "max_fraction", "rule_timeout", "tick", "target_fraction", "base_rtt",
+    "rate",
+    "vms",
+    "weights",
+    "on_shortage",
+    "burst",
+    "idle_timeout",
+    "update_interval",
+    "min_rate_fraction",
+    "congestion_timeout",
+    "feedback_timeout",
+    "fast_increase",
+    "slow_increase",
+    "decrease_per_mark",
+    "admission_control",
+    "interval",
+    "latency",
+    "split",
+    "keying",
+    "congestion_grace",
+    "scale",
+    "cut_per_mark",
+    "off_fraction",
+    "on_fraction",
+    "incast_duration",
+    "initial_window",
+    "threshold",
+    "max_fraction",
+    "rule_timeout",
+    "tick",
+    "target_fraction",
+    "base_rtt",
 ];
 
 #[derive(Deserialize, Debug, Clone)]
@@ -519,7 +592,11 @@ fn default_switches() -> HostSet {
 
 impl Default for OutputCfg {
     fn default() -> Self {
-        OutputCfg { goodput_bin: default_bin(), queue_sample: default_sample(), ports: default_switches() }
+        OutputCfg {
+            goodput_bin: default_bin(),
+            queue_sample: default_sample(),
+            ports: default_switches(),
+        }
     }
 }
 
@@ -536,10 +613,21 @@ pub struct Loaded {
 impl Loaded {
     /// An error about `path` (e.g. "flows[2].src"), located in the file or in a --set.
     pub fn error(&self, path: &str, message: impl Into<String>) -> ScenarioError {
-        let from_set = self.sets.iter().any(|s| path.starts_with(s.as_str()) || s.starts_with(path));
+        let from_set = self
+            .sets
+            .iter()
+            .any(|s| path.starts_with(s.as_str()) || s.starts_with(path));
         ScenarioError {
-            file: if from_set { format!("{} (--set)", self.file) } else { self.file.clone() },
-            line: if from_set { None } else { locate(&self.text, path) },
+            file: if from_set {
+                format!("{} (--set)", self.file)
+            } else {
+                self.file.clone()
+            },
+            line: if from_set {
+                None
+            } else {
+                locate(&self.text, path)
+            },
             field: path.to_string(),
             message: message.into(),
         }
@@ -559,8 +647,19 @@ pub fn locate(text: &str, path: &str) -> Option<usize> {
     let (header, index) = match tables.last() {
         Some(t) => {
             let name = t.split('[').next().unwrap_or(t);
-            let idx = t.split('[').nth(1).and_then(|s| s.trim_end_matches(']').parse::<usize>().ok());
-            (tables[..tables.len() - 1].iter().map(|s| s.split('[').next().unwrap_or(s)).chain([name]).collect::<Vec<_>>().join("."), idx)
+            let idx = t
+                .split('[')
+                .nth(1)
+                .and_then(|s| s.trim_end_matches(']').parse::<usize>().ok());
+            (
+                tables[..tables.len() - 1]
+                    .iter()
+                    .map(|s| s.split('[').next().unwrap_or(s))
+                    .chain([name])
+                    .collect::<Vec<_>>()
+                    .join("."),
+                idx,
+            )
         }
         None => (String::new(), None),
     };
@@ -608,7 +707,11 @@ fn apply_set(root: &mut toml::Table, path: &str, raw: &str) -> Result<(), String
             return Err("empty key in path".into());
         }
         let idx = match seg.split_once('[') {
-            Some((_, rest)) => Some(rest.trim_end_matches(']').parse::<usize>().map_err(|_| format!("bad index in {seg:?}"))?),
+            Some((_, rest)) => Some(
+                rest.trim_end_matches(']')
+                    .parse::<usize>()
+                    .map_err(|_| format!("bad index in {seg:?}"))?,
+            ),
             None => None,
         };
         parts.push((name, idx));
@@ -620,10 +723,14 @@ fn apply_set(root: &mut toml::Table, path: &str, raw: &str) -> Result<(), String
             cur.insert(name.clone(), value);
             return Ok(());
         }
-        let entry = cur.entry(name.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        let entry = cur
+            .entry(name.clone())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
         let target = match idx {
             Some(k) => match entry {
-                toml::Value::Array(a) => a.get_mut(*k).ok_or_else(|| format!("{name} has no element {k}"))?,
+                toml::Value::Array(a) => a
+                    .get_mut(*k)
+                    .ok_or_else(|| format!("{name} has no element {k}"))?,
                 _ => return Err(format!("{name} is not a list")),
             },
             None => entry,
@@ -642,37 +749,56 @@ fn apply_set(root: &mut toml::Table, path: &str, raw: &str) -> Result<(), String
 
 /// Parses scenario text strictly and applies `--set key=value` overrides.
 pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Result<Loaded, ScenarioError> {
-    let err = |line, field: &str, message: String| ScenarioError { file: file.to_string(), line, field: field.to_string(), message };
+    let err = |line, field: &str, message: String| ScenarioError {
+        file: file.to_string(),
+        line,
+        field: field.to_string(),
+        message,
+    };
     let mut table: toml::Table = toml::from_str(text).map_err(|e| {
         let line = e.span().map(|s| line_of(text, s.start));
         err(line, "", e.message().to_string())
     })?;
     for (k, v) in sets {
-        apply_set(&mut table, k, v).map_err(|m| err(None, k, format!("cannot apply --set: {m}")))?;
+        apply_set(&mut table, k, v)
+            .map_err(|m| err(None, k, format!("cannot apply --set: {m}")))?;
     }
     let loaded_sets: Vec<String> = sets.iter().map(|(k, _)| k.clone()).collect();
-    let scenario: Scenario = serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-        let path = e.path().to_string();
-        let mut message = e.inner().to_string();
-        if let Some(i) = message.find("\nin `") {
-            message.truncate(i);
-        }
-        let message = message.replace('\n', " ");
-        let tmp = Loaded { scenario: placeholder(), file: file.to_string(), text: text.to_string(), sets: loaded_sets.clone() };
-        let path = if path == "." { String::new() } else { path };
-        let mut e = tmp.error(&path, message);
-        if e.line.is_none() && !e.file.ends_with("(--set)") {
-            e.line = unknown_key_line(text, &e.message);
-        }
-        e
-    })?;
-    Ok(Loaded { scenario, file: file.to_string(), text: text.to_string(), sets: loaded_sets })
+    let scenario: Scenario =
+        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
+            let path = e.path().to_string();
+            let mut message = e.inner().to_string();
+            if let Some(i) = message.find("\nin `") {
+                message.truncate(i);
+            }
+            let message = message.replace('\n', " ");
+            let tmp = Loaded {
+                scenario: placeholder(),
+                file: file.to_string(),
+                text: text.to_string(),
+                sets: loaded_sets.clone(),
+            };
+            let path = if path == "." { String::new() } else { path };
+            let mut e = tmp.error(&path, message);
+            if e.line.is_none() && !e.file.ends_with("(--set)") {
+                e.line = unknown_key_line(text, &e.message);
+            }
+            e
+        })?;
+    Ok(Loaded {
+        scenario,
+        file: file.to_string(),
+        text: text.to_string(),
+        sets: loaded_sets,
+    })
 }
 
 /// For "unknown field `x`" errors at the top level, the line where `x` is written.
 fn unknown_key_line(text: &str, message: &str) -> Option<usize> {
     let key = message.split('`').nth(1)?;
-    text.lines().position(|l| l.split('=').next().map(str::trim) == Some(key)).map(|n| n + 1)
+    text.lines()
+        .position(|l| l.split('=').next().map(str::trim) == Some(key))
+        .map(|n| n + 1)
 }
 
 fn placeholder() -> Scenario {
@@ -681,7 +807,12 @@ fn placeholder() -> Scenario {
         description: None,
         duration: Duration(0),
         seed: 1,
-        topology: Topology::Explicit { hosts: vec![], switches: vec![], links: vec![], vms_per_host: 1 },
+        topology: Topology::Explicit {
+            hosts: vec![],
+            switches: vec![],
+            links: vec![],
+            vms_per_host: 1,
+        },
         queue: QueueCfg::default(),
         nic: NicCfg::default(),
         tcp: TcpCfg::default(),
@@ -705,7 +836,11 @@ mod tests {
         let e = parse(OK, "x.toml", &[]).err().unwrap();
         assert_eq!(e.line, Some(17));
         assert_eq!(e.field, "flows[1].rate");
-        assert!(e.to_string().starts_with("x.toml:17: flows[1].rate: expected a rate"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("x.toml:17: flows[1].rate: expected a rate"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -721,7 +856,10 @@ mod tests {
 
     #[test]
     fn set_overrides_a_nested_value() {
-        let sets = vec![("flows[1].rate".to_string(), "\"2Gbps\"".to_string()), ("duration".to_string(), "5s".to_string())];
+        let sets = vec![
+            ("flows[1].rate".to_string(), "\"2Gbps\"".to_string()),
+            ("duration".to_string(), "5s".to_string()),
+        ];
         let l = parse(OK, "x.toml", &sets).unwrap();
         assert_eq!(l.scenario.flows[1].rate, Some(Rate(2_000_000_000)));
         assert_eq!(l.scenario.duration, Duration(5_000_000_000));
@@ -729,7 +867,9 @@ mod tests {
 
     #[test]
     fn malformed_toml_reports_its_line() {
-        let e = parse("duration = \"1s\"\nname = 'x\n", "x.toml", &[]).err().unwrap();
+        let e = parse("duration = \"1s\"\nname = 'x\n", "x.toml", &[])
+            .err()
+            .unwrap();
         assert_eq!(e.line, Some(2));
     }
 }

@@ -145,7 +145,11 @@ impl Sim {
 
     pub fn schedule(&mut self, at: u64, kind: EvKind) {
         self.seq += 1;
-        self.heap.push(Ev { at, seq: self.seq, kind });
+        self.heap.push(Ev {
+            at,
+            seq: self.seq,
+            kind,
+        });
     }
 
     /// Runs to the end; `progress(now, end)` is called every 2^20 events.
@@ -243,7 +247,15 @@ impl Sim {
         };
         let backlog = p.queue.len() as u64;
         let pkt_time = Self::ser_time(p.rate_bps, 1500);
-        let verdict = p.qdisc.admit(now, backlog, p.queue_bytes, len, ecn, pkt_time, &mut self.m.rng);
+        let verdict = p.qdisc.admit(
+            now,
+            backlog,
+            p.queue_bytes,
+            len,
+            ecn,
+            pkt_time,
+            &mut self.m.rng,
+        );
         match verdict {
             Verdict::DropOverflow | Verdict::DropAqm => {
                 if verdict == Verdict::DropOverflow {
@@ -290,7 +302,10 @@ impl Sim {
         let p = &mut self.m.ports[port as usize];
         let backlog = p.queue.len() as u64;
         p.stats.advance(now, backlog);
-        let id = p.queue.pop_front().expect("a transmitting port has a head packet");
+        let id = p
+            .queue
+            .pop_front()
+            .expect("a transmitting port has a head packet");
         let len = self.pkts.get(id).len as u64;
         p.queue_bytes -= len;
         p.stats.tx_bytes += len;
@@ -318,11 +333,17 @@ impl Sim {
     }
 
     fn host_ingress(&mut self, mut pkt: Packet) {
-        debug_assert!(pkt.tcp_checksum_ok(), "TCP checksum broken in flight: {pkt:?}");
+        debug_assert!(
+            pkt.tcp_checksum_ok(),
+            "TCP checksum broken in flight: {pkt:?}"
+        );
         if let Some(h) = self.m.host_of_ip(pkt.dst) {
             let now = self.now;
             let action = self.m.shims[h as usize].shim.on_ingress(now, &mut pkt);
-            debug_assert!(pkt.tcp_checksum_ok(), "a shim rewrite broke the TCP checksum: {pkt:?}");
+            debug_assert!(
+                pkt.tcp_checksum_ok(),
+                "a shim rewrite broke the TCP checksum: {pkt:?}"
+            );
             self.shim_transmit(h);
             if let IngressAction::Consume = action {
                 return;
@@ -530,13 +551,30 @@ impl Sim {
         if let Some(r) = &mut self.m.switch_mech[s as usize].rwndq {
             r.on_ack(self.pkts.get_mut(id));
         }
-        if matches!(self.m.control.app, Some(CtrlApp::SdnGcc(_))) && matches!(self.m.ports[in_port as usize].from, NodeRef::Host(_)) {
+        if matches!(self.m.control.app, Some(CtrlApp::SdnGcc(_)))
+            && matches!(self.m.ports[in_port as usize].from, NodeRef::Host(_))
+        {
             // Reactive forwarding: the first packet of a new (src, dst) pair at its first-hop
             // switch goes to the controller.
             let p = self.pkts.get(id);
-            if self.m.control.seen_pairs.insert((s, p.src, p.dst)) {
+            let mut key = FlowKey::of(p);
+            if !self.m.control.per_path {
+                key = FlowKey {
+                    src: p.src,
+                    dst: p.dst,
+                    src_port: 0,
+                    dst_port: 0,
+                    protocol: 0,
+                };
+            }
+            if self.m.control.seen.insert((s, key)) {
                 let pkt = Box::new(p.clone());
-                self.ctrl_send(Msg::PacketIn { switch: s, in_port, out_port: u32::MAX, pkt });
+                self.ctrl_send(Msg::PacketIn {
+                    switch: s,
+                    in_port,
+                    out_port: u32::MAX,
+                    pkt,
+                });
             }
         }
         let mut out = None;
@@ -560,30 +598,21 @@ impl Sim {
                 }
             }
         }
-        let out = match out {
-            Some(p) => p,
-            None => {
-                let dst = self.pkts.get(id).dst;
-                let choices: &[u32] = match self.m.host_of_ip(dst) {
-                    Some(h) => &self.m.routes[s as usize][h as usize],
-                    None => &[],
-                };
-                match choices.len() {
-                    0 => {
-                        self.cons.dropped += 1;
-                        self.pkts.free(id);
-                        return;
-                    }
-                    1 => choices[0],
-                    n => choices[(self.pkts.get(id).flow_hash(self.m.switch_salt[s as usize]) % n as u64) as usize],
-                }
-            }
+        let Some(out) = out.or_else(|| self.m.route(s, self.pkts.get(id))) else {
+            self.cons.dropped += 1;
+            self.pkts.free(id);
+            return;
         };
         if copy {
             let pkt = Box::new(self.pkts.get(id).clone());
             self.packet_ins.push((now, s, in_port, (*pkt).clone()));
             if self.m.control.app.is_some() {
-                self.ctrl_send(Msg::PacketIn { switch: s, in_port, out_port: out, pkt });
+                self.ctrl_send(Msg::PacketIn {
+                    switch: s,
+                    in_port,
+                    out_port: out,
+                    pkt,
+                });
             }
         }
         let sm = &mut self.m.switch_mech[s as usize];
@@ -624,9 +653,23 @@ impl Sim {
         let now = self.now;
         let mut out = Vec::new();
         match &mut self.m.control.app {
-            Some(CtrlApp::SdnGcc(c)) => out.extend(c.on_timer(now).into_iter().map(|r| Msg::PortStatsRequest { switch: r.switch, port: r.port })),
-            Some(CtrlApp::Sicc(c)) => out.extend(c.on_timer(now).into_iter().map(|r| Msg::QueueRequest { switch: r.switch, port: r.port })),
-            Some(CtrlApp::SdnEcn(c)) => out.extend(c.on_timer(now).into_iter().map(|r| Msg::StatsRequest { switch: r.switch })),
+            Some(CtrlApp::SdnGcc(c)) => {
+                out.extend(c.on_timer(now).into_iter().map(|r| Msg::PortStatsRequest {
+                    switch: r.switch,
+                    port: r.port,
+                }))
+            }
+            Some(CtrlApp::Sicc(c)) => {
+                out.extend(c.on_timer(now).into_iter().map(|r| Msg::QueueRequest {
+                    switch: r.switch,
+                    port: r.port,
+                }))
+            }
+            Some(CtrlApp::SdnEcn(c)) => out.extend(
+                c.on_timer(now)
+                    .into_iter()
+                    .map(|r| Msg::StatsRequest { switch: r.switch }),
+            ),
             None => {}
         }
         for m in out {
@@ -637,25 +680,69 @@ impl Sim {
 
     fn ctrl_deliver(&mut self) {
         let now = self.now;
-        let Some((at, msg)) = self.m.control.inflight.pop_front() else { return };
+        let Some((at, msg)) = self.m.control.inflight.pop_front() else {
+            return;
+        };
         debug_assert_eq!(at, now, "control messages are delivered in order");
         let mut replies = Vec::new();
         match msg {
             // --- at a switch: answer with the counters as they are now
-            Msg::PortStatsRequest { switch, port } => replies.push(Msg::PortStats { switch, port, marks: self.m.ports[port as usize].stats.marked }),
-            Msg::QueueRequest { switch, port } => replies.push(Msg::QueueLength { switch, port, pkts: self.m.ports[port as usize].queue.len() as u32 }),
+            Msg::PortStatsRequest { switch, port } => replies.push(Msg::PortStats {
+                switch,
+                port,
+                marks: self.m.ports[port as usize].stats.marked,
+            }),
+            Msg::QueueRequest { switch, port } => replies.push(Msg::QueueLength {
+                switch,
+                port,
+                pkts: self.m.ports[port as usize].queue.len() as u32,
+            }),
             Msg::StatsRequest { switch } => {
-                let ports = self.m.ports.iter().enumerate().filter(|(_, p)| p.from == NodeRef::Switch(switch)).map(|(i, p)| tacc_mech::sdn_ecn::PortSample { switch, port: i as u32, tx_bytes: p.stats.tx_bytes }).collect();
-                let mut flows: Vec<_> = self.m.switch_mech[switch as usize].flow_bytes.iter().flatten().map(|(&(port, key), &bytes)| tacc_mech::sdn_ecn::FlowSample { switch, port, key, bytes }).collect();
+                let ports = self
+                    .m
+                    .ports
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, p)| p.from == NodeRef::Switch(switch))
+                    .map(|(i, p)| tacc_mech::sdn_ecn::PortSample {
+                        switch,
+                        port: i as u32,
+                        tx_bytes: p.stats.tx_bytes,
+                    })
+                    .collect();
+                let mut flows: Vec<_> = self.m.switch_mech[switch as usize]
+                    .flow_bytes
+                    .iter()
+                    .flatten()
+                    .map(|(&(port, key), &bytes)| tacc_mech::sdn_ecn::FlowSample {
+                        switch,
+                        port,
+                        key,
+                        bytes,
+                    })
+                    .collect();
                 flows.sort_by_key(|f| (f.port, f.key));
-                replies.push(Msg::SwitchStats { switch, ports, flows });
+                replies.push(Msg::SwitchStats {
+                    switch,
+                    ports,
+                    flows,
+                });
             }
-            Msg::InstallRule { switch, mut rule, timeout } => {
+            Msg::InstallRule {
+                switch,
+                mut rule,
+                timeout,
+            } => {
                 rule.expires_at = timeout.map(|t| now + t);
                 self.m.tables[switch as usize].install(rule);
             }
             // --- at a host's shim
-            Msg::Notify { host, vm, from_dst, marks } => {
+            Msg::Notify {
+                host,
+                vm,
+                from_dst,
+                marks,
+            } => {
                 if let mechanism::Shim::SdnGcc(s) = &mut self.m.shims[host as usize].shim {
                     s.on_notification(now, vm, from_dst, marks);
                 }
@@ -668,22 +755,57 @@ impl Sim {
                 self.sync_shim_timer(host);
             }
             // --- at the controller
-            Msg::PacketIn { switch, in_port, out_port, pkt } => match &mut self.m.control.app {
-                Some(CtrlApp::SdnGcc(c)) => c.on_packet_in(now, switch, in_port, pkt.src, pkt.dst),
-                Some(CtrlApp::Sicc(c)) => {
-                    if pkt.flags & tcp_flags::SYN != 0 && pkt.flags & tcp_flags::ACK == 0 {
-                        c.on_syn(now, switch, out_port, pkt.src, pkt.dst, pkt.mss.unwrap_or(1460), pkt.wscale.unwrap_or(0));
-                    } else if pkt.flags & tcp_flags::FIN != 0 {
-                        c.on_fin(now, switch, out_port, pkt.src, pkt.dst);
+            Msg::PacketIn {
+                switch,
+                in_port,
+                out_port,
+                pkt,
+            } => {
+                // A controller that knows every switch's ECMP hash can follow the flow's path.
+                let hops = if self.m.control.per_path {
+                    self.m.path_of(switch, &pkt)
+                } else {
+                    Vec::new()
+                };
+                match &mut self.m.control.app {
+                    Some(CtrlApp::SdnGcc(c)) => {
+                        c.on_packet_in(now, switch, in_port, pkt.src, pkt.dst);
+                        if !hops.is_empty() {
+                            c.register_path(pkt.src, FlowKey::of(&*pkt).id(), &hops);
+                        }
                     }
+                    Some(CtrlApp::Sicc(c)) => {
+                        if pkt.flags & tcp_flags::SYN != 0 && pkt.flags & tcp_flags::ACK == 0 {
+                            c.on_syn(
+                                now,
+                                switch,
+                                out_port,
+                                pkt.src,
+                                pkt.dst,
+                                pkt.mss.unwrap_or(1460),
+                                pkt.wscale.unwrap_or(0),
+                            );
+                        } else if pkt.flags & tcp_flags::FIN != 0 {
+                            c.on_fin(now, switch, out_port, pkt.src, pkt.dst);
+                        }
+                    }
+                    _ => {}
                 }
-                _ => {}
-            },
-            Msg::PortStats { switch, port, marks } => {
+            }
+            Msg::PortStats {
+                switch,
+                port,
+                marks,
+            } => {
                 if let Some(CtrlApp::SdnGcc(c)) = &mut self.m.control.app {
                     for n in c.on_port_stats(now, switch, port, marks) {
                         if let Some(host) = self.m.host_of_ip(n.to_src) {
-                            replies.push(Msg::Notify { host, vm: n.to_src, from_dst: n.from_dst, marks: n.marks });
+                            replies.push(Msg::Notify {
+                                host,
+                                vm: n.to_src,
+                                from_dst: n.from_dst,
+                                marks: n.marks,
+                            });
                         }
                     }
                 }
@@ -692,7 +814,8 @@ impl Sim {
                 if let Some(CtrlApp::Sicc(c)) = &mut self.m.control.app {
                     for m in c.on_queue_sample(now, switch, port, pkts) {
                         let src = match m {
-                            tacc_mech::sicc::SiccMessage::IncastOn { src, .. } | tacc_mech::sicc::SiccMessage::IncastOff { src, .. } => src,
+                            tacc_mech::sicc::SiccMessage::IncastOn { src, .. }
+                            | tacc_mech::sicc::SiccMessage::IncastOff { src, .. } => src,
                         };
                         if let Some(host) = self.m.host_of_ip(src) {
                             replies.push(Msg::Sicc { host, msg: m });
@@ -700,11 +823,19 @@ impl Sim {
                     }
                 }
             }
-            Msg::SwitchStats { switch: _, ports, flows } => {
+            Msg::SwitchStats {
+                switch: _,
+                ports,
+                flows,
+            } => {
                 if let Some(CtrlApp::SdnEcn(c)) = &mut self.m.control.app {
                     for r in c.on_probe(now, &ports, &flows) {
                         let (rule, timeout) = mechanism::mark_rule(&r);
-                        replies.push(Msg::InstallRule { switch: r.switch, rule, timeout: Some(timeout) });
+                        replies.push(Msg::InstallRule {
+                            switch: r.switch,
+                            rule,
+                            timeout: Some(timeout),
+                        });
                     }
                 }
             }
@@ -793,7 +924,10 @@ impl Sim {
         // and one of them would win every free slot.
         let period = Self::ser_time(udp.rate_bps, size) as f64;
         let gap = (period * (0.9 + 0.2 * self.m.rng.uniform())).round() as u64;
-        let (src, dst) = (self.m.vms[flow.src_vm as usize].ip, self.m.vms[flow.dst_vm as usize].ip);
+        let (src, dst) = (
+            self.m.vms[flow.src_vm as usize].ip,
+            self.m.vms[flow.dst_vm as usize].ip,
+        );
         let mut p = Packet::new(src, dst, ip_proto::UDP, size);
         p.sport = flow.sport;
         p.dport = flow.dport;
@@ -807,29 +941,52 @@ impl Sim {
 
     fn incast_epoch(&mut self, a: u32) {
         let now = self.now;
-        let App::Incast(inc) = &mut self.m.apps[a as usize] else { return };
+        let App::Incast(inc) = &mut self.m.apps[a as usize] else {
+            return;
+        };
         if inc.epoch >= inc.epochs {
             return;
         }
         let epoch = inc.epoch;
         inc.epoch += 1;
         inc.outstanding = inc.workers.len() as u32;
-        let (workers, agg, bytes, jitter, name) = (inc.workers.clone(), inc.aggregator, inc.bytes, inc.jitter, inc.name.clone());
+        let (workers, agg, bytes, jitter, name) = (
+            inc.workers.clone(),
+            inc.aggregator,
+            inc.bytes,
+            inc.jitter,
+            inc.name.clone(),
+        );
         let tcp = inc.tcp.clone();
         if let Some(iv) = inc.interval {
             let next = inc.start + iv * (epoch as u64 + 1);
             self.schedule(next, EvKind::IncastEpoch(a));
         }
         for (w, &vm) in workers.iter().enumerate() {
-            let delay = if jitter > 0 { self.m.rng.exponential(jitter as f64) as u64 } else { 0 };
-            let f = self.m.add_tcp_flow(format!("{name}.{w}.{epoch}"), name.clone(), vm, agg, now + delay, Some(bytes), tcp.clone(), Some(a));
+            let delay = if jitter > 0 {
+                self.m.rng.exponential(jitter as f64) as u64
+            } else {
+                0
+            };
+            let f = self.m.add_tcp_flow(
+                format!("{name}.{w}.{epoch}"),
+                name.clone(),
+                vm,
+                agg,
+                now + delay,
+                Some(bytes),
+                tcp.clone(),
+                Some(a),
+            );
             self.schedule(now + delay, EvKind::FlowStart(f));
         }
     }
 
     fn incast_flow_done(&mut self, a: u32) {
         let now = self.now;
-        let App::Incast(inc) = &mut self.m.apps[a as usize] else { return };
+        let App::Incast(inc) = &mut self.m.apps[a as usize] else {
+            return;
+        };
         inc.outstanding = inc.outstanding.saturating_sub(1);
         if inc.outstanding == 0 && inc.interval.is_none() {
             self.schedule(now, EvKind::IncastEpoch(a));
@@ -838,7 +995,9 @@ impl Sim {
 
     fn traffic_arrival(&mut self, a: u32) {
         let now = self.now;
-        let App::Traffic(t) = &mut self.m.apps[a as usize] else { return };
+        let App::Traffic(t) = &mut self.m.apps[a as usize] else {
+            return;
+        };
         if t.stop.is_some_and(|s| now >= s) {
             return;
         }
@@ -854,7 +1013,16 @@ impl Sim {
         let gap = self.m.rng.exponential(t.mean_gap_ns) as u64;
         let (name, k, tcp) = (t.name.clone(), t.count, t.tcp.clone());
         t.count += 1;
-        let f = self.m.add_tcp_flow(format!("{name}.{k}"), name, src, dst, now, Some(size), tcp, None);
+        let f = self.m.add_tcp_flow(
+            format!("{name}.{k}"),
+            name,
+            src,
+            dst,
+            now,
+            Some(size),
+            tcp,
+            None,
+        );
         self.flow_start(f);
         self.schedule(now + gap.max(1), EvKind::TrafficArrival(a));
     }
@@ -871,7 +1039,8 @@ impl Sim {
         }
         for &p in &self.m.sampled_ports {
             let port = &self.m.ports[p as usize];
-            self.queue_samples.push((now, p, port.queue.len() as u32, port.queue_bytes));
+            self.queue_samples
+                .push((now, p, port.queue.len() as u32, port.queue_bytes));
         }
         let next = now + self.m.queue_sample;
         self.schedule(next, EvKind::Sample);
@@ -881,4 +1050,3 @@ impl Sim {
         self.pkts.live()
     }
 }
-

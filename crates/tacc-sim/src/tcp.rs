@@ -160,7 +160,14 @@ pub struct TcpEndpoint {
 }
 
 impl TcpEndpoint {
-    fn new(cfg: TcpConfig, state: State, local: (u32, u16), remote: (u32, u16), peer_ep: u32, iss: u32) -> TcpEndpoint {
+    fn new(
+        cfg: TcpConfig,
+        state: State,
+        local: (u32, u16),
+        remote: (u32, u16),
+        peer_ep: u32,
+        iss: u32,
+    ) -> TcpEndpoint {
         let mss = cfg.mss as f64;
         let mut rcv_wscale = 0u8;
         while (cfg.rcv_buf >> rcv_wscale) > 65535 && rcv_wscale < 14 {
@@ -169,7 +176,11 @@ impl TcpEndpoint {
         let cc = Cc::new(cfg.cc, cfg.dctcp_g);
         let rto = cfg.rto_init;
         TcpEndpoint {
-            win: Window { cwnd: cfg.init_cwnd as f64 * mss, ssthresh: f64::INFINITY, mss },
+            win: Window {
+                cwnd: cfg.init_cwnd as f64 * mss,
+                ssthresh: f64::INFINITY,
+                mss,
+            },
             cfg,
             state,
             local,
@@ -217,12 +228,24 @@ impl TcpEndpoint {
     }
 
     /// The active opener; call [`connect`](Self::connect) to send the SYN.
-    pub fn client(cfg: TcpConfig, local: (u32, u16), remote: (u32, u16), peer_ep: u32, iss: u32) -> TcpEndpoint {
+    pub fn client(
+        cfg: TcpConfig,
+        local: (u32, u16),
+        remote: (u32, u16),
+        peer_ep: u32,
+        iss: u32,
+    ) -> TcpEndpoint {
         TcpEndpoint::new(cfg, State::Closed, local, remote, peer_ep, iss)
     }
 
     /// The passive side, waiting for a SYN.
-    pub fn server(cfg: TcpConfig, local: (u32, u16), remote: (u32, u16), peer_ep: u32, iss: u32) -> TcpEndpoint {
+    pub fn server(
+        cfg: TcpConfig,
+        local: (u32, u16),
+        remote: (u32, u16),
+        peer_ep: u32,
+        iss: u32,
+    ) -> TcpEndpoint {
         TcpEndpoint::new(cfg, State::Listen, local, remote, peer_ep, iss)
     }
 
@@ -282,7 +305,8 @@ impl TcpEndpoint {
     }
 
     fn ack_field(&self) -> u32 {
-        self.irs.wrapping_add((1 + self.rcv_nxt + self.fin_consumed as u64) as u32)
+        self.irs
+            .wrapping_add((1 + self.rcv_nxt + self.fin_consumed as u64) as u32)
     }
 
     fn adv_window(&self) -> u16 {
@@ -292,7 +316,12 @@ impl TcpEndpoint {
     }
 
     fn segment(&self, now: u64, flags: u8, off: u64, payload: u32) -> Packet {
-        let mut p = Packet::new(self.local.0, self.remote.0, ip_proto::TCP, IP_HEADER + TCP_HEADER + payload);
+        let mut p = Packet::new(
+            self.local.0,
+            self.remote.0,
+            ip_proto::TCP,
+            IP_HEADER + TCP_HEADER + payload,
+        );
         p.sport = self.local.1;
         p.dport = self.remote.1;
         p.seq = self.seq_of(off);
@@ -309,7 +338,11 @@ impl TcpEndpoint {
         }
         if flags & F::ACK != 0 {
             p.ack = self.ack_field();
-            let echo = if self.cc.kind() == CcKind::Dctcp { self.dctcp_ce } else { self.ece_latch };
+            let echo = if self.cc.kind() == CcKind::Dctcp {
+                self.dctcp_ce
+            } else {
+                self.ece_latch
+            };
             if self.ecn_ok && echo && flags & F::SYN == 0 {
                 p.flags |= F::ECE;
             }
@@ -326,11 +359,14 @@ impl TcpEndpoint {
         let base = self.irs.wrapping_add(1);
         let push = |s: &mut Sack, (a, b): (u64, u64)| {
             if (s.len as usize) < s.blocks.len() {
-                s.blocks[s.len as usize] = (base.wrapping_add(a as u32), base.wrapping_add(b as u32));
+                s.blocks[s.len as usize] =
+                    (base.wrapping_add(a as u32), base.wrapping_add(b as u32));
                 s.len += 1;
             }
         };
-        let first = self.last_ooo.and_then(|(a, _)| self.ooo.iter().copied().find(|r| r.0 <= a && a < r.1));
+        let first = self
+            .last_ooo
+            .and_then(|(a, _)| self.ooo.iter().copied().find(|r| r.0 <= a && a < r.1));
         if let Some(r) = first {
             push(&mut s, r);
         }
@@ -484,7 +520,11 @@ impl TcpEndpoint {
                 if in_pipe(s.flags) {
                     self.pipe -= s.len as u64;
                 }
-                sample = if s.flags & RETRANS == 0 { Some(now - s.sent_at) } else { None };
+                sample = if s.flags & RETRANS == 0 {
+                    Some(now - s.sent_at)
+                } else {
+                    None
+                };
             }
             self.una = acked_to;
             if let Some(r) = sample {
@@ -510,7 +550,10 @@ impl TcpEndpoint {
         } else {
             self.cc.on_ack_ecn(0, ece, self.una, self.nxt);
             let outstanding = self.una < self.nxt;
-            if outstanding && p.payload == 0 && (newly_sacked > 0 || (!self.sack_ok && !window_changed)) {
+            if outstanding
+                && p.payload == 0
+                && (newly_sacked > 0 || (!self.sack_ok && !window_changed))
+            {
                 self.dupacks += 1;
             }
         }
@@ -520,7 +563,8 @@ impl TcpEndpoint {
 
         if ece && !self.in_recovery && self.una >= self.ecn_reduce_end && self.una < self.nxt + 1 {
             let flight = self.nxt - self.una;
-            self.cc.on_congestion(&mut self.win, Congestion::Ecn, flight);
+            self.cc
+                .on_congestion(&mut self.win, Congestion::Ecn, flight);
             self.ecn_reduce_end = self.nxt.max(self.una + 1);
             self.cwr_pending = true;
             self.stats.ecn_reductions += 1;
@@ -577,7 +621,8 @@ impl TcpEndpoint {
 
     fn enter_recovery(&mut self) {
         let flight = self.nxt - self.una;
-        self.cc.on_congestion(&mut self.win, Congestion::Loss, flight);
+        self.cc
+            .on_congestion(&mut self.win, Congestion::Loss, flight);
         self.in_recovery = true;
         self.recover = self.nxt;
         self.stats.fast_retransmits += 1;
@@ -709,7 +754,8 @@ impl TcpEndpoint {
         }
         self.stats.timeouts += 1;
         let flight = self.nxt - self.una;
-        self.cc.on_congestion(&mut self.win, Congestion::Timeout, flight);
+        self.cc
+            .on_congestion(&mut self.win, Congestion::Timeout, flight);
         self.in_recovery = false;
         self.recover = self.nxt;
         self.ecn_reduce_end = self.nxt;
@@ -760,12 +806,18 @@ impl TcpEndpoint {
         let mut sent_any = false;
         let mut budget = budget;
         while budget > 0 {
-            let Some(seg) = self.next_segment() else { break };
+            let Some(seg) = self.next_segment() else {
+                break;
+            };
             self.emit(now, seg, out);
             sent_any = true;
             budget -= 1;
         }
-        if self.close_requested && !self.fin_sent && self.nxt >= self.app_limit && (self.una == self.nxt || self.nxt == self.app_limit) {
+        if self.close_requested
+            && !self.fin_sent
+            && self.nxt >= self.app_limit
+            && (self.una == self.nxt || self.nxt == self.app_limit)
+        {
             self.fin_sent = true;
             let p = self.segment(now, F::FIN | F::ACK, 1 + self.nxt, 0);
             self.after_send(now);
@@ -808,7 +860,11 @@ impl TcpEndpoint {
         if self.pipe >= cwnd {
             return None;
         }
-        if let Some(i) = self.segs.iter().position(|s| s.flags & (LOST | RETRANS | SACKED) == LOST) {
+        if let Some(i) = self
+            .segs
+            .iter()
+            .position(|s| s.flags & (LOST | RETRANS | SACKED) == LOST)
+        {
             let s = &self.segs[i];
             if self.pipe + s.len as u64 <= cwnd || self.pipe == 0 {
                 return Some((s.start, s.len, true));
@@ -838,7 +894,12 @@ impl TcpEndpoint {
         Some((self.nxt, len as u32, false))
     }
 
-    fn emit(&mut self, now: u64, (start, len, retx): (u64, u32, bool), out: &mut impl FnMut(Packet)) {
+    fn emit(
+        &mut self,
+        now: u64,
+        (start, len, retx): (u64, u32, bool),
+        out: &mut impl FnMut(Packet),
+    ) {
         let mut flags = F::ACK;
         if !retx && self.cwr_pending {
             flags |= F::CWR;
@@ -851,13 +912,20 @@ impl TcpEndpoint {
             p.ecn = Ecn::Ect0;
         }
         if retx {
-            let i = self.seg_index(start).expect("retransmitted segment is on the scoreboard");
+            let i = self
+                .seg_index(start)
+                .expect("retransmitted segment is on the scoreboard");
             let f = self.segs[i].flags;
             self.set_flags(i, f | RETRANS);
             self.segs[i].sent_at = now;
             self.stats.retransmits += 1;
         } else {
-            self.segs.push_back(Seg { start, len, sent_at: now, flags: 0 });
+            self.segs.push_back(Seg {
+                start,
+                len,
+                sent_at: now,
+                flags: 0,
+            });
             self.pipe += len as u64;
             self.nxt = start + len as u64;
         }
@@ -896,17 +964,30 @@ mod tests {
             a.send(bytes);
             a.close();
             a.connect(0);
-            Pair { a, b, now: 0, wire: VecDeque::new(), delay: 50_000 }
+            Pair {
+                a,
+                b,
+                now: 0,
+                wire: VecDeque::new(),
+                delay: 50_000,
+            }
         }
 
         fn run(&mut self, until: u64, drop: &mut impl FnMut(&Packet) -> bool) {
             loop {
                 let (now, delay) = (self.now, self.delay);
                 let wire = &mut self.wire;
-                self.a.poll_transmit(now, u32::MAX, &mut |p| wire.push_back((now + delay, true, p)));
-                self.b.poll_transmit(now, u32::MAX, &mut |p| wire.push_back((now + delay, false, p)));
+                self.a.poll_transmit(now, u32::MAX, &mut |p| {
+                    wire.push_back((now + delay, true, p))
+                });
+                self.b.poll_transmit(now, u32::MAX, &mut |p| {
+                    wire.push_back((now + delay, false, p))
+                });
                 let next_wire = self.wire.front().map(|w| w.0);
-                let next_timer = [self.a.poll_at(), self.b.poll_at()].into_iter().flatten().min();
+                let next_timer = [self.a.poll_at(), self.b.poll_at()]
+                    .into_iter()
+                    .flatten()
+                    .min();
                 let next = [next_wire, next_timer].into_iter().flatten().min();
                 let Some(t) = next else { break };
                 if t > until {
@@ -919,7 +1000,11 @@ mod tests {
                     if to_b && drop(&p) {
                         continue;
                     }
-                    if to_b { self.b.on_segment(t, &p) } else { self.a.on_segment(t, &p) }
+                    if to_b {
+                        self.b.on_segment(t, &p)
+                    } else {
+                        self.a.on_segment(t, &p)
+                    }
                 } else {
                     self.a.on_timer(t);
                     self.b.on_timer(t);
@@ -939,7 +1024,10 @@ mod tests {
 
     #[test]
     fn sack_recovers_three_scripted_drops_with_one_fast_retransmit_each_burst() {
-        let cfg = TcpConfig { init_cwnd: 10, ..TcpConfig::default() };
+        let cfg = TcpConfig {
+            init_cwnd: 10,
+            ..TcpConfig::default()
+        };
         let mss = cfg.mss as u64;
         let mut pair = Pair::new(cfg, 200 * mss);
         let mut dropped = std::collections::HashSet::new();
@@ -957,7 +1045,9 @@ mod tests {
     fn lost_syn_is_retransmitted_after_initial_rto() {
         let mut pair = Pair::new(TcpConfig::default(), 10_000);
         let mut first = true;
-        pair.run(5_000_000_000, &mut |p| std::mem::take(&mut first) && p.flags & F::SYN != 0);
+        pair.run(5_000_000_000, &mut |p| {
+            std::mem::take(&mut first) && p.flags & F::SYN != 0
+        });
         assert_eq!(pair.b.delivered(), 10_000);
         assert_eq!(pair.a.stats.timeouts, 1);
     }

@@ -36,7 +36,12 @@ impl Graph {
         NodeRef::Switch(self.switches.len() as u32 - 1)
     }
     fn link(&mut self, a: NodeRef, b: NodeRef, rate_bps: u64, delay_ns: u64) {
-        self.links.push(Link { a, b, rate_bps, delay_ns });
+        self.links.push(Link {
+            a,
+            b,
+            rate_bps,
+            delay_ns,
+        });
     }
     pub fn name(&self, n: NodeRef) -> &str {
         match n {
@@ -48,10 +53,25 @@ impl Graph {
 
 /// Builds the graph; errors are (key, message).
 pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
-    let positive = |key: &str, v: u64| if v == 0 { Err((format!("topology.{key}"), "must be greater than zero".to_string())) } else { Ok(()) };
+    let positive = |key: &str, v: u64| {
+        if v == 0 {
+            Err((
+                format!("topology.{key}"),
+                "must be greater than zero".to_string(),
+            ))
+        } else {
+            Ok(())
+        }
+    };
     let mut g = Graph::default();
     match t {
-        Topology::Star { senders, receivers, link_rate, link_delay, vms_per_host } => {
+        Topology::Star {
+            senders,
+            receivers,
+            link_rate,
+            link_delay,
+            vms_per_host,
+        } => {
             positive("senders", *senders as u64)?;
             positive("receivers", *receivers as u64)?;
             positive("link_rate", link_rate.0)?;
@@ -66,7 +86,15 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
                 g.link(sw, h, link_rate.0, link_delay.0);
             }
         }
-        Topology::Dumbbell { senders, receivers, link_rate, link_delay, bottleneck_rate, bottleneck_delay, vms_per_host } => {
+        Topology::Dumbbell {
+            senders,
+            receivers,
+            link_rate,
+            link_delay,
+            bottleneck_rate,
+            bottleneck_delay,
+            vms_per_host,
+        } => {
             positive("senders", *senders as u64)?;
             positive("receivers", *receivers as u64)?;
             positive("link_rate", link_rate.0)?;
@@ -75,7 +103,12 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
             g.vms_per_host = *vms_per_host;
             let l = g.switch("swL".into());
             let r = g.switch("swR".into());
-            g.link(l, r, br, bottleneck_delay.map(|d| d.0).unwrap_or(link_delay.0));
+            g.link(
+                l,
+                r,
+                br,
+                bottleneck_delay.map(|d| d.0).unwrap_or(link_delay.0),
+            );
             for i in 0..*senders {
                 let h = g.host(format!("s{i}"));
                 g.link(h, l, link_rate.0, link_delay.0);
@@ -85,8 +118,26 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
                 g.link(r, h, link_rate.0, link_delay.0);
             }
         }
-        Topology::Racks { racks, servers_per_rack, aggs, cores, host_rate, tor_rate, agg_rate, link_delay, vms_per_host } => {
-            for (k, v) in [("racks", *racks as u64), ("servers_per_rack", *servers_per_rack as u64), ("aggs", *aggs as u64), ("cores", *cores as u64), ("host_rate", host_rate.0), ("tor_rate", tor_rate.0), ("agg_rate", agg_rate.0)] {
+        Topology::Racks {
+            racks,
+            servers_per_rack,
+            aggs,
+            cores,
+            host_rate,
+            tor_rate,
+            agg_rate,
+            link_delay,
+            vms_per_host,
+        } => {
+            for (k, v) in [
+                ("racks", *racks as u64),
+                ("servers_per_rack", *servers_per_rack as u64),
+                ("aggs", *aggs as u64),
+                ("cores", *cores as u64),
+                ("host_rate", host_rate.0),
+                ("tor_rate", tor_rate.0),
+                ("agg_rate", agg_rate.0),
+            ] {
                 positive(k, v)?;
             }
             g.vms_per_host = *vms_per_host;
@@ -108,20 +159,35 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
                 }
             }
         }
-        Topology::FatTree { k, link_rate, link_delay, vms_per_host } => {
+        Topology::FatTree {
+            k,
+            link_rate,
+            link_delay,
+            vms_per_host,
+        } => {
             if *k < 2 || k % 2 != 0 {
-                return Err(("topology.k".into(), format!("expected an even number >= 2, got {k}")));
+                return Err((
+                    "topology.k".into(),
+                    format!("expected an even number >= 2, got {k}"),
+                ));
             }
             positive("link_rate", link_rate.0)?;
             g.vms_per_host = *vms_per_host;
             let half = k / 2;
-            let cores: Vec<_> = (0..half * half).map(|c| g.switch(format!("core{c}"))).collect();
+            let cores: Vec<_> = (0..half * half)
+                .map(|c| g.switch(format!("core{c}")))
+                .collect();
             let mut host = 0;
             for p in 0..*k {
                 let aggs: Vec<_> = (0..half).map(|a| g.switch(format!("agg{p}_{a}"))).collect();
                 for (a, &agg) in aggs.iter().enumerate() {
                     for c in 0..half {
-                        g.link(agg, cores[(a as u32 * half + c) as usize], link_rate.0, link_delay.0);
+                        g.link(
+                            agg,
+                            cores[(a as u32 * half + c) as usize],
+                            link_rate.0,
+                            link_delay.0,
+                        );
                     }
                 }
                 for e in 0..half {
@@ -137,30 +203,54 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
                 }
             }
         }
-        Topology::Explicit { hosts, switches, links, vms_per_host } => {
+        Topology::Explicit {
+            hosts,
+            switches,
+            links,
+            vms_per_host,
+        } => {
             g.vms_per_host = *vms_per_host;
             let mut names = HashMap::new();
             for h in hosts {
                 let n = g.host(h.clone());
                 if names.insert(h.clone(), n).is_some() {
-                    return Err(("topology.hosts".into(), format!("duplicate node name {h:?}")));
+                    return Err((
+                        "topology.hosts".into(),
+                        format!("duplicate node name {h:?}"),
+                    ));
                 }
             }
             for s in switches {
                 let n = g.switch(s.clone());
                 if names.insert(s.clone(), n).is_some() {
-                    return Err(("topology.switches".into(), format!("duplicate node name {s:?}")));
+                    return Err((
+                        "topology.switches".into(),
+                        format!("duplicate node name {s:?}"),
+                    ));
                 }
             }
             for (i, l) in links.iter().enumerate() {
-                let find = |key: &str, n: &str| names.get(n).copied().ok_or_else(|| (format!("topology.links[{i}].{key}"), format!("no node named {n:?}")));
+                let find = |key: &str, n: &str| {
+                    names.get(n).copied().ok_or_else(|| {
+                        (
+                            format!("topology.links[{i}].{key}"),
+                            format!("no node named {n:?}"),
+                        )
+                    })
+                };
                 let a = find("a", &l.a)?;
                 let b = find("b", &l.b)?;
                 if l.rate.0 == 0 {
-                    return Err((format!("topology.links[{i}].rate"), "must be greater than zero".into()));
+                    return Err((
+                        format!("topology.links[{i}].rate"),
+                        "must be greater than zero".into(),
+                    ));
                 }
                 if a == b {
-                    return Err((format!("topology.links[{i}].b"), "a link needs two different nodes".into()));
+                    return Err((
+                        format!("topology.links[{i}].b"),
+                        "a link needs two different nodes".into(),
+                    ));
                 }
                 g.link(a, b, l.rate.0, l.delay.0);
             }
@@ -173,12 +263,21 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
                 }
             }
             if let Some(h) = degree.iter().position(|&d| d != 1) {
-                return Err(("topology.links".into(), format!("host {:?} must have exactly one link (it has {})", g.hosts[h], degree[h])));
+                return Err((
+                    "topology.links".into(),
+                    format!(
+                        "host {:?} must have exactly one link (it has {})",
+                        g.hosts[h], degree[h]
+                    ),
+                ));
             }
         }
     }
     if g.vms_per_host == 0 {
-        return Err(("topology.vms_per_host".into(), "must be greater than zero".into()));
+        return Err((
+            "topology.vms_per_host".into(),
+            "must be greater than zero".into(),
+        ));
     }
     Ok(g)
 }
@@ -186,7 +285,11 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
 /// Directed ports: port 2i is link i's a->b direction, 2i+1 is b->a.
 pub fn port_name(g: &Graph, port: usize) -> String {
     let l = &g.links[port / 2];
-    let (from, to) = if port % 2 == 0 { (l.a, l.b) } else { (l.b, l.a) };
+    let (from, to) = if port % 2 == 0 {
+        (l.a, l.b)
+    } else {
+        (l.b, l.a)
+    };
     format!("{}->{}", g.name(from), g.name(to))
 }
 
@@ -253,7 +356,13 @@ mod tests {
 
     #[test]
     fn fat_tree_k4_has_16_hosts_20_switches_and_4_core_paths_between_pods() {
-        let g = build(&Topology::FatTree { k: 4, link_rate: Rate(1_000_000_000), link_delay: Duration(1000), vms_per_host: 1 }).unwrap();
+        let g = build(&Topology::FatTree {
+            k: 4,
+            link_rate: Rate(1_000_000_000),
+            link_delay: Duration(1000),
+            vms_per_host: 1,
+        })
+        .unwrap();
         assert_eq!(g.hosts.len(), 16);
         assert_eq!(g.switches.len(), 20);
         assert_eq!(g.links.len(), 48);

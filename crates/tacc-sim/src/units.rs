@@ -9,7 +9,9 @@ fn split_number(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
     let end = s
         .char_indices()
-        .find(|(_, c)| !(c.is_ascii_digit() || *c == '.' || *c == 'e' || *c == 'E' || *c == '-' || *c == '+'))
+        .find(|(_, c)| {
+            !(c.is_ascii_digit() || *c == '.' || *c == 'e' || *c == 'E' || *c == '-' || *c == '+')
+        })
         .map(|(i, _)| i)
         .unwrap_or(s.len());
     // "e" inside a unit (none of ours start with e) would be ambiguous; numbers come first.
@@ -141,9 +143,15 @@ macro_rules! deserialize_from_str {
             fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d).map_err(|e| {
                     // A missing key keeps serde's own message; a wrong type says what was expected.
-                    if e.to_string().starts_with("missing field") { e } else { serde::de::Error::custom(concat!("expected ", $what)) }
+                    if e.to_string().starts_with("missing field") {
+                        e
+                    } else {
+                        serde::de::Error::custom(concat!("expected ", $what))
+                    }
                 })?;
-                <$t>::parse(&s).ok_or_else(|| serde::de::Error::custom(format!(concat!("expected ", $what, ", got {:?}"), s)))
+                <$t>::parse(&s).ok_or_else(|| {
+                    serde::de::Error::custom(format!(concat!("expected ", $what, ", got {:?}"), s))
+                })
             }
         }
     };
@@ -152,7 +160,10 @@ macro_rules! deserialize_from_str {
 deserialize_from_str!(Rate, "a rate such as \"1Gbps\" or \"500Mbps\"");
 deserialize_from_str!(Duration, "a duration such as \"25us\", \"5ms\" or \"30s\"");
 deserialize_from_str!(Bytes, "a size such as \"1460B\", \"64KB\" or \"2MB\"");
-deserialize_from_str!(Size, "a size in packets or bytes such as \"100pkt\" or \"125KB\"");
+deserialize_from_str!(
+    Size,
+    "a size in packets or bytes such as \"100pkt\" or \"125KB\""
+);
 
 #[cfg(test)]
 mod tests {

@@ -23,21 +23,66 @@ const FLOW: &str = "[[flows]]\nname = \"f\"\nsrc = \"s0\"\ndst = \"r0\"\n";
 #[test]
 fn each_kind_of_bad_input_is_reported_with_its_location() {
     let cases: Vec<(String, &str)> = vec![
-        (base(&FLOW.replace("s0", "s9")), "bad.toml:15: flows[0].src: no host or VM named \"s9\""),
-        (base(&format!("{FLOW}start = \"2s\"\n")), "bad.toml:17: flows[0].start: is at or after the end of the run"),
-        (base(&format!("{FLOW}start = \"0.5s\"\nstop = \"0.2s\"\n")), "bad.toml:18: flows[0].stop: must be after start"),
-        (base(&format!("{FLOW}rate = \"1Gbps\"\n")), "bad.toml:17: flows[0].rate: only applies to UDP flows"),
-        (base(&format!("{FLOW}transport = \"udp\"\n")), "flows[0].rate: a UDP flow needs a rate"),
-        (base(&format!("{FLOW}transport = \"udp\"\nrate = \"0Gbps\"\n")), "bad.toml:18: flows[0].rate: must be greater than zero"),
-        (base(&format!("{FLOW}transport = \"udp\"\nrate = \"-1Gbps\"\n")), "bad.toml:18: flows[0].rate: expected a rate such as"),
-        (base(&format!("{FLOW}bytes = \"lots\"\n")), "bad.toml:17: flows[0].bytes: expected a size"),
-        (base(&format!("{FLOW}colour = \"red\"\n")), "bad.toml:17: flows[0].colour: unknown field `colour`"),
-        (base(&FLOW.replace("r0", "s0")), "flows[0].dst: \"s0\" and \"s0\" are on the same host"),
-        (base(FLOW).replace("duration = \"1s\"", "duration = \"0s\""), "bad.toml:2: duration: must be greater than zero"),
-        (base(FLOW).replace("link_rate = \"1Gbps\"", "link_rate = \"0Mbps\""), "bad.toml:7: topology.link_rate: must be greater than zero"),
-        (base(FLOW).replace("kind = \"star\"", "kind = \"ring\""), "bad.toml:4: topology.kind: unknown variant `ring`"),
-        (base(FLOW).replace("duration = \"1s\"\n", ""), "missing field `duration`"),
-        (base(FLOW).replace("name = \"t\"", "name = \"t"), "bad.toml:1: "),
+        (
+            base(&FLOW.replace("s0", "s9")),
+            "bad.toml:15: flows[0].src: no host or VM named \"s9\"",
+        ),
+        (
+            base(&format!("{FLOW}start = \"2s\"\n")),
+            "bad.toml:17: flows[0].start: is at or after the end of the run",
+        ),
+        (
+            base(&format!("{FLOW}start = \"0.5s\"\nstop = \"0.2s\"\n")),
+            "bad.toml:18: flows[0].stop: must be after start",
+        ),
+        (
+            base(&format!("{FLOW}rate = \"1Gbps\"\n")),
+            "bad.toml:17: flows[0].rate: only applies to UDP flows",
+        ),
+        (
+            base(&format!("{FLOW}transport = \"udp\"\n")),
+            "flows[0].rate: a UDP flow needs a rate",
+        ),
+        (
+            base(&format!("{FLOW}transport = \"udp\"\nrate = \"0Gbps\"\n")),
+            "bad.toml:18: flows[0].rate: must be greater than zero",
+        ),
+        (
+            base(&format!("{FLOW}transport = \"udp\"\nrate = \"-1Gbps\"\n")),
+            "bad.toml:18: flows[0].rate: expected a rate such as",
+        ),
+        (
+            base(&format!("{FLOW}bytes = \"lots\"\n")),
+            "bad.toml:17: flows[0].bytes: expected a size",
+        ),
+        (
+            base(&format!("{FLOW}colour = \"red\"\n")),
+            "bad.toml:17: flows[0].colour: unknown field `colour`",
+        ),
+        (
+            base(&FLOW.replace("r0", "s0")),
+            "flows[0].dst: \"s0\" and \"s0\" are on the same host",
+        ),
+        (
+            base(FLOW).replace("duration = \"1s\"", "duration = \"0s\""),
+            "bad.toml:2: duration: must be greater than zero",
+        ),
+        (
+            base(FLOW).replace("link_rate = \"1Gbps\"", "link_rate = \"0Mbps\""),
+            "bad.toml:7: topology.link_rate: must be greater than zero",
+        ),
+        (
+            base(FLOW).replace("kind = \"star\"", "kind = \"ring\""),
+            "bad.toml:4: topology.kind: unknown variant `ring`",
+        ),
+        (
+            base(FLOW).replace("duration = \"1s\"\n", ""),
+            "missing field `duration`",
+        ),
+        (
+            base(FLOW).replace("name = \"t\"", "name = \"t"),
+            "bad.toml:1: ",
+        ),
     ];
     for (text, expected) in cases {
         let e = err(&text);
@@ -48,18 +93,34 @@ fn each_kind_of_bad_input_is_reported_with_its_location() {
 #[test]
 fn unreachable_destination_in_an_explicit_topology_is_an_error() {
     let text = "name = \"x\"\nduration = \"1s\"\n[topology]\nkind = \"explicit\"\nhosts = [\"a\", \"b\"]\nswitches = [\"x\", \"y\"]\nlinks = [{a = \"a\", b = \"x\", rate = \"1Gbps\", delay = \"1us\"}, {a = \"b\", b = \"y\", rate = \"1Gbps\", delay = \"1us\"}]\n[[flows]]\nname = \"f\"\nsrc = \"a\"\ndst = \"b\"\n";
-    assert!(err(text).contains("flows[0].dst: \"b\" is unreachable from \"a\""), "{}", err(text));
+    assert!(
+        err(text).contains("flows[0].dst: \"b\" is unreachable from \"a\""),
+        "{}",
+        err(text)
+    );
 }
 
 #[test]
 fn overrides_are_checked_like_the_file() {
     let text = base(FLOW);
     let sets = vec![("flows[0].start".to_string(), "\"5s\"".to_string())];
-    let e = tacc_sim::load(&text, "bad.toml", &sets, None).err().unwrap().to_string();
-    assert!(e.starts_with("bad.toml (--set): flows[0].start: is at or after"), "{e}");
+    let e = tacc_sim::load(&text, "bad.toml", &sets, None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.starts_with("bad.toml (--set): flows[0].start: is at or after"),
+        "{e}"
+    );
     let sets = vec![("flows[3].start".to_string(), "\"5s\"".to_string())];
-    let e = tacc_sim::load(&text, "bad.toml", &sets, None).err().unwrap().to_string();
-    assert!(e.contains("cannot apply --set: flows has no element 3"), "{e}");
+    let e = tacc_sim::load(&text, "bad.toml", &sets, None)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        e.contains("cannot apply --set: flows has no element 3"),
+        "{e}"
+    );
 }
 
 fn valid() -> String {

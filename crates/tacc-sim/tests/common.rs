@@ -7,16 +7,31 @@ use tacc_sim::sim::Sim;
 pub fn run(text: &str) -> (Sim, Summary) {
     let p = tacc_sim::load(text, "test.toml", &[], None).unwrap_or_else(|e| panic!("{e}"));
     let (sim, s) = tacc_sim::run(p, &mut |_, _| {});
-    assert!(s.conservation.ok, "packet conservation violated: {:?}", (s.conservation.sent, s.conservation.delivered, s.conservation.dropped, s.conservation.in_flight));
+    assert!(
+        s.conservation.ok,
+        "packet conservation violated: {:?}",
+        (
+            s.conservation.sent,
+            s.conservation.delivered,
+            s.conservation.dropped,
+            s.conservation.in_flight
+        )
+    );
     (sim, s)
 }
 
 pub fn flow<'a>(s: &'a Summary, name: &str) -> &'a FlowSummary {
-    s.flows.iter().find(|f| f.name == name).unwrap_or_else(|| panic!("no flow {name}"))
+    s.flows
+        .iter()
+        .find(|f| f.name == name)
+        .unwrap_or_else(|| panic!("no flow {name}"))
 }
 
 pub fn port<'a>(s: &'a Summary, name: &str) -> &'a PortSummary {
-    s.ports.iter().find(|p| p.name == name).unwrap_or_else(|| panic!("no port {name}"))
+    s.ports
+        .iter()
+        .find(|p| p.name == name)
+        .unwrap_or_else(|| panic!("no port {name}"))
 }
 
 /// Mean goodput (Mb/s) of a flow over [from, to) seconds, from its goodput bins.

@@ -21,10 +21,16 @@ fn tagged_vs(competitors: u32, mechanism: &str) -> String {
 
 #[test]
 fn hygenicc_gives_a_tagged_tcp_flow_its_share_against_line_rate_udp() {
-    let (sim, s) = run(&tagged_vs(1, "kind = \"hygenicc\"\non_shortage = \"queue\""));
+    let (sim, s) = run(&tagged_vs(
+        1,
+        "kind = \"hygenicc\"\non_shortage = \"queue\"",
+    ));
     let both = goodput_between(&sim, "tagged", 6.0, 10.0);
     let alone = goodput_between(&sim, "tagged", 11.0, 15.0);
-    assert!(both >= 400.0, "tagged {both:.0} Mb/s next to UDP (ideal 487)");
+    assert!(
+        both >= 400.0,
+        "tagged {both:.0} Mb/s next to UDP (ideal 487)"
+    );
     assert!(alone >= 850.0, "tagged {alone:.0} Mb/s alone");
     let util = port(&s, "sw0->r0").utilization;
     assert!(util >= 0.9, "utilization {util:.3}");
@@ -35,30 +41,55 @@ fn hygenicc_gives_a_tagged_tcp_flow_its_share_against_line_rate_udp() {
 
 #[test]
 fn sdn_gcc_protects_a_tagged_flow_against_three_udp_flows_and_stays_work_conserving() {
-    let (sim, s) = run(&tagged_vs(3, "kind = \"sdn-gcc\"\ninterval = \"5ms\"\non_shortage = \"queue\""));
+    let (sim, s) = run(&tagged_vs(
+        3,
+        "kind = \"sdn-gcc\"\ninterval = \"5ms\"\non_shortage = \"queue\"",
+    ));
     let both = goodput_between(&sim, "tagged", 6.0, 10.0);
     let alone = goodput_between(&sim, "tagged", 11.0, 15.0);
-    assert!(both >= 200.0, "tagged {both:.0} Mb/s next to 3 UDP (ideal 243)");
+    assert!(
+        both >= 200.0,
+        "tagged {both:.0} Mb/s next to 3 UDP (ideal 243)"
+    );
     assert!(alone >= 850.0, "tagged {alone:.0} Mb/s alone");
     // One port-stats request and reply per monitored port every 5 ms, plus notifications.
     let m = &s.mechanism;
-    assert!(m.control_messages["stats_request"] >= 1000, "{:?}", m.control_messages);
-    assert_eq!(m.control_messages["stats_request"], m.control_messages["stats_reply"]);
+    assert!(
+        m.control_messages["stats_request"] >= 1000,
+        "{:?}",
+        m.control_messages
+    );
+    assert_eq!(
+        m.control_messages["stats_request"],
+        m.control_messages["stats_reply"]
+    );
     assert!(m.counters["notifications_received"] > 0.0);
     assert!(m.control_bytes_total > 0);
 }
 
 #[test]
 fn static_limits_give_the_exact_rate_and_are_not_work_conserving() {
-    let (sim, _) = run(&tagged_vs(1, "kind = \"static-rate\"\nrate = \"500Mbps\"\non_shortage = \"queue\""));
+    let (sim, _) = run(&tagged_vs(
+        1,
+        "kind = \"static-rate\"\nrate = \"500Mbps\"\non_shortage = \"queue\"",
+    ));
     let tcp_payload = 500.0 * 1460.0 / 1500.0;
     let udp_payload = 500.0 * 1472.0 / 1500.0;
     let udp = goodput_between(&sim, "competitor.0", 1.0, 10.0);
-    assert!((udp - udp_payload).abs() <= 0.03 * udp_payload, "UDP {udp:.1} Mb/s, limit {udp_payload:.1}");
+    assert!(
+        (udp - udp_payload).abs() <= 0.03 * udp_payload,
+        "UDP {udp:.1} Mb/s, limit {udp_payload:.1}"
+    );
     let both = goodput_between(&sim, "tagged", 6.0, 10.0);
-    assert!((both - tcp_payload).abs() <= 0.03 * tcp_payload, "tagged {both:.1} Mb/s, limit {tcp_payload:.1}");
+    assert!(
+        (both - tcp_payload).abs() <= 0.03 * tcp_payload,
+        "tagged {both:.1} Mb/s, limit {tcp_payload:.1}"
+    );
     let alone = goodput_between(&sim, "tagged", 11.0, 15.0);
-    assert!(alone <= tcp_payload * 1.01, "tagged {alone:.1} Mb/s alone: a static limit is not work-conserving");
+    assert!(
+        alone <= tcp_payload * 1.01,
+        "tagged {alone:.1} Mb/s alone: a static limit is not work-conserving"
+    );
 }
 
 fn weighted(kind: &str) -> String {
@@ -74,8 +105,15 @@ fn vms_sharing_a_nic_get_shares_proportional_to_their_weights() {
         let heavy = goodput_between(&sim, "heavy", 1.0, 3.0);
         let light = goodput_between(&sim, "light", 1.0, 3.0);
         // Shares 2/3 and 1/3 of the NIC: 654 and 327 Mb/s of UDP payload.
-        assert!((heavy / light - 2.0).abs() < 0.1, "{kind}: heavy {heavy:.0} light {light:.0}");
-        assert!(heavy + light > 0.95 * 1000.0 * 1472.0 / 1500.0, "{kind}: total {:.0}", heavy + light);
+        assert!(
+            (heavy / light - 2.0).abs() < 0.1,
+            "{kind}: heavy {heavy:.0} light {light:.0}"
+        );
+        assert!(
+            heavy + light > 0.95 * 1000.0 * 1472.0 / 1500.0,
+            "{kind}: total {:.0}",
+            heavy + light
+        );
     }
 }
 
@@ -87,8 +125,14 @@ fn sdn_gcc_degrades_as_the_control_latency_grows() {
         assert!((s.mechanism.control_latency_s - crate::common::secs(latency)).abs() < 1e-9);
         tagged.push(goodput_between(&sim, "tagged", 6.0, 10.0));
     }
-    assert!(tagged[3] < tagged[0] - 20.0, "tagged goodput by latency 0/1/10/50 ms: {tagged:?}");
-    assert!(tagged.windows(2).all(|w| w[1] <= w[0] + 15.0), "not monotone within noise: {tagged:?}");
+    assert!(
+        tagged[3] < tagged[0] - 20.0,
+        "tagged goodput by latency 0/1/10/50 ms: {tagged:?}"
+    );
+    assert!(
+        tagged.windows(2).all(|w| w[1] <= w[0] + 15.0),
+        "not monotone within noise: {tagged:?}"
+    );
 }
 
 #[test]
@@ -99,12 +143,23 @@ fn sdn_ecn_marks_the_top_flows_and_drains_a_bloated_drop_tail_queue() {
         )
     };
     let (_, plain) = run(&scenario("kind = \"none\""));
-    let (_, sdn) = run(&scenario("kind = \"sdn-ecn\"\ninterval = \"100ms\"\nrule_timeout = \"50ms\""));
-    let (q0, q1) = (port(&plain, "sw0->r0").mean_backlog_pkts, port(&sdn, "sw0->r0").mean_backlog_pkts);
+    let (_, sdn) = run(&scenario(
+        "kind = \"sdn-ecn\"\ninterval = \"100ms\"\nrule_timeout = \"50ms\"",
+    ));
+    let (q0, q1) = (
+        port(&plain, "sw0->r0").mean_backlog_pkts,
+        port(&sdn, "sw0->r0").mean_backlog_pkts,
+    );
     assert!(q1 * 3.0 < q0, "mean queue {q0:.0} -> {q1:.0} packets");
-    let (f0, f1) = (flow(&plain, "interactive").fct.unwrap(), flow(&sdn, "interactive").fct.unwrap());
+    let (f0, f1) = (
+        flow(&plain, "interactive").fct.unwrap(),
+        flow(&sdn, "interactive").fct.unwrap(),
+    );
     assert!(f1 * 2.0 < f0, "2 MB FCT {f0:.3} s -> {f1:.3} s");
-    assert!(sdn.control.rules_installed > 10 && sdn.mechanism.control_messages["flow_mod"] == sdn.control.rules_installed);
+    assert!(
+        sdn.control.rules_installed > 10
+            && sdn.mechanism.control_messages["flow_mod"] == sdn.control.rules_installed
+    );
 }
 
 fn incast_over_elephants(mechanism: &str) -> String {
@@ -114,11 +169,20 @@ fn incast_over_elephants(mechanism: &str) -> String {
 }
 
 fn elephant_goodput(s: &tacc_sim::output::Summary) -> f64 {
-    s.flows.iter().filter(|f| f.group == "elephant").map(|f| f.goodput_mbps).sum()
+    s.flows
+        .iter()
+        .filter(|f| f.group == "elephant")
+        .map(|f| f.goodput_mbps)
+        .sum()
 }
 
 fn mice_mean_fct(s: &tacc_sim::output::Summary) -> f64 {
-    let mice: Vec<f64> = s.flows.iter().filter(|f| f.group == "mice").map(|f| f.fct.unwrap_or(2.0)).collect();
+    let mice: Vec<f64> = s
+        .flows
+        .iter()
+        .filter(|f| f.group == "mice")
+        .map(|f| f.fct.unwrap_or(2.0))
+        .collect();
     mice.iter().sum::<f64>() / mice.len() as f64
 }
 
@@ -131,7 +195,12 @@ fn sicc_clamps_windows_during_incast_without_hurting_elephants() {
     assert!(c["rwnd_rewrites"] > 0.0);
     // SYN and FIN copies reach the controller; queue readings every 1 ms for each ToR port.
     assert!(sicc.mechanism.control_messages["packet_in"] >= 600);
-    assert!(elephant_goodput(&sicc) >= 0.9 * elephant_goodput(&plain), "elephants {:.0} -> {:.0}", elephant_goodput(&plain), elephant_goodput(&sicc));
+    assert!(
+        elephant_goodput(&sicc) >= 0.9 * elephant_goodput(&plain),
+        "elephants {:.0} -> {:.0}",
+        elephant_goodput(&plain),
+        elephant_goodput(&sicc)
+    );
 }
 
 #[test]
@@ -143,4 +212,28 @@ fn rwndq_lets_incast_mice_finish_sooner_and_keeps_elephants_busy() {
     let drops = |s: &tacc_sim::output::Summary| port(s, "sw0->r0").dropped;
     assert!(drops(&rwndq) < drops(&plain));
     assert!(elephant_goodput(&rwndq) >= 0.9 * elephant_goodput(&plain));
+}
+
+/// Leaf-spine with two spines: s0's eight flows to r0 spread over spines X and Y by ECMP; a
+/// line-rate UDP source attached to X congests only the X -> L2 link.
+fn leaf_spine(keying: &str) -> String {
+    format!(
+        "name = \"ls\"\nduration = \"3s\"\n[topology]\nkind = \"explicit\"\nhosts = [\"s0\", \"u0\", \"r0\", \"r1\"]\nswitches = [\"L1\", \"L2\", \"X\", \"Y\"]\nlinks = [\n{}]\n[queue]\nkind = \"red-ecn\"\nlimit = \"100pkt\"\nk = \"20pkt\"\n{LIMITED_TCP}[[flows]]\nname = \"tcp\"\ncount = 8\nsrc = \"s0\"\ndst = \"r0\"\n[[flows]]\nname = \"udp\"\nsrc = \"u0\"\ndst = \"r1\"\ntransport = \"udp\"\nrate = \"1Gbps\"\n[mechanism]\nkind = \"sdn-gcc\"\non_shortage = \"queue\"\nkeying = \"{keying}\"\n",
+        [("s0", "L1"), ("L1", "X"), ("L1", "Y"), ("X", "L2"), ("Y", "L2"), ("L2", "r0"), ("L2", "r1"), ("u0", "X")]
+            .iter()
+            .map(|(a, b)| format!("  {{ a = \"{a}\", b = \"{b}\", rate = \"1Gbps\", delay = \"10us\" }},\n"))
+            .collect::<String>()
+    )
+}
+
+#[test]
+fn per_path_attribution_beats_per_vm_when_one_ecmp_path_is_congested() {
+    let total = |s: &tacc_sim::output::Summary| s.flows.iter().filter(|f| f.group == "tcp").map(|f| f.goodput_mbps).sum::<f64>();
+    let (_, per_vm) = run(&leaf_spine("vm"));
+    let (_, per_path) = run(&leaf_spine("path"));
+    // Both spines carry some of s0's flows.
+    assert!(port(&per_path, "L1->X").tx_bytes > 0 && port(&per_path, "L1->Y").tx_bytes > 0);
+    // Per VM, marks at X -> L2 slow all of s0's flows; per path, only those crossing X.
+    let (vm, path) = (total(&per_vm), total(&per_path));
+    assert!(path > 1.15 * vm, "s0's goodput: per VM {vm:.0} Mb/s, per path {path:.0} Mb/s");
 }

@@ -9,17 +9,30 @@ const TCP_EFFICIENCY: f64 = 1460.0 / 1500.0;
 
 #[test]
 fn one_newreno_flow_fills_an_idle_gigabit_path_within_a_second() {
-    let (sim, _) = run(&star(1, "1s", "[[flows]]\nname = \"f\"\nsrc = \"s0\"\ndst = \"r0\"\n[output]\ngoodput_bin = \"10ms\"\n"));
+    let (sim, _) = run(&star(
+        1,
+        "1s",
+        "[[flows]]\nname = \"f\"\nsrc = \"s0\"\ndst = \"r0\"\n[output]\ngoodput_bin = \"10ms\"\n",
+    ));
     // Slow start from 2 segments at RTT 100 us needs ~1 ms; the rest of the second is at capacity.
     let g = goodput_between(&sim, "f", 0.0, 1.0);
     assert!(g >= 930.0, "goodput {g:.1} Mb/s over the first second");
-    assert!(g <= 1000.0 * TCP_EFFICIENCY + 0.5, "goodput {g:.1} above payload capacity");
+    assert!(
+        g <= 1000.0 * TCP_EFFICIENCY + 0.5,
+        "goodput {g:.1} above payload capacity"
+    );
 }
 
 #[test]
 fn four_newreno_ecn_flows_share_a_red_bottleneck_fairly_and_fully() {
-    let (sim, s) = run(&star(4, "10s", "[tcp]\necn = true\n[[flows]]\nname = \"f\"\ncount = 4\nsrc = \"s{i}\"\ndst = \"r0\"\n"));
-    let g: Vec<f64> = (0..4).map(|i| goodput_between(&sim, &format!("f.{i}"), 1.0, 10.0)).collect();
+    let (sim, s) = run(&star(
+        4,
+        "10s",
+        "[tcp]\necn = true\n[[flows]]\nname = \"f\"\ncount = 4\nsrc = \"s{i}\"\ndst = \"r0\"\n",
+    ));
+    let g: Vec<f64> = (0..4)
+        .map(|i| goodput_between(&sim, &format!("f.{i}"), 1.0, 10.0))
+        .collect();
     assert!(jain(&g) >= 0.95, "Jain {:.3} over {g:?}", jain(&g));
     let util = port(&s, "sw0->r0").utilization;
     assert!(util >= 0.95, "bottleneck utilization {util:.3}");
@@ -31,9 +44,17 @@ fn dctcp_keeps_the_queue_near_k_without_drops() {
     let p = port(&s, "sw0->r0");
     assert!(p.utilization >= 0.95, "utilization {:.3}", p.utilization);
     // Steady state (after 1 s): queue samples near K = 20 and no drops at all.
-    let samples: Vec<f64> = sim.queue_samples.iter().filter(|q| q.0 >= 1_000_000_000).map(|q| q.2 as f64).collect();
+    let samples: Vec<f64> = sim
+        .queue_samples
+        .iter()
+        .filter(|q| q.0 >= 1_000_000_000)
+        .map(|q| q.2 as f64)
+        .collect();
     let mean = samples.iter().sum::<f64>() / samples.len() as f64;
-    assert!((5.0..=35.0).contains(&mean), "mean queue {mean:.1} packets, K = 20");
+    assert!(
+        (5.0..=35.0).contains(&mean),
+        "mean queue {mean:.1} packets, K = 20"
+    );
     assert_eq!(p.dropped, 0, "drops at the bottleneck");
     assert!(p.marked > 0);
 }
@@ -44,13 +65,24 @@ const TCP_VS_UDP: &str = "[[flows]]\nname = \"tcp\"\nsrc = \"s0\"\ndst = \"r0\"\
 fn udp_at_line_rate_starves_newreno_and_a_static_limit_restores_it() {
     let (sim, _) = run(&star(2, "10s", TCP_VS_UDP));
     let starved = goodput_between(&sim, "tcp", 1.0, 10.0);
-    assert!(starved < 100.0, "TCP got {starved:.1} Mb/s next to line-rate UDP");
-    let limited = format!("{TCP_VS_UDP}[mechanism]\nkind = \"static-rate\"\nrate = \"500Mbps\"\nvms = [\"s1\"]\n");
+    assert!(
+        starved < 100.0,
+        "TCP got {starved:.1} Mb/s next to line-rate UDP"
+    );
+    let limited = format!(
+        "{TCP_VS_UDP}[mechanism]\nkind = \"static-rate\"\nrate = \"500Mbps\"\nvms = [\"s1\"]\n"
+    );
     let (sim, _) = run(&star(2, "10s", &limited));
     let restored = goodput_between(&sim, "tcp", 1.0, 10.0);
-    assert!(restored >= 400.0, "TCP got {restored:.1} Mb/s with UDP limited to 500 Mb/s");
+    assert!(
+        restored >= 400.0,
+        "TCP got {restored:.1} Mb/s with UDP limited to 500 Mb/s"
+    );
     let udp = goodput_between(&sim, "udp", 1.0, 10.0);
-    assert!(udp <= 500.0 * (1472.0 / 1500.0) * 1.01, "UDP {udp:.1} Mb/s above its limit");
+    assert!(
+        udp <= 500.0 * (1472.0 / 1500.0) * 1.01,
+        "UDP {udp:.1} Mb/s above its limit"
+    );
 }
 
 #[test]
@@ -63,7 +95,10 @@ fn scripted_drops_are_repaired_by_fast_retransmit_without_timeout() {
     // The receiver counts in-order bytes only, so equality means every byte exactly once, in order.
     assert_eq!(f.bytes_delivered, bytes);
     assert_eq!(f.retransmits, 3, "one retransmission per dropped segment");
-    assert_eq!(f.fast_retransmits, 2, "segments 10-11 are one loss event, 50 another");
+    assert_eq!(
+        f.fast_retransmits, 2,
+        "segments 10-11 are one loss event, 50 another"
+    );
     assert_eq!(f.timeouts, 0);
 }
 
@@ -72,7 +107,11 @@ fn incast_of_40_workers_overflows_the_buffer_and_waits_for_rtomin() {
     let (_, s) = run(&format!(
         "name = \"incast\"\nduration = \"2s\"\n[topology]\nkind = \"star\"\nsenders = 40\nreceivers = 1\nlink_rate = \"1Gbps\"\nlink_delay = \"25us\"\n[queue]\nkind = \"droptail\"\nlimit = \"100pkt\"\n[tcp]\nrto_min = \"200ms\"\n[[incast]]\nname = \"q\"\naggregator = \"r0\"\nworkers = \"s{{i}}\"\ncount = 40\nbytes = \"32KB\"\n"
     ));
-    let fcts: Vec<f64> = s.flows.iter().map(|f| f.fct.expect("every response completes")).collect();
+    let fcts: Vec<f64> = s
+        .flows
+        .iter()
+        .map(|f| f.fct.expect("every response completes"))
+        .collect();
     assert_eq!(fcts.len(), 40);
     let epoch = fcts.iter().cloned().fold(0.0, f64::max);
     // 1.28 MB would take 10.5 ms at line rate; a lost tail segment costs RTOmin.
@@ -92,5 +131,9 @@ fn same_scenario_and_seed_give_byte_identical_results() {
     let other = tacc_sim::load(&text, "t", &[], Some(2)).unwrap();
     let (_, mut s2) = tacc_sim::run(other, &mut |_, _| {});
     s2.wall_seconds = 0.0;
-    assert_ne!(json(&text), serde_json::to_string(&s2).unwrap(), "a different seed changes the run");
+    assert_ne!(
+        json(&text),
+        serde_json::to_string(&s2).unwrap(),
+        "a different seed changes the run"
+    );
 }

@@ -7,8 +7,14 @@ use common::*;
 fn syn_copy_rules_send_one_packet_in_per_connection() {
     let (sim, s) = run(&star(3, "1s", "[[flows]]\nname = \"f\"\ncount = 3\nsrc = \"s{i}\"\ndst = \"r0\"\nbytes = \"100KB\"\n[[rules]]\nswitch = \"sw0\"\npriority = 10\nprotocol = \"tcp\"\ntcp_flags = [\"syn\", \"!ack\"]\ncopy_to_controller = true\n"));
     assert_eq!(s.control.packet_ins, 3);
-    assert!(sim.packet_ins.iter().all(|(_, sw, _, p)| *sw == 0 && p.flags & 0x12 == 0x02));
-    assert!(s.flows.iter().all(|f| f.completed), "copying does not disturb forwarding");
+    assert!(sim
+        .packet_ins
+        .iter()
+        .all(|(_, sw, _, p)| *sw == 0 && p.flags & 0x12 == 0x02));
+    assert!(
+        s.flows.iter().all(|f| f.completed),
+        "copying does not disturb forwarding"
+    );
 }
 
 #[test]
@@ -22,7 +28,10 @@ fn a_ce_marking_rule_slows_an_ecn_flow_only_while_installed() {
     let before = goodput_between(&sim, "f", 0.5, 1.0);
     let during = goodput_between(&sim, "f", 1.2, 2.0);
     let after = goodput_between(&sim, "f", 2.5, 3.0);
-    assert!(before > 900.0 && after > 900.0, "before {before:.0} after {after:.0}");
+    assert!(
+        before > 900.0 && after > 900.0,
+        "before {before:.0} after {after:.0}"
+    );
     // Every packet marked: one halving per RTT drives cwnd to its 2-segment floor.
     assert!(during < 400.0, "during {during:.0} Mb/s");
 }

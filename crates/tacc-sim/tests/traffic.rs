@@ -21,10 +21,17 @@ fn request_reply_udp_carries_both_directions() {
     let requests = port(&s, "s0->sw0").enqueued;
     let replies = port(&s, "r0->sw0").enqueued;
     assert!((12_000..=13_000).contains(&requests), "{requests} requests");
-    assert!(replies + 5 >= requests && replies <= requests, "{replies} replies to {requests} requests");
+    assert!(
+        replies + 5 >= requests && replies <= requests,
+        "{replies} replies to {requests} requests"
+    );
     // UDP payloads: 72 B per request, 972 B per reply; a few may still be in flight at the end.
     let sent = requests * 72 + replies * 972;
-    assert!(f.bytes_delivered <= sent && f.bytes_delivered + 5 * 1044 >= sent, "{} of {sent} bytes", f.bytes_delivered);
+    assert!(
+        f.bytes_delivered <= sent && f.bytes_delivered + 5 * 1044 >= sent,
+        "{} of {sent} bytes",
+        f.bytes_delivered
+    );
 }
 
 #[test]
@@ -33,9 +40,19 @@ fn periodic_incast_runs_every_epoch_with_new_connections() {
     assert_eq!(s.flows.len(), 40);
     assert!(s.flows.iter().all(|f| f.completed));
     for e in 0..5 {
-        let starts: Vec<f64> = s.flows.iter().filter(|f| f.name.ends_with(&format!(".{e}"))).map(|f| f.start).collect();
+        let starts: Vec<f64> = s
+            .flows
+            .iter()
+            .filter(|f| f.name.ends_with(&format!(".{e}")))
+            .map(|f| f.start)
+            .collect();
         assert_eq!(starts.len(), 8);
-        assert!(starts.iter().all(|&t| t >= 0.1 * e as f64 && t < 0.1 * e as f64 + 0.01), "epoch {e} starts {starts:?}");
+        assert!(
+            starts
+                .iter()
+                .all(|&t| t >= 0.1 * e as f64 && t < 0.1 * e as f64 + 0.01),
+            "epoch {e} starts {starts:?}"
+        );
     }
 }
 
@@ -49,7 +66,10 @@ fn websearch_traffic_on_a_fat_tree_offers_the_requested_load() {
     assert!(done as f64 >= 0.8 * n as f64, "{done} of {n} completed");
     let bytes: u64 = s.flows.iter().map(|f| f.bytes_delivered).sum();
     let offered = 16.0 * 0.3 * 1e9 / 8.0 * 2.0;
-    assert!(bytes as f64 > 0.5 * offered, "delivered {bytes} of ~{offered} offered bytes");
+    assert!(
+        bytes as f64 > 0.5 * offered,
+        "delivered {bytes} of ~{offered} offered bytes"
+    );
 }
 
 #[test]
@@ -59,6 +79,11 @@ fn rack_topology_carries_cross_rack_elephants_through_the_aggregation_tier() {
         let g = flow(&s, &format!("e.{i}")).goodput_mbps;
         assert!(g > 850.0, "elephant {i}: {g:.0} Mb/s");
     }
-    let through_aggs: u64 = s.ports.iter().filter(|p| p.name.starts_with("agg")).map(|p| p.tx_bytes).sum();
+    let through_aggs: u64 = s
+        .ports
+        .iter()
+        .filter(|p| p.name.starts_with("agg"))
+        .map(|p| p.tx_bytes)
+        .sum();
     assert!(through_aggs > 0);
 }
