@@ -2,11 +2,22 @@
 wall second and peak RSS for each scenario in bench/scenarios, each run in a fresh process.
 
     .venv/bin/python bench/run.py [--runs N] [--with-ns3] [SCENARIO.toml ...]
+    .venv/bin/python bench/run.py --scaling [--runs N]
+    .venv/bin/python bench/run.py --memory [--memory-duration 60s]
 
 Prints a table and writes bench/results.json. Figures are machine-dependent: compare ratios
 measured in the same run, not absolute numbers across machines. --with-ns3 also installs the
 Debian ns-3 packages (apt), builds bench/ns3/dumbbell.cc, runs the dumbbell scenarios in ns-3
 once each and prints a side-by-side comparison (see bench/ns3/README.md).
+
+--scaling runs a series instead of the suite: dumbbell-4-newreno.toml with 4, 16, 64 and 256
+flows (senders, receivers and flows[0].count overridden with --set), and
+fattree-k8-websearch.toml at k = 4, 6 and 8; it prints wall time, events, events/s and peak
+RSS, writes bench/scaling.json and plots bench/scaling.png.
+
+--memory runs dumbbell-4-newreno.toml for 60 s simulated (--memory-duration) and samples the
+child's resident set (VmRSS in /proc/PID/status) every 0.5 s of wall time; it prints the
+first, last and largest sample, writes bench/memory.json and plots bench/memory.png.
 """
 
 from __future__ import annotations
@@ -22,31 +33,41 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 
+# argv: scenario, out dir, optional JSON list of [key, value] --set overrides
 CHILD = """
 import json, resource, sys, time, tacc._core as core
+sets = [tuple(kv) for kv in json.loads(sys.argv[3])] if len(sys.argv) > 3 else []
 t0 = time.perf_counter()
-out = core.run(sys.argv[1], out=sys.argv[2])
+out = core.run(sys.argv[1], sets=sets, out=sys.argv[2])
 wall = time.perf_counter() - t0
 s = json.load(open(out + '/summary.json'))
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 port = next((p for p in s["ports"] if p["name"] == "swL->swR"), None)
 port = port and {k: port[k] for k in ("marked", "dropped", "utilization")}
 print(json.dumps({"wall": wall, "engine_wall": s["wall_seconds"], "events": s["events"], "sim": s["sim_seconds"], "rss_kb": rss,
-                  "goodput": [f["goodput_mbps"] for f in s["flows"]], "bottleneck": port}))
+                  "goodput": [f["goodput_mbps"] for f in s["flows"]], "bottleneck": port,
+                  "flows": len(s["flows"]), "completed": sum(bool(f["completed"]) for f in s["flows"]),
+                  "conservation_ok": s["conservation"]["ok"]}))
 """
 
 
-def measure(scenario: Path, runs: int) -> dict:
+def child_cmd(scenario: Path, out: str, sets: list[tuple[str, str]] | None = None) -> list[str]:
+    cmd = [sys.executable, "-c", CHILD, str(scenario), out]
+    return cmd + [json.dumps(sets)] if sets else cmd
+
+
+def measure(scenario: Path, runs: int, sets: list[tuple[str, str]] | None = None, label: str | None = None) -> dict:
     samples = []
     for _ in range(runs):
         with tempfile.TemporaryDirectory() as out:
-            res = subprocess.run([sys.executable, "-c", CHILD, str(scenario), out], capture_output=True, text=True, check=True)
+            res = subprocess.run(child_cmd(scenario, out, sets), capture_output=True, text=True, check=True)
             samples.append(json.loads(res.stdout))
     wall = statistics.median(s["wall"] for s in samples)
     engine = statistics.median(s["engine_wall"] for s in samples)
     events = samples[0]["events"]
     return {
-        "scenario": scenario.stem,
+        "scenario": label or scenario.stem,
+        "sets": sets or [],
         "runs": runs,
         "wall_s": wall,
         "engine_wall_s": engine,
@@ -58,6 +79,9 @@ def measure(scenario: Path, runs: int) -> dict:
         "sim_s": samples[0]["sim"],
         "goodput_mbps": samples[0]["goodput"],
         "bottleneck": samples[0]["bottleneck"],
+        "flows": samples[0]["flows"],
+        "completed": samples[0]["completed"],
+        "conservation_ok": all(s["conservation_ok"] for s in samples),
     }
 
 
@@ -99,17 +123,168 @@ def run_ns3(rows: list[dict]) -> None:
         print(f"{'':<24} ns-3 / tacc: wall x{wall / r['wall_s']:.1f}, mean goodput {diff:+.2%}{flag}")
 
 
+SCALING_DUMBBELL = [4, 16, 64, 256]
+SCALING_FATTREE = [4, 6, 8]
+
+
+def run_scaling(runs: int) -> None:
+    """The scaling series: dumbbell NewReno+ECN by number of flows, fat-tree web search by k."""
+    rows = []
+    print(HEADER)
+    base = HERE / "scenarios" / "dumbbell-4-newreno.toml"
+    for n in SCALING_DUMBBELL:
+        sets = [("topology.senders", str(n)), ("topology.receivers", str(n)), ("flows[0].count", str(n))]
+        r = measure(base, runs, sets, f"dumbbell-newreno-{n}")
+        r.update(family="dumbbell", size=n, size_label=f"{n} flows")
+        rows.append(r)
+        print_row(r)
+    ft = HERE / "scenarios" / "fattree-k8-websearch.toml"
+    for k in SCALING_FATTREE:
+        r = measure(ft, runs, [("topology.k", str(k))], f"fattree-k{k}-websearch")
+        r.update(family="fat-tree", size=k**3 // 4, size_label=f"k={k}, {k**3 // 4} hosts")
+        rows.append(r)
+        print_row(r)
+    print()
+    print(f"{'series':<26} {'size':<18} {'wall s':>8} {'events':>13} {'events/s':>12} {'RSS MB':>8} {'done/flows':>12} {'cons':>5}")
+    for r in rows:
+        print(f"{r['scenario']:<26} {r['size_label']:<18} {r['wall_s']:>8.3f} {r['events']:>13,} {r['events_per_s']:>12,.0f} {r['peak_rss_mb']:>8.1f} {r['completed']:>5}/{r['flows']:<6} {'ok' if r['conservation_ok'] else 'BAD':>5}")
+    for r in rows:
+        r.pop("goodput_mbps", None)  # thousands of flows for the fat trees; not needed here
+    (HERE / "scaling.json").write_text(json.dumps(rows, indent=2) + "\n")
+    plot_scaling(rows, HERE / "scaling.png")
+    print(f"wrote {HERE / 'scaling.json'} and {HERE / 'scaling.png'}")
+
+
+def plot_scaling(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fams = [("dumbbell", "flows (dumbbell NewReno+ECN, 10 s simulated)"), ("fat-tree", "hosts (fat tree, web search 50%, 1 s simulated)")]
+    cols = [("wall_s", "wall time (s)"), ("events_per_s", "events per second (M)"), ("peak_rss_mb", "peak RSS (MB)")]
+    fig, axes = plt.subplots(len(fams), len(cols), figsize=(13, 7), squeeze=False)
+    for i, (fam, xlabel) in enumerate(fams):
+        fr = [r for r in rows if r["family"] == fam]
+        x = [r["size"] for r in fr]
+        for j, (key, ylabel) in enumerate(cols):
+            ax = axes[i][j]
+            y = [r[key] / 1e6 if key == "events_per_s" else r[key] for r in fr]
+            ax.plot(x, y, "o-")
+            for xv, yv in zip(x, y):
+                ax.annotate(f"{yv:.3g}", (xv, yv), textcoords="offset points", xytext=(4, 4), fontsize=8)
+            if fam == "dumbbell":
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(x)
+            ax.set_xticklabels([str(v) for v in x])
+            ax.set_xlabel(xlabel, fontsize=9)
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+    fig.suptitle("tacc scaling (median of runs, one process per run)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _vmrss_kb(pid: int) -> int | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return None
+
+
+def run_memory(duration: str, period: float = 0.5) -> None:
+    """Runs the 4-flow NewReno dumbbell for `duration` simulated in a child and samples its
+    VmRSS every `period` seconds of wall time, to show whether memory stays flat."""
+    base = HERE / "scenarios" / "dumbbell-4-newreno.toml"
+    sets = [("duration", duration)]
+    samples: list[tuple[float, int]] = []
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(child_cmd(base, out, sets), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the first sample at `period`, after the interpreter has loaded the extension
+        while proc.poll() is None:
+            time.sleep(period - (time.perf_counter() - t0) % period)
+            rss = _vmrss_kb(proc.pid)
+            if rss is not None and proc.poll() is None:
+                samples.append((time.perf_counter() - t0, rss))
+        stdout, stderr = proc.communicate()
+        if proc.returncode != 0:
+            sys.exit(f"memory run failed:\n{stderr}")
+        res = json.loads(stdout)
+    if not samples:
+        sys.exit("the run ended before the first RSS sample")
+    mb = [kb / 1024 for _, kb in samples]
+    summary = {
+        "scenario": f"dumbbell-4-newreno, {duration} simulated",
+        "period_s": period,
+        "samples": [{"t": t, "rss_mb": kb / 1024} for t, kb in samples],
+        "first_mb": mb[0],
+        "last_mb": mb[-1],
+        "max_mb": max(mb),
+        "min_mb": min(mb),
+        "ru_maxrss_mb": res["rss_kb"] / 1024,
+        "wall_s": res["wall"],
+        "events": res["events"],
+        "sim_s": res["sim"],
+        "conservation_ok": res["conservation_ok"],
+    }
+    print(f"{summary['scenario']}: {res['events']:,} events in {res['wall']:.2f} s wall, {len(samples)} RSS samples every {period} s")
+    print(f"VmRSS first {mb[0]:.1f} MB (at {samples[0][0]:.2f} s), last {mb[-1]:.1f} MB (at {samples[-1][0]:.2f} s), "
+          f"min {min(mb):.1f} MB, max {max(mb):.1f} MB; child's ru_maxrss {summary['ru_maxrss_mb']:.1f} MB")
+    (HERE / "memory.json").write_text(json.dumps(summary, indent=2) + "\n")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot([t for t, _ in samples], mb, "o-")
+    ax.set_xlabel("wall time (s)")
+    ax.set_ylabel("VmRSS (MB)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.set_title(f"{summary['scenario']}: RSS every {period} s of wall time")
+    fig.tight_layout()
+    fig.savefig(HERE / "memory.png", dpi=110)
+    plt.close(fig)
+    print(f"wrote {HERE / 'memory.json'} and {HERE / 'memory.png'}")
+
+
+HEADER = f"{'scenario':<24} {'wall s':>8} {'events':>12} {'events/s':>12} {'sim s/wall s':>12} {'RSS MB':>8} {'py ovh':>7}"
+
+
+def print_row(r: dict) -> None:
+    print(f"{r['scenario']:<24} {r['wall_s']:>8.3f} {r['events']:>12,} {r['events_per_s']:>12,.0f} {r['sim_s_per_wall_s']:>12.2f} {r['peak_rss_mb']:>8.1f} {r['python_overhead']:>6.1%}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--with-ns3", action="store_true", help="also run the scenarios in ns-3 (installs it with apt) and compare")
+    ap.add_argument("--scaling", action="store_true", help="run the scaling series instead of the suite; writes bench/scaling.png")
+    ap.add_argument("--memory", action="store_true", help="sample RSS during a long dumbbell run instead of the suite; writes bench/memory.png")
+    ap.add_argument("--memory-duration", default="60s", help="simulated time of the --memory run (default 60s)")
     ap.add_argument("scenarios", nargs="*", type=Path)
     args = ap.parse_args()
+    if args.scaling or args.memory:
+        if args.scaling:
+            run_scaling(args.runs)
+        if args.memory:
+            run_memory(args.memory_duration)
+        return
     scenarios = args.scenarios or sorted((HERE / "scenarios").glob("*.toml"))
     rows = [measure(s, args.runs) for s in scenarios]
-    print(f"{'scenario':<24} {'wall s':>8} {'events':>12} {'events/s':>12} {'sim s/wall s':>12} {'RSS MB':>8} {'py ovh':>7}")
+    print(HEADER)
     for r in rows:
-        print(f"{r['scenario']:<24} {r['wall_s']:>8.3f} {r['events']:>12,} {r['events_per_s']:>12,.0f} {r['sim_s_per_wall_s']:>12.2f} {r['peak_rss_mb']:>8.1f} {r['python_overhead']:>6.1%}")
+        print_row(r)
+    for r in rows:
+        if not r["conservation_ok"]:
+            print(f"{r['scenario']}: PACKET CONSERVATION FAILED")
     if args.with_ns3:
         run_ns3(rows)
     (HERE / "results.json").write_text(json.dumps(rows, indent=2) + "\n")

@@ -34,6 +34,11 @@ pub struct SiccControllerConfig {
     /// B, packets: buffer of ports not given one by [`SiccController::set_port_buffer`]. The
     /// simulations: 83 packets (125 KB).
     pub buffer_pkts: u32,
+    /// Also test the ON condition when a SYN copy arrives, with the last smoothed queue, instead
+    /// of only every T. Algorithm 1 tests it every T (default false); at data-center RTTs a
+    /// volley's first windows leave before the next reading unless the controller reacts to
+    /// the SYNs themselves, as the authors' ns-2 module (inside the switch) does.
+    pub evaluate_on_syn: bool,
 }
 
 impl Default for SiccControllerConfig {
@@ -45,6 +50,7 @@ impl Default for SiccControllerConfig {
             incast_duration: 3_000_000,
             initial_window_pkts: 1.0,
             buffer_pkts: 83,
+            evaluate_on_syn: false,
         }
     }
 }
@@ -146,7 +152,7 @@ impl SiccController {
         dst: u32,
         mss: u16,
         wscale: u8,
-    ) {
+    ) -> Vec<SiccMessage> {
         let state = self.port(switch, port);
         state.beta += 1;
         state.dsts.insert(dst);
@@ -154,6 +160,19 @@ impl SiccController {
         self.dst_srcs.entry(dst).or_default().insert(src);
         self.next_poll
             .get_or_insert(now + self.config.monitor_interval);
+        if !self.config.evaluate_on_syn {
+            return Vec::new();
+        }
+        let config = self.config;
+        let state = self.port(switch, port);
+        let gamma = state.beta as f64 * config.initial_window_pkts + state.q_avg;
+        if gamma < config.on_fraction * state.buffer_pkts as f64 {
+            return Vec::new();
+        }
+        state.incast = true;
+        state.kappa_time = now;
+        state.beta = 0;
+        self.messages_for(switch, port, false, true)
     }
 
     /// A FIN copy through `port` of `switch`.
@@ -219,9 +238,22 @@ impl SiccController {
             state.beta = 0;
             turn_on = true;
         }
-        let dsts: Vec<u32> = state.dsts.iter().copied().collect();
+        self.messages_for(switch, port, turn_off, turn_on)
+    }
+
+    /// OFF and/or ON messages to every source of every destination behind the port.
+    fn messages_for(
+        &self,
+        switch: u32,
+        port: u32,
+        turn_off: bool,
+        turn_on: bool,
+    ) -> Vec<SiccMessage> {
         let mut out = Vec::new();
-        for dst in dsts {
+        let Some(state) = self.ports.get(&(switch, port)) else {
+            return out;
+        };
+        for &dst in &state.dsts {
             for &src in self.dst_srcs.get(&dst).into_iter().flatten() {
                 if turn_off {
                     out.push(SiccMessage::IncastOff { src, dst });
@@ -574,5 +606,32 @@ mod tests {
             },
         );
         assert_eq!(deliver(&mut h, 1, 5000), (false, 5000));
+    }
+
+    #[test]
+    fn evaluate_on_syn_turns_incast_on_at_the_syn_that_fills_the_buffer() {
+        let cfg = SiccControllerConfig {
+            evaluate_on_syn: true,
+            initial_window_pkts: 2.0,
+            buffer_pkts: 10,
+            ..SiccControllerConfig::default()
+        };
+        let mut c = SiccController::new(cfg);
+        // gamma = 2 x beta + Q with Q = 0: the fifth SYN reaches B = 10.
+        for i in 0..4u32 {
+            assert!(c.on_syn(i as Nanos, 1, 2, 100 + i, 7, 1460, 5).is_empty());
+        }
+        let msgs = c.on_syn(4, 1, 2, 104, 7, 1460, 5);
+        assert_eq!(msgs.len(), 5, "one ON per source of the destination");
+        assert!(msgs.iter().all(|m| matches!(
+            m,
+            SiccMessage::IncastOn {
+                dst: 7,
+                wscale: 5,
+                mss: 1460,
+                ..
+            }
+        )));
+        assert!(c.port_view(1, 2).unwrap().incast);
     }
 }

@@ -551,6 +551,7 @@ pub fn install(
                 )?,
                 initial_window_pkts: c.initial_window.unwrap_or(d.initial_window_pkts),
                 buffer_pkts: d.buffer_pkts,
+                evaluate_on_syn: c.evaluate_on_syn.unwrap_or(false),
             };
             if !(cfg.on_fraction > 0.0 && cfg.on_fraction.is_finite())
                 || !(cfg.initial_window_pkts >= 0.0 && cfg.initial_window_pkts.is_finite())

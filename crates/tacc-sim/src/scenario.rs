@@ -452,6 +452,8 @@ pub struct MechanismCfg {
     pub incast_duration: Option<Duration>,
     /// IW in packets as the controller assumes it.
     pub initial_window: Option<f64>,
+    /// Also test the incast-ON condition on every SYN copy, not only every interval.
+    pub evaluate_on_syn: Option<bool>,
     // --- sdn-ecn
     pub threshold: Option<f64>,
     pub max_fraction: Option<f64>,
@@ -505,6 +507,7 @@ impl MechanismCfg {
                 "on_fraction",
                 "incast_duration",
                 "initial_window",
+                "evaluate_on_syn",
             ],
             MechanismKind::SdnEcn => &[
                 "interval",
@@ -534,7 +537,7 @@ impl MechanismCfg {
     }
 }
 
-const KEYS: [&str; 31] = [
+const KEYS: [&str; 32] = [
     "rate",
     "vms",
     "weights",
@@ -560,6 +563,7 @@ const KEYS: [&str; 31] = [
     "on_fraction",
     "incast_duration",
     "initial_window",
+    "evaluate_on_syn",
     "threshold",
     "max_fraction",
     "rule_timeout",

@@ -678,6 +678,21 @@ impl Sim {
         self.sync_ctrl_timer();
     }
 
+    /// SICC decisions as messages to the hypervisor of each source.
+    fn sicc_messages(&self, msgs: Vec<tacc_mech::sicc::SiccMessage>) -> Vec<Msg> {
+        msgs.into_iter()
+            .filter_map(|m| {
+                let src = match m {
+                    tacc_mech::sicc::SiccMessage::IncastOn { src, .. }
+                    | tacc_mech::sicc::SiccMessage::IncastOff { src, .. } => src,
+                };
+                self.m
+                    .host_of_ip(src)
+                    .map(|host| Msg::Sicc { host, msg: m })
+            })
+            .collect()
+    }
+
     fn ctrl_deliver(&mut self) {
         let now = self.now;
         let Some((at, msg)) = self.m.control.inflight.pop_front() else {
@@ -761,6 +776,7 @@ impl Sim {
                 out_port,
                 pkt,
             } => {
+                let mut sicc_out = Vec::new();
                 // A controller that knows every switch's ECMP hash can follow the flow's path.
                 let hops = if self.m.control.per_path {
                     self.m.path_of(switch, &pkt)
@@ -776,7 +792,7 @@ impl Sim {
                     }
                     Some(CtrlApp::Sicc(c)) => {
                         if pkt.flags & tcp_flags::SYN != 0 && pkt.flags & tcp_flags::ACK == 0 {
-                            c.on_syn(
+                            let msgs = c.on_syn(
                                 now,
                                 switch,
                                 out_port,
@@ -785,12 +801,14 @@ impl Sim {
                                 pkt.mss.unwrap_or(1460),
                                 pkt.wscale.unwrap_or(0),
                             );
+                            sicc_out.extend(msgs);
                         } else if pkt.flags & tcp_flags::FIN != 0 {
                             c.on_fin(now, switch, out_port, pkt.src, pkt.dst);
                         }
                     }
                     _ => {}
                 }
+                replies.extend(self.sicc_messages(sicc_out));
             }
             Msg::PortStats {
                 switch,
@@ -812,15 +830,8 @@ impl Sim {
             }
             Msg::QueueLength { switch, port, pkts } => {
                 if let Some(CtrlApp::Sicc(c)) = &mut self.m.control.app {
-                    for m in c.on_queue_sample(now, switch, port, pkts) {
-                        let src = match m {
-                            tacc_mech::sicc::SiccMessage::IncastOn { src, .. }
-                            | tacc_mech::sicc::SiccMessage::IncastOff { src, .. } => src,
-                        };
-                        if let Some(host) = self.m.host_of_ip(src) {
-                            replies.push(Msg::Sicc { host, msg: m });
-                        }
-                    }
+                    let msgs = c.on_queue_sample(now, switch, port, pkts);
+                    replies.extend(self.sicc_messages(msgs));
                 }
             }
             Msg::SwitchStats {
