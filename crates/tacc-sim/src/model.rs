@@ -72,8 +72,10 @@ pub struct Vm {
     /// The VM's virtual NIC: packets waiting to reach the vswitch, with their sending endpoint
     /// and flow. It serializes at the host NIC's rate; its head may be held by a queueing limiter.
     pub vnic: VecDeque<(Packet, Option<u32>, Option<u32>)>,
-    pub vnic_bytes: u64,
+    /// A VnicDone event is pending.
     pub vnic_busy: bool,
+    /// When the vNIC has finished serializing the last packet it handed over.
+    pub vnic_free_at: u64,
     /// Drop-tail limit of the vNIC queue, in packets.
     pub vnic_limit: u64,
 }
@@ -556,7 +558,7 @@ impl Model {
                     ip,
                     next_port: 10_000,
                     vnic: VecDeque::new(),
-                    vnic_bytes: 0,
+                    vnic_free_at: 0,
                     vnic_busy: false,
                     vnic_limit: nic_limit_pkts,
                 });

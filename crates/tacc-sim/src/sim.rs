@@ -223,7 +223,10 @@ impl Sim {
                 self.ctrl_timer();
             }
             EvKind::CtrlDeliver => self.ctrl_deliver(),
-            EvKind::VnicDone(vm) => self.vnic_done(vm),
+            EvKind::VnicDone(vm) => {
+                self.m.vms[vm as usize].vnic_busy = false;
+                self.vnic_pump(vm);
+            }
             EvKind::InstallRule(i) => {
                 let (sw, _, rule) = self.m.pending_rules[i as usize].clone();
                 self.m.tables[sw as usize].install(rule);
@@ -440,44 +443,45 @@ impl Sim {
             self.vnic_dropped += 1;
             return;
         }
-        v.vnic_bytes += pkt.len as u64;
         v.vnic.push_back((pkt, ep, flow));
         if let Some(e) = ep {
             self.m.eps[e as usize].in_host += 1;
         }
         if !v.vnic_busy {
-            self.vnic_start(vm);
+            self.vnic_pump(vm);
         }
     }
 
-    fn vnic_start(&mut self, vm: u32) {
-        let v = &mut self.m.vms[vm as usize];
-        let Some((p, _, _)) = v.vnic.front() else {
-            v.vnic_busy = false;
-            return;
-        };
-        v.vnic_busy = true;
-        let rate = self.m.ports[self.m.hosts[v.host as usize].nic_port as usize].rate_bps;
-        let at = self.now + Self::ser_time(rate, p.len);
-        self.schedule(at, EvKind::VnicDone(vm));
-    }
-
-    /// The vNIC's head packet reached the vswitch: offer it to the egress hook.
-    fn vnic_done(&mut self, vm: u32) {
+    /// Hands the vNIC's head packet to the vswitch egress hook if the vNIC is free: packets
+    /// leave back to back at the NIC rate, the first of a burst without delay (cut-through).
+    fn vnic_pump(&mut self, vm: u32) {
         let now = self.now;
         let host = self.m.vms[vm as usize].host;
-        let (verdict, ep) = {
-            let v = &mut self.m.vms[vm as usize];
-            let (pkt, ep, _) = v.vnic.front_mut().expect("a busy vNIC has a head packet");
-            (self.m.shims[host as usize].shim.on_egress(now, pkt), *ep)
-        };
+        let v = &mut self.m.vms[vm as usize];
+        let Some((pkt, ep, _)) = v.vnic.front_mut() else { return };
+        if now < v.vnic_free_at {
+            v.vnic_busy = true;
+            let at = v.vnic_free_at;
+            self.schedule(at, EvKind::VnicDone(vm));
+            return;
+        }
+        let ep = *ep;
+        let verdict = self.m.shims[host as usize].shim.on_egress(now, pkt);
         self.sync_shim_timer(host);
         if let EgressVerdict::Hold { until } = verdict {
+            self.m.vms[vm as usize].vnic_busy = true;
             self.schedule(until.max(now + 1), EvKind::VnicDone(vm));
             return;
         }
-        let (pkt, _, flow) = self.m.vms[vm as usize].vnic.pop_front().expect("head");
-        self.m.vms[vm as usize].vnic_bytes -= pkt.len as u64;
+        let v = &mut self.m.vms[vm as usize];
+        let (pkt, _, flow) = v.vnic.pop_front().expect("head");
+        let rate = self.m.ports[self.m.hosts[host as usize].nic_port as usize].rate_bps;
+        v.vnic_free_at = now + Self::ser_time(rate, pkt.len);
+        if !v.vnic.is_empty() {
+            v.vnic_busy = true;
+            let at = v.vnic_free_at;
+            self.schedule(at, EvKind::VnicDone(vm));
+        }
         match verdict {
             EgressVerdict::Pass => {
                 if !flow.is_some_and(|f| self.scripted_drop(f, &pkt)) {
@@ -491,7 +495,6 @@ impl Sim {
             }
             _ => self.shim_dropped += 1,
         }
-        self.vnic_start(vm);
         if let Some(e) = ep {
             let slot = &mut self.m.eps[e as usize];
             slot.in_host -= 1;
