@@ -54,6 +54,10 @@ pub struct Port {
     pub qdisc: Qdisc,
     pub busy: bool,
     pub stats: PortStats,
+    /// Serialization cost in picoseconds per byte (8e12 / rate, rounded).
+    pub ps_per_byte: u64,
+    /// When the packet being serialized (if any) has left.
+    pub busy_until: u64,
     /// Random extra delay in [0, jitter] per packet (host NICs only).
     pub jitter_ns: u64,
     pub last_arrival: u64,
@@ -498,6 +502,8 @@ impl Model {
                 stats: PortStats::default(),
                 jitter_ns,
                 last_arrival: 0,
+                ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
+                busy_until: 0,
             });
         }
         let port_index: HashMap<String, u32> = ports

@@ -241,6 +241,14 @@ impl Sim {
         ((len as u128 * 8_000_000_000u128).div_ceil(rate_bps as u128)) as u64
     }
 
+    /// Serialization time of `len` bytes on a port, from its picoseconds per byte.
+    #[inline]
+    fn port_ser(ps_per_byte: u64, len: u32) -> u64 {
+        (len as u64 * ps_per_byte).div_ceil(1000)
+    }
+
+    /// A packet offered to a port's queue: AQM admission, then transmission at once if the
+    /// port is idle (no completion event is needed for a packet that waits for nothing).
     fn enqueue(&mut self, port: u32, id: PktId) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
@@ -249,7 +257,7 @@ impl Sim {
             (pk.len, pk.ecn)
         };
         let backlog = p.queue.len() as u64;
-        let pkt_time = Self::ser_time(p.rate_bps, 1500);
+        let pkt_time = Self::port_ser(p.ps_per_byte, 1500);
         let verdict = p.qdisc.admit(
             now,
             backlog,
@@ -276,51 +284,60 @@ impl Sim {
             }
             Verdict::Enqueue => {}
         }
-        p.stats.advance(now, backlog);
         p.stats.enqueued += 1;
+        if backlog == 0 && now >= p.busy_until {
+            self.transmit(port, id);
+            return;
+        }
+        p.stats.advance(now, backlog);
         p.queue.push_back(id);
         p.queue_bytes += len as u64;
         p.stats.max_backlog = p.stats.max_backlog.max(p.queue.len() as u64);
         if !p.busy {
-            self.start_tx(port);
+            p.busy = true;
+            let at = p.busy_until;
+            self.schedule(at, EvKind::TxDone(port));
         }
     }
 
-    fn start_tx(&mut self, port: u32) {
+    /// Starts serializing `id` now; it arrives at the far end after serialization and delay.
+    fn transmit(&mut self, port: u32, id: PktId) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
-        let Some(&id) = p.queue.front() else {
-            p.busy = false;
-            p.qdisc.on_idle(now);
-            return;
-        };
-        p.busy = true;
         let len = self.pkts.get(id).len;
-        let at = now + Self::ser_time(p.rate_bps, len);
-        self.schedule(at, EvKind::TxDone(port));
-    }
-
-    fn tx_done(&mut self, port: u32) {
-        let now = self.now;
-        let p = &mut self.m.ports[port as usize];
-        let backlog = p.queue.len() as u64;
-        p.stats.advance(now, backlog);
-        let id = p
-            .queue
-            .pop_front()
-            .expect("a transmitting port has a head packet");
-        let len = self.pkts.get(id).len as u64;
-        p.queue_bytes -= len;
-        p.stats.tx_bytes += len;
+        p.busy_until = now + Self::port_ser(p.ps_per_byte, len);
+        p.stats.tx_bytes += len as u64;
         p.stats.tx_pkts += 1;
-        let mut at = now + p.delay_ns;
+        let mut at = p.busy_until + p.delay_ns;
         if p.jitter_ns > 0 {
             // Host transmit timing noise; arrivals stay in FIFO order.
             at = (at + self.m.rng.below(p.jitter_ns + 1)).max(p.last_arrival);
             p.last_arrival = at;
         }
+        if p.queue.is_empty() {
+            p.qdisc.on_idle(p.busy_until);
+        }
         self.schedule(at, EvKind::Arrive(port, id));
-        self.start_tx(port);
+    }
+
+    /// The port finished a packet and has others waiting: start the next one.
+    fn tx_done(&mut self, port: u32) {
+        let now = self.now;
+        let p = &mut self.m.ports[port as usize];
+        p.busy = false;
+        let backlog = p.queue.len() as u64;
+        p.stats.advance(now, backlog);
+        let Some(id) = p.queue.pop_front() else {
+            return;
+        };
+        p.queue_bytes -= self.pkts.get(id).len as u64;
+        self.transmit(port, id);
+        let p = &mut self.m.ports[port as usize];
+        if !p.queue.is_empty() {
+            p.busy = true;
+            let at = p.busy_until;
+            self.schedule(at, EvKind::TxDone(port));
+        }
     }
 
     fn arrive(&mut self, port: u32, id: PktId) {
@@ -458,7 +475,9 @@ impl Sim {
         let now = self.now;
         let host = self.m.vms[vm as usize].host;
         let v = &mut self.m.vms[vm as usize];
-        let Some((pkt, ep, _)) = v.vnic.front_mut() else { return };
+        let Some((pkt, ep, _)) = v.vnic.front_mut() else {
+            return;
+        };
         if now < v.vnic_free_at {
             v.vnic_busy = true;
             let at = v.vnic_free_at;
@@ -475,8 +494,8 @@ impl Sim {
         }
         let v = &mut self.m.vms[vm as usize];
         let (pkt, _, flow) = v.vnic.pop_front().expect("head");
-        let rate = self.m.ports[self.m.hosts[host as usize].nic_port as usize].rate_bps;
-        v.vnic_free_at = now + Self::ser_time(rate, pkt.len);
+        let ps = self.m.ports[self.m.hosts[host as usize].nic_port as usize].ps_per_byte;
+        v.vnic_free_at = now + Self::port_ser(ps, pkt.len);
         if !v.vnic.is_empty() {
             v.vnic_busy = true;
             let at = v.vnic_free_at;
