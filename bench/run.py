@@ -236,6 +236,12 @@ def run_memory(duration: str, period: float = 0.5) -> None:
     print(f"{summary['scenario']}: {res['events']:,} events in {res['wall']:.2f} s wall, {len(samples)} RSS samples every {period} s")
     print(f"VmRSS first {mb[0]:.1f} MB (at {samples[0][0]:.2f} s), last {mb[-1]:.1f} MB (at {samples[-1][0]:.2f} s), "
           f"min {min(mb):.1f} MB, max {max(mb):.1f} MB; child's ru_maxrss {summary['ru_maxrss_mb']:.1f} MB")
+    span = samples[-1][0] - samples[0][0]
+    if span > 0:
+        # simulated seconds covered between the first and last sample, at the run's mean speed
+        sim_span = span * res["sim"] / res["wall"]
+        summary["growth_kb_per_sim_s"] = (mb[-1] - mb[0]) * 1024 / sim_span
+        print(f"growth first -> last: {mb[-1] - mb[0]:+.1f} MB, about {summary['growth_kb_per_sim_s']:.1f} KB per simulated second")
     (HERE / "memory.json").write_text(json.dumps(summary, indent=2) + "\n")
     import matplotlib
 
@@ -246,9 +252,9 @@ def run_memory(duration: str, period: float = 0.5) -> None:
     ax.plot([t for t, _ in samples], mb, "o-")
     ax.set_xlabel("wall time (s)")
     ax.set_ylabel("VmRSS (MB)")
-    ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
-    ax.set_title(f"{summary['scenario']}: RSS every {period} s of wall time")
+    ax.set_title(f"{summary['scenario']}: RSS every {period} s of wall time\n"
+                 f"first {mb[0]:.1f} MB, last {mb[-1]:.1f} MB, max {max(mb):.1f} MB", fontsize=10)
     fig.tight_layout()
     fig.savefig(HERE / "memory.png", dpi=110)
     plt.close(fig)

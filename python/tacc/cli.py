@@ -7,6 +7,7 @@ file or result directory), 130 interrupted. Errors are one line on stderr.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,6 +61,25 @@ def _parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="print the summary table of a result directory")
     show.add_argument("dir", type=Path, metavar="DIR")
     show.set_defaults(command=_show)
+
+    repro = commands.add_parser(
+        "reproduce", help="re-run the papers' experiments and write figures and a report",
+        description="Re-run the papers' experiments (all, or by paper: hygenicc, sdn-gcc, "
+                    "sicc, sdn-ecn, or by figure id; --list shows them) and write "
+                    "REPORT.md, report.html and figures.",
+    )
+    repro.add_argument("names", nargs="*", metavar="PAPER|FIGURE",
+                       help="papers or figure ids (default: all)")
+    repro.add_argument("--quick", action="store_true",
+                       help="1/5 of the simulated time and one seed (minutes, not hours)")
+    repro.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)),
+                       metavar="N", help="parallel simulations (default: CPU count)")
+    repro.add_argument("--engine", choices=("local", "ray"), default="local",
+                       help="local process pool (default) or a ray cluster (RAY_ADDRESS)")
+    repro.add_argument("--out", type=Path, default=Path("out/reproduce"), metavar="DIR",
+                       help="output directory (default: out/reproduce); runs are cached here")
+    repro.add_argument("--list", action="store_true", help="list the experiments and exit")
+    repro.set_defaults(command=_reproduce)
     return parser
 
 
@@ -116,6 +136,26 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     print(summary_table(read_summary(args.dir)))
+    return 0
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    from tacc import reproduce  # matplotlib and the registry load only here
+
+    if args.list:
+        print(reproduce.registry_table())
+        return 0
+    command = "tacc reproduce " + " ".join(
+        [*args.names, *(["--quick"] if args.quick else []), f"--jobs {args.jobs}"]
+    )
+    report, results = reproduce.reproduce(
+        args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
+        command=command.strip(),
+    )
+    rows = [r for e in results for r in e.rows]
+    held = sum(1 for r in rows if r.holds)
+    judged = sum(1 for r in rows if r.holds is not None)
+    print(f"{held} of {judged} claims hold; wrote {report} and {report.with_name('report.html')}")
     return 0
 
 

@@ -733,6 +733,7 @@ impl TcpEndpoint {
         match self.state {
             State::SynSent | State::SynRcvd => {
                 self.stats.timeouts += 1;
+                self.stats.retransmits += 1; // the SYN or SYN-ACK goes again
                 self.rto_deadline = Some(now + self.rto);
                 if self.state == State::SynRcvd {
                     self.ack_now = true;
@@ -828,7 +829,11 @@ impl TcpEndpoint {
             }
         }
         if self.ack_now && !sent_any {
-            let p = self.segment(now, F::ACK, 1 + self.nxt + (self.fin_sent as u64), 0);
+            let mut p = self.segment(now, F::ACK, 1 + self.nxt + (self.fin_sent as u64), 0);
+            if self.ecn_ok && self.cc.kind() == CcKind::Dctcp {
+                // Linux leaves ECT on every segment of a congestion control that needs ECN.
+                p.ecn = Ecn::Ect0;
+            }
             self.after_send(now);
             out(p);
         }
