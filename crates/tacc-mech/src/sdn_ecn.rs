@@ -194,8 +194,16 @@ impl SdnEcnController {
             }
             seen.insert(id, (now, s.bytes));
         }
-        // Flows absent from this probe have ended or moved: forget them.
-        self.flows = seen;
+        // Flows of the probed switches that are absent from this probe have ended or moved:
+        // forget them. Other switches' flows keep their baselines for their own probes.
+        let probed: BTreeSet<u32> = ports
+            .iter()
+            .map(|p| p.switch)
+            .chain(flows.iter().map(|f| f.switch))
+            .collect();
+        self.flows
+            .retain(|&(switch, _, _), _| !probed.contains(&switch));
+        self.flows.extend(seen);
         let mut rules = Vec::new();
         for (&(switch, port), link) in &self.links {
             let Some(utilization) = link.utilization else {
@@ -371,5 +379,36 @@ mod tests {
             vec![StatsRequest { switch: 1 }, StatsRequest { switch: 3 }]
         );
         assert_eq!(c.poll_at(), Some(4 * S));
+    }
+
+    #[test]
+    fn probing_one_switch_keeps_the_other_switches_flow_baselines() {
+        let mut c = SdnEcnController::new(SdnEcnConfig::default());
+        c.add_link(0, 1, 10, 100 * MBPS);
+        c.add_link(0, 2, 20, 100 * MBPS);
+        let sample = |switch, port, bytes| FlowSample {
+            switch,
+            port,
+            key: flow(1),
+            bytes,
+        };
+        let port = |switch, port, tx_bytes| PortSample {
+            switch,
+            port,
+            tx_bytes,
+        };
+        // Baselines at t = 0 for both switches, probed one after the other.
+        c.on_probe(0, &[port(1, 10, 0)], &[sample(1, 10, 0)]);
+        c.on_probe(0, &[port(2, 20, 0)], &[sample(2, 20, 0)]);
+        // One second later switch 2's link ran at 100%: its flow is selected, although switch 1
+        // was probed in between.
+        c.on_probe(S, &[port(1, 10, 0)], &[sample(1, 10, 0)]);
+        let rules = c.on_probe(
+            S,
+            &[port(2, 20, 100 * MBPS / 8)],
+            &[sample(2, 20, 100 * MBPS / 8)],
+        );
+        assert_eq!(rules.len(), 1);
+        assert_eq!((rules[0].switch, rules[0].out_port), (2, 20));
     }
 }

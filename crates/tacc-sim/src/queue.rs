@@ -142,7 +142,13 @@ impl Qdisc {
         match (congested, self.red.ecn && ecn.is_ect()) {
             (false, _) => Verdict::Enqueue,
             (true, true) => Verdict::Mark,
-            (true, false) => Verdict::DropAqm,
+            (true, false) => {
+                if pkts == 0 {
+                    // The queue stays idle: keep decaying the average from now on.
+                    self.idle_since = Some(now);
+                }
+                Verdict::DropAqm
+            }
         }
     }
 
@@ -213,5 +219,32 @@ mod tests {
         // pb = 0.05; with the count correction marks are uniform over 1/pb: rate ~ 2 pb / (1 + pb) ~ 0.095
         let rate = marks as f64 / n as f64;
         assert!((0.06..0.11).contains(&rate), "rate {rate}");
+    }
+
+    #[test]
+    fn classic_red_average_decays_over_idle_time_even_after_drops() {
+        let p = RedParams {
+            min_th: 20.0,
+            max_th: 60.0,
+            max_p: 0.1,
+            weight: 0.002,
+            ecn: false,
+        };
+        let mut q = Qdisc::new(QueueKind::Red, Size::Packets(1000), Size::Packets(0), p);
+        let mut rng = Rng::new(1);
+        // A long burst drives the average above max_th: arrivals are dropped.
+        for _ in 0..3000 {
+            q.admit(0, 150, 0, 1500, Ecn::NotEct, 120_000, &mut rng);
+        }
+        q.on_idle(1_000_000);
+        assert_eq!(
+            q.admit(2_000_000, 0, 0, 1500, Ecn::NotEct, 120_000, &mut rng),
+            Verdict::DropAqm
+        );
+        // One second of idle time later (8333 packet times at 100 Mb/s) the average is ~0.
+        assert_eq!(
+            q.admit(1_002_000_000, 0, 0, 1500, Ecn::NotEct, 120_000, &mut rng),
+            Verdict::Enqueue
+        );
     }
 }
