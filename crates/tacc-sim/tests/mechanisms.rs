@@ -135,11 +135,14 @@ fn sdn_gcc_degrades_as_the_control_latency_grows() {
     );
 }
 
+/// The paper's bufferbloat: a 3000-packet drop-tail queue (360 ms at 100 Mb/s) behind two
+/// Cubic bulk flows; a 2 MB interactive flow starts at 5 s. SDN-ECN probes every 100 ms with
+/// 50 ms rules (with the paper's 2 s probes the rules come too seldom to drain the queue here).
 #[test]
 fn sdn_ecn_marks_the_top_flows_and_drains_a_bloated_drop_tail_queue() {
     let scenario = |mechanism: &str| {
         format!(
-            "name = \"e\"\nduration = \"20s\"\n[topology]\nkind = \"star\"\nsenders = 3\nreceivers = 1\nlink_rate = \"100Mbps\"\nlink_delay = \"1ms\"\n[queue]\nkind = \"droptail\"\nlimit = \"1000pkt\"\n[tcp]\ncc = \"cubic\"\necn = true\n[[flows]]\nname = \"bulk\"\ncount = 2\nsrc = \"s{{i}}\"\ndst = \"r0\"\n[[flows]]\nname = \"interactive\"\nsrc = \"s2\"\ndst = \"r0\"\nstart = \"5s\"\nbytes = \"2MB\"\n[mechanism]\n{mechanism}\n"
+            "name = \"e\"\nduration = \"20s\"\n[topology]\nkind = \"star\"\nsenders = 3\nreceivers = 1\nlink_rate = \"100Mbps\"\nlink_delay = \"1ms\"\n[queue]\nkind = \"droptail\"\nlimit = \"3000pkt\"\n[tcp]\ncc = \"cubic\"\necn = true\n[[flows]]\nname = \"bulk\"\ncount = 2\nsrc = \"s{{i}}\"\ndst = \"r0\"\n[[flows]]\nname = \"interactive\"\nsrc = \"s2\"\ndst = \"r0\"\nstart = \"5s\"\nbytes = \"2MB\"\n[mechanism]\n{mechanism}\n"
         )
     };
     let (_, plain) = run(&scenario("kind = \"none\""));
@@ -155,7 +158,7 @@ fn sdn_ecn_marks_the_top_flows_and_drains_a_bloated_drop_tail_queue() {
         flow(&plain, "interactive").fct.unwrap(),
         flow(&sdn, "interactive").fct.unwrap(),
     );
-    assert!(f1 * 2.0 < f0, "2 MB FCT {f0:.3} s -> {f1:.3} s");
+    assert!(f1 * 5.0 < f0, "2 MB FCT {f0:.3} s -> {f1:.3} s");
     assert!(
         sdn.control.rules_installed > 10
             && sdn.mechanism.control_messages["flow_mod"] == sdn.control.rules_installed
