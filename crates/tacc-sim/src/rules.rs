@@ -168,4 +168,17 @@ mod tests {
             .lookup(0, &Packet::new(1, 2, ip_proto::UDP, 100))
             .is_none());
     }
+
+    #[test]
+    fn removing_a_rule_by_match_and_priority_restores_the_lower_one() {
+        let mut t = FlowTable::default();
+        let m = Match { src: Some(1), ..Match::default() };
+        t.install(rule(Match::default(), 1, None, false));
+        t.install(rule(m.clone(), 10, None, true));
+        assert_eq!(t.remove(&m, 9), 0, "priority must match too");
+        assert!(t.lookup(0, &syn(1)).unwrap().set_ce);
+        assert_eq!(t.remove(&m, 10), 1);
+        assert!(!t.lookup(0, &syn(1)).unwrap().set_ce);
+        assert_eq!(t.rules().len(), 1);
+    }
 }
