@@ -370,7 +370,10 @@ def _hyg5_rows() -> list[Row]:
 SDNGCC_CAUSE = (
     "ns-2 vs tacc: 20-segment windows and queueing limiters (see the scenario header); "
     "tacc's controller latency and NIC jitter; the paper's exact shim constants (Tc, scale(C)) "
-    "are tacc defaults"
+    "are tacc defaults. Where the tagged flow gets more than its share against DCTCP: SDN-GCC's "
+    "shim sets ECT but does not hide CE from the VMs (PAPERS.md section 2 says nothing of "
+    "clearing it), so the DCTCP competitors cut their own windows on the marks and are cut again "
+    "by the controller, while the tagged NewReno flow (no ECN) only sees the controller's cuts"
 )
 
 
