@@ -370,15 +370,16 @@ def _hyg5_rows() -> list[Row]:
 SDNGCC_CAUSE = (
     "ns-2 vs tacc: 20-segment windows and queueing limiters (see the scenario header); "
     "tacc's controller latency and NIC jitter; the paper's exact shim constants (Tc, scale(C)) "
-    "are tacc defaults. Where the tagged flow gets more than its share against DCTCP: SDN-GCC's "
-    "shim sets ECT but does not hide CE from the VMs (PAPERS.md section 2 says nothing of "
-    "clearing it), so the DCTCP competitors cut their own windows on the marks and are cut again "
-    "by the controller, while the tagged NewReno flow (no ECN) only sees the controller's cuts"
+    "are tacc defaults. The shim clears CE before delivery (clear_ce, 000 section VIII-C); "
+    "without it the DCTCP competitors cut their own windows on the marks and are cut again by "
+    "the controller, and the tagged flow gets more than its share"
 )
 
 
 def _gcc(interval: str) -> list[tuple[str, str]]:
-    return [("mechanism", _inline(kind="sdn-gcc", interval=interval, on_shortage="queue"))]
+    # clear_ce: the shim hides the marks from the VMs (000 section VIII-C); the paper's
+    # identical TCP and DCTCP columns show its DCTCP competitors never saw them.
+    return [("mechanism", _inline(kind="sdn-gcc", interval=interval, on_shortage="queue", clear_ce=True))]
 
 
 SDNGCC_FIGS: dict[str, tuple[int, list[tuple[str, list[tuple[str, str]]]]]] = {

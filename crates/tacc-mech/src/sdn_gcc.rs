@@ -66,6 +66,9 @@ pub struct SdnGccShimConfig {
     pub alloc: AllocatorConfig,
     /// What a rate is attached to.
     pub keying: RateKeying,
+    /// Clear CE on packets delivered to local VMs (000 §VIII-C: needed when ECN is not in use
+    /// end to end). Off by default: footnote 4 lets ECN-capable tenants see the marks too.
+    pub clear_ce: bool,
 }
 
 impl SdnGccShimConfig {
@@ -90,6 +93,7 @@ impl Default for SdnGccShimConfig {
             min_rate_fraction: 0.01,
             alloc: AllocatorConfig::default(),
             keying: RateKeying::PerVm,
+            clear_ce: false,
         }
     }
 }
@@ -103,6 +107,8 @@ pub struct SdnGccShimCounters {
     pub marks: f64,
     /// Packets the limiters dropped (token shortage or a packet larger than the bucket).
     pub drops: u64,
+    /// CE marks cleared before delivery to a VM.
+    pub ce_cleared: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -214,6 +220,14 @@ impl SdnGccShim {
             _ => {}
         }
         verdict
+    }
+
+    /// A packet arriving for a local VM: hides the congestion marks if configured to.
+    pub fn on_ingress(&mut self, pkt: &mut (impl PacketHeaders + ?Sized)) {
+        if self.config.clear_ce && pkt.ecn() == Ecn::Ce {
+            pkt.set_ecn(Ecn::Ect0);
+            self.counters.ce_cleared += 1;
+        }
     }
 
     /// A congestion notification from the controller: `marks` attributed to traffic from local
@@ -766,5 +780,40 @@ mod tests {
         shim.on_notification(MS, VM, ida, 50.0);
         assert!(shim.rate_bps(VM, ida).unwrap() < GBPS);
         assert_eq!(shim.rate_bps(VM, idb), Some(GBPS));
+    }
+
+    #[test]
+    fn clear_ce_hides_marks_from_vms_only_when_configured() {
+        let mk = || {
+            let b = emit(
+                &Ipv4Fields {
+                    src: D1,
+                    dst: VM,
+                    protocol: ip_proto::UDP,
+                    ident: 0,
+                    ecn: Ecn::Ce,
+                    total_len: 100,
+                    ttl: 64,
+                },
+                None,
+            );
+            Ipv4Packet::new_checked(b).unwrap()
+        };
+        let mut keep = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut p = mk();
+        keep.on_ingress(&mut p);
+        assert_eq!(p.ecn(), Ecn::Ce);
+        let mut hide = SdnGccShim::new(
+            SdnGccShimConfig {
+                clear_ce: true,
+                ..SdnGccShimConfig::default()
+            },
+            GBPS,
+        );
+        let mut p = mk();
+        hide.on_ingress(&mut p);
+        assert_eq!(p.ecn(), Ecn::Ect0);
+        assert!(p.checksums_valid());
+        assert_eq!(hide.counters().ce_cleared, 1);
     }
 }

@@ -77,6 +77,10 @@ impl Shim {
                 s.on_ack_to_vm(now, pkt);
                 IngressAction::Deliver
             }
+            Shim::SdnGcc(s) => {
+                s.on_ingress(pkt);
+                IngressAction::Deliver
+            }
             _ => IngressAction::Deliver,
         }
     }
@@ -136,6 +140,7 @@ impl Shim {
                 add("notifications_ignored", k.notifications_ignored as f64);
                 add("notified_marks", k.marks);
                 add("limiter_drops", k.drops as f64);
+                add("ce_cleared", k.ce_cleared as f64);
             }
             Shim::Sicc(s) => {
                 let k = s.counters();
@@ -495,6 +500,7 @@ pub fn install(
                 )?,
                 alloc,
                 keying,
+                clear_ce: c.clear_ce.unwrap_or(false),
             };
             for h in 0..m.hosts.len() {
                 let mut shim = SdnGccShim::new(cfg, nic_rate(m, h));

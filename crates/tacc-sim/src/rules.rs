@@ -172,7 +172,10 @@ mod tests {
     #[test]
     fn removing_a_rule_by_match_and_priority_restores_the_lower_one() {
         let mut t = FlowTable::default();
-        let m = Match { src: Some(1), ..Match::default() };
+        let m = Match {
+            src: Some(1),
+            ..Match::default()
+        };
         t.install(rule(Match::default(), 1, None, false));
         t.install(rule(m.clone(), 10, None, true));
         assert_eq!(t.remove(&m, 9), 0, "priority must match too");

@@ -445,6 +445,8 @@ pub struct MechanismCfg {
     pub scale: Option<f64>,
     /// Prototype response: this cut per mark instead of the mark-rate rule.
     pub cut_per_mark: Option<Rate>,
+    /// Clear CE before delivering packets to VMs (for tenants that do not use ECN).
+    pub clear_ce: Option<bool>,
     // --- sicc
     pub off_fraction: Option<f64>,
     pub on_fraction: Option<f64>,
@@ -499,6 +501,7 @@ impl MechanismCfg {
                 "congestion_grace",
                 "scale",
                 "cut_per_mark",
+                "clear_ce",
             ],
             MechanismKind::Sicc => &[
                 "interval",
@@ -537,7 +540,7 @@ impl MechanismCfg {
     }
 }
 
-const KEYS: [&str; 32] = [
+const KEYS: [&str; 33] = [
     "rate",
     "vms",
     "weights",
@@ -559,6 +562,7 @@ const KEYS: [&str; 32] = [
     "congestion_grace",
     "scale",
     "cut_per_mark",
+    "clear_ce",
     "off_fraction",
     "on_fraction",
     "incast_duration",
