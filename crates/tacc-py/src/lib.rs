@@ -9,13 +9,22 @@ use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::time::Instant;
 
-create_exception!(_core, ScenarioError, PyValueError, "A scenario file or override is invalid.");
+create_exception!(
+    _core,
+    ScenarioError,
+    PyValueError,
+    "A scenario file or override is invalid."
+);
 
 fn scenario_err(e: tacc_sim::scenario::ScenarioError) -> PyErr {
     ScenarioError::new_err(e.to_string())
 }
 
-fn prepare(path: &str, seed: Option<u64>, sets: &[(String, String)]) -> PyResult<tacc_sim::Prepared> {
+fn prepare(
+    path: &str,
+    seed: Option<u64>,
+    sets: &[(String, String)],
+) -> PyResult<tacc_sim::Prepared> {
     let text = tacc_sim::read_scenario(Path::new(path)).map_err(scenario_err)?;
     tacc_sim::load(&text, path, sets, seed).map_err(scenario_err)
 }
@@ -32,12 +41,28 @@ impl Progress {
         if !self.enabled || self.started.elapsed().as_secs_f64() < 2.0 {
             return;
         }
-        let frac = if end == 0 { 1.0 } else { now as f64 / end as f64 };
+        let frac = if end == 0 {
+            1.0
+        } else {
+            now as f64 / end as f64
+        };
         let wall = self.started.elapsed().as_secs_f64();
-        let left = if frac > 0.0 { wall * (1.0 - frac) / frac } else { 0.0 };
+        let left = if frac > 0.0 {
+            wall * (1.0 - frac) / frac
+        } else {
+            0.0
+        };
         let width = 30;
         let filled = (frac * width as f64) as usize;
-        eprint!("\r[{}{}] {:5.1}%  sim {:.2}/{:.2} s  ~{:.0} s left ", "#".repeat(filled), ".".repeat(width - filled), frac * 100.0, now as f64 / 1e9, end as f64 / 1e9, left);
+        eprint!(
+            "\r[{}{}] {:5.1}%  sim {:.2}/{:.2} s  ~{:.0} s left ",
+            "#".repeat(filled),
+            ".".repeat(width - filled),
+            frac * 100.0,
+            now as f64 / 1e9,
+            end as f64 / 1e9,
+            left
+        );
         let _ = std::io::stderr().flush();
         self.drawn = true;
     }
@@ -50,22 +75,40 @@ impl Progress {
 
 #[pyfunction]
 #[pyo3(signature = (path, *, seed=None, sets=Vec::new(), out, progress=false))]
-fn run(py: Python<'_>, path: &str, seed: Option<u64>, sets: Vec<(String, String)>, out: &str, progress: bool) -> PyResult<String> {
+fn run(
+    py: Python<'_>,
+    path: &str,
+    seed: Option<u64>,
+    sets: Vec<(String, String)>,
+    out: &str,
+    progress: bool,
+) -> PyResult<String> {
     let prepared = prepare(path, seed, &sets)?;
     let out_dir = out.to_string();
     let enabled = progress && std::io::stderr().is_terminal();
     py.detach(move || {
-        let mut bar = Progress { enabled, started: Instant::now(), drawn: false };
-        let (sim, summary) = tacc_sim::run(prepared, &mut |now, end| bar.update(now, end));
+        let mut bar = Progress {
+            enabled,
+            started: Instant::now(),
+            drawn: false,
+        };
+        let result = tacc_sim::run_into(prepared, Path::new(&out_dir), &mut |now, end| {
+            bar.update(now, end)
+        });
         bar.finish();
-        tacc_sim::output::write(Path::new(&out_dir), &sim, &summary).map_err(|e| PyOSError::new_err(format!("cannot write results to {out_dir}: {e}")))?;
+        result
+            .map_err(|e| PyOSError::new_err(format!("cannot write results to {out_dir}: {e}")))?;
         Ok(out_dir)
     })
 }
 
 #[pyfunction]
 #[pyo3(signature = (path, *, sets=Vec::new()))]
-fn validate<'py>(py: Python<'py>, path: &str, sets: Vec<(String, String)>) -> PyResult<Bound<'py, PyDict>> {
+fn validate<'py>(
+    py: Python<'py>,
+    path: &str,
+    sets: Vec<(String, String)>,
+) -> PyResult<Bound<'py, PyDict>> {
     let p = prepare(path, None, &sets)?;
     let m = &p.model;
     let d = PyDict::new(py);

@@ -15,12 +15,18 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let (sim, summary) = tacc_sim::run(prepared, &mut |_, _| {});
-    eprintln!("{} events in {:.3} s", summary.events, summary.wall_seconds);
-    if let Some(out) = args.get(2) {
-        if let Err(e) = tacc_sim::output::write(std::path::Path::new(out), &sim, &summary) {
-            eprintln!("cannot write {out}: {e}");
-            std::process::exit(1);
+    let t0 = std::time::Instant::now();
+    let events = match args.get(2) {
+        Some(out) => {
+            match tacc_sim::run_into(prepared, std::path::Path::new(out), &mut |_, _| {}) {
+                Ok(s) => s.events,
+                Err(e) => {
+                    eprintln!("cannot write {out}: {e}");
+                    std::process::exit(1);
+                }
+            }
         }
-    }
+        None => tacc_sim::run(prepared, &mut |_, _| {}).1.events,
+    };
+    eprintln!("{events} events in {:.3} s", t0.elapsed().as_secs_f64());
 }

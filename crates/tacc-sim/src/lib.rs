@@ -64,10 +64,33 @@ pub fn read_scenario(path: &Path) -> Result<String, ScenarioError> {
     })
 }
 
-/// Runs a prepared scenario to completion.
+/// Runs a prepared scenario to completion, keeping every sample in memory.
 pub fn run(p: Prepared, progress: &mut dyn FnMut(u64, u64)) -> (sim::Sim, output::Summary) {
+    run_sim(p, None, progress)
+}
+
+/// Runs a prepared scenario and writes its result files into `dir`. Queue samples are streamed
+/// to disk during the run, so memory does not grow with the simulated time.
+pub fn run_into(
+    p: Prepared,
+    dir: &Path,
+    progress: &mut dyn FnMut(u64, u64),
+) -> std::io::Result<output::Summary> {
+    std::fs::create_dir_all(dir)?;
+    let stream = sim::QueueStream::create(&dir.join(".queues.csv.tmp"))?;
+    let (mut sim, summary) = run_sim(p, Some(stream), progress);
+    output::write(dir, &mut sim, &summary)?;
+    Ok(summary)
+}
+
+fn run_sim(
+    p: Prepared,
+    queue_out: Option<sim::QueueStream>,
+    progress: &mut dyn FnMut(u64, u64),
+) -> (sim::Sim, output::Summary) {
     let t0 = std::time::Instant::now();
     let mut s = sim::Sim::new(p.model);
+    s.queue_out = queue_out;
     s.run(progress);
     let summary = output::summarize(&s, &p.file, &p.mechanism, t0.elapsed().as_secs_f64());
     (s, summary)

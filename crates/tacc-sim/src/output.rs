@@ -211,7 +211,7 @@ pub fn summarize(
     }
 }
 
-fn csv_field(s: &str) -> String {
+pub fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -225,8 +225,10 @@ fn opt(v: Option<f64>) -> String {
 
 /// Writes all result files into `dir` (created if needed). Files are written to temporary
 /// names and renamed, so a failed run leaves no half-written result.
-pub fn write(dir: &Path, sim: &Sim, summary: &Summary) -> io::Result<()> {
+pub fn write(dir: &Path, sim: &mut Sim, summary: &Summary) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
+    let streamed = sim.queue_out.take().map(|q| q.finish()).transpose()?;
+    let sim = &*sim;
     let m = &sim.m;
     let mut flows = String::from("name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,completed,retransmits,fast_retransmits,timeouts\n");
     for f in &summary.flows {
@@ -303,11 +305,11 @@ pub fn write(dir: &Path, sim: &Sim, summary: &Summary) -> io::Result<()> {
         );
     }
     let json = serde_json::to_string_pretty(summary).map_err(io::Error::other)?;
-    let mut files = vec![
-        ("flows.csv", flows),
-        ("goodput.csv", goodput),
-        ("queues.csv", queues),
-    ];
+    let mut files = vec![("flows.csv", flows), ("goodput.csv", goodput)];
+    match streamed {
+        Some(path) => std::fs::rename(path, dir.join("queues.csv"))?,
+        None => files.push(("queues.csv", queues)),
+    }
     if !sim.rate_samples.is_empty() {
         files.push(("rates.csv", rates));
     }

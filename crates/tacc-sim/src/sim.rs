@@ -88,6 +88,9 @@ pub struct Sim {
     pub rate_samples: Vec<(u64, u32, u32, u64)>,
     next_rate_sample: u64,
     pub queue_samples: Vec<(u64, u32, u32, u64)>,
+    /// When set, queue samples go straight to this CSV file instead of `queue_samples`, so
+    /// memory stays flat however long the run.
+    pub queue_out: Option<QueueStream>,
     /// Headers copied to the controller by switch rules: (time, switch, in port, packet).
     pub packet_ins: Vec<(u64, u32, u32, Packet)>,
     out_buf: Vec<Packet>,
@@ -109,6 +112,7 @@ impl Sim {
             rate_samples: Vec::new(),
             next_rate_sample: 0,
             queue_samples: Vec::new(),
+            queue_out: None,
             packet_ins: Vec::new(),
             out_buf: Vec::new(),
         };
@@ -1072,8 +1076,19 @@ impl Sim {
         }
         for &p in &self.m.sampled_ports {
             let port = &self.m.ports[p as usize];
-            self.queue_samples
-                .push((now, p, port.queue.len() as u32, port.queue_bytes));
+            match &mut self.queue_out {
+                Some(q) => q.row(
+                    now,
+                    p,
+                    &port.name,
+                    port.queue.len() as u32,
+                    port.queue_bytes,
+                ),
+                None => {
+                    self.queue_samples
+                        .push((now, p, port.queue.len() as u32, port.queue_bytes))
+                }
+            }
         }
         let next = now + self.m.queue_sample;
         self.schedule(next, EvKind::Sample);
@@ -1081,5 +1096,52 @@ impl Sim {
 
     pub fn in_flight(&self) -> u64 {
         self.pkts.live()
+    }
+}
+
+/// Queue samples streamed to a CSV file as the run goes (`queues.csv`'s format).
+pub struct QueueStream {
+    pub path: std::path::PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    /// The first write error, reported when the results are written.
+    pub error: Option<std::io::Error>,
+}
+
+impl QueueStream {
+    pub fn create(path: &std::path::Path) -> std::io::Result<QueueStream> {
+        use std::io::Write;
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        writeln!(out, "time_s,port,backlog_pkts,backlog_bytes")?;
+        Ok(QueueStream {
+            path: path.to_path_buf(),
+            out,
+            error: None,
+        })
+    }
+
+    fn row(&mut self, now: u64, _port: u32, name: &str, pkts: u32, bytes: u64) {
+        use std::io::Write;
+        if self.error.is_none() {
+            if let Err(e) = writeln!(
+                self.out,
+                "{},{},{},{}",
+                now as f64 / 1e9,
+                crate::output::csv_field(name),
+                pkts,
+                bytes
+            ) {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// Flushes the file; returns its path or the first error.
+    pub fn finish(mut self) -> std::io::Result<std::path::PathBuf> {
+        use std::io::Write;
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()?;
+        Ok(self.path)
     }
 }
