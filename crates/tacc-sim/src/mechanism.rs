@@ -302,7 +302,7 @@ fn parse_policy(l: &Loaded, v: &Option<String>) -> Result<ShortagePolicy, Scenar
 
 fn fraction(l: &Loaded, key: &str, v: Option<f64>, default: f64) -> Result<f64, ScenarioError> {
     let x = v.unwrap_or(default);
-    if !(x.is_finite() && x >= 0.0 && x <= 1.0) {
+    if !(x.is_finite() && (0.0..=1.0).contains(&x)) {
         return Err(l.error(
             &format!("mechanism.{key}"),
             format!("expected a fraction between 0 and 1, got {x}"),

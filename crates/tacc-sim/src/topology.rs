@@ -285,7 +285,7 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
 /// Directed ports: port 2i is link i's a->b direction, 2i+1 is b->a.
 pub fn port_name(g: &Graph, port: usize) -> String {
     let l = &g.links[port / 2];
-    let (from, to) = if port % 2 == 0 {
+    let (from, to) = if port.is_multiple_of(2) {
         (l.a, l.b)
     } else {
         (l.b, l.a)
