@@ -372,7 +372,10 @@ SDNGCC_CAUSE = (
     "tacc's controller latency and NIC jitter; the paper's exact shim constants (Tc, scale(C)) "
     "are tacc defaults. The shim clears CE before delivery (clear_ce, 000 section VIII-C); "
     "without it the DCTCP competitors cut their own windows on the marks and are cut again by "
-    "the controller, and the tagged flow gets more than its share"
+    "the controller, and the tagged flow gets more than its share. At Ti = 1 ms tacc's shim cuts "
+    "R by mark_rate x scale(C) per notification (Algorithm 3 as printed); the mark rate per "
+    "notification does not depend on Ti, so polling 5x as often cuts 5x as hard per second and "
+    "the link is under-used; a cut per mark (`cut_per_mark`, the prototype's rule) would not"
 )
 
 
