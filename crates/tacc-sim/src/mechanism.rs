@@ -274,7 +274,6 @@ pub struct Control {
     pub seen: FxHashSet<(u32, FlowKey)>,
     /// Marks are attributed per ECMP path (SDN-GCC with keying = "path").
     pub per_path: bool,
-    pub rwnd_rewrites_switch: u64,
 }
 
 impl Control {
@@ -450,13 +449,8 @@ pub fn install(
             };
             for h in 0..m.hosts.len() {
                 let mut shim = HygenShim::new(cfg, nic_rate(m, h));
-                for (v, vm) in m
-                    .vms
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, vm)| vm.host == h as u32)
-                {
-                    shim.register_vm(0, vm.ip, weights.get(&(v as u32)).copied().unwrap_or(1));
+                for (ip, w) in weighted_vms(m, h, &weights) {
+                    shim.register_vm(0, ip, w);
                 }
                 m.shims[h].shim = Shim::Hygen(Box::new(shim));
             }
@@ -504,13 +498,8 @@ pub fn install(
             };
             for h in 0..m.hosts.len() {
                 let mut shim = SdnGccShim::new(cfg, nic_rate(m, h));
-                for (v, vm) in m
-                    .vms
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, vm)| vm.host == h as u32)
-                {
-                    shim.register_vm(0, vm.ip, weights.get(&(v as u32)).copied().unwrap_or(1));
+                for (ip, w) in weighted_vms(m, h, &weights) {
+                    shim.register_vm(0, ip, w);
                 }
                 m.shims[h].shim = Shim::SdnGcc(Box::new(shim));
             }
@@ -662,10 +651,7 @@ pub fn install(
                 .rcv_buf
                 .map(|b| b.0)
                 .unwrap_or(crate::tcp::TcpConfig::default().rcv_buf);
-            let mut shift = 0u8;
-            while (rcv_buf >> shift) > 65535 && shift < 14 {
-                shift += 1;
-            }
+            let shift = crate::tcp::window_scale_for(rcv_buf);
             let cfg = RwndqConfig {
                 tick: positive(l, "tick", c.tick, d.tick)?,
                 target_fraction: fraction(
@@ -697,6 +683,19 @@ pub fn install(
         }
     }
     Ok(())
+}
+
+/// (address, weight) of every VM of host `h`; weight 1 unless the scenario gives one.
+fn weighted_vms<'a>(
+    m: &'a Model,
+    h: usize,
+    weights: &'a BTreeMap<u32, u32>,
+) -> impl Iterator<Item = (u32, u32)> + 'a {
+    m.vms
+        .iter()
+        .enumerate()
+        .filter(move |(_, vm)| vm.host == h as u32)
+        .map(|(v, vm)| (vm.ip, weights.get(&(v as u32)).copied().unwrap_or(1)))
 }
 
 /// A flow-table rule from SDN-ECN's decision.

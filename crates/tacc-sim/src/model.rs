@@ -349,7 +349,6 @@ impl Model {
         cfg: TcpConfig,
         app: Option<u32>,
     ) -> u32 {
-        let f = self.flows.len() as u32;
         let sport = self.alloc_port(src);
         let dport = 5001;
         let tx = self.eps.len() as u32;
@@ -369,24 +368,52 @@ impl Model {
             .max(2);
         let client = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
         let server = TcpEndpoint::server(cfg, (dip, dport), (sip, sport), tx, riss);
-        self.eps.push(EpSlot {
-            kind: EpKind::Tcp(Box::new(client)),
-            flow: f,
-            vm: src,
-            timer_at: None,
-            last_delivered: 0,
-            in_host: 0,
+        let kinds = (EpKind::Tcp(Box::new(client)), EpKind::Tcp(Box::new(server)));
+        let f = self.push_flow(
+            name,
+            group,
+            (src, dst),
+            start,
+            kinds,
             tsq_limit,
-        });
-        self.eps.push(EpSlot {
-            kind: EpKind::Tcp(Box::new(server)),
-            flow: f,
-            vm: dst,
-            timer_at: None,
-            last_delivered: 0,
-            in_host: 0,
-            tsq_limit,
-        });
+            (sport, dport),
+        );
+        let flow = &mut self.flows[f as usize];
+        flow.bytes = bytes;
+        flow.cc = Some(cc);
+        flow.ecn = ecn;
+        flow.iss = iss;
+        flow.mss = mss;
+        flow.app = app;
+        f
+    }
+
+    /// Registers a flow with its sending endpoint at `src` and receiving endpoint at `dst`;
+    /// transport-specific fields keep neutral values for the caller to fill in.
+    #[allow(clippy::too_many_arguments)]
+    fn push_flow(
+        &mut self,
+        name: String,
+        group: String,
+        (src, dst): (u32, u32),
+        start: u64,
+        (tx_kind, rx_kind): (EpKind, EpKind),
+        tsq_limit: u32,
+        (sport, dport): (u16, u16),
+    ) -> u32 {
+        let f = self.flows.len() as u32;
+        let tx = self.eps.len() as u32;
+        for (kind, vm) in [(tx_kind, src), (rx_kind, dst)] {
+            self.eps.push(EpSlot {
+                kind,
+                flow: f,
+                vm,
+                timer_at: None,
+                last_delivered: 0,
+                in_host: 0,
+                tsq_limit,
+            });
+        }
         self.flows.push(Flow {
             name,
             group,
@@ -394,23 +421,23 @@ impl Model {
             dst_vm: dst,
             start,
             stop: None,
-            bytes,
+            bytes: None,
             delivered: 0,
             end: None,
             completed: false,
             stopped: false,
             bins: Vec::new(),
             tx_ep: tx,
-            rx_ep: rx,
+            rx_ep: tx + 1,
             sport,
             dport,
-            cc: Some(cc),
-            ecn,
+            cc: None,
+            ecn: false,
             udp: None,
             drop_segments: Vec::new(),
-            iss,
-            mss,
-            app,
+            iss: 0,
+            mss: 0,
+            app: None,
         });
         f
     }
@@ -933,65 +960,21 @@ impl Model {
         off: Option<u64>,
         reply: Option<u32>,
     ) -> u32 {
-        let f = self.flows.len() as u32;
         let sport = self.alloc_port(src);
-        let tx = self.eps.len() as u32;
-        let rx = tx + 1;
-        let tsq_limit = u32::MAX;
         // The sender's endpoint receives replies (request/reply mode).
-        self.eps.push(EpSlot {
-            kind: EpKind::UdpSink,
-            flow: f,
-            vm: src,
-            timer_at: None,
-            last_delivered: 0,
-            in_host: 0,
-            tsq_limit,
-        });
         let rx_kind = match reply {
             Some(r) => EpKind::UdpEcho { reply: r },
             None => EpKind::UdpSink,
         };
-        self.eps.push(EpSlot {
-            kind: rx_kind,
-            flow: f,
-            vm: dst,
-            timer_at: None,
-            last_delivered: 0,
-            in_host: 0,
-            tsq_limit,
-        });
-        self.flows.push(Flow {
-            name,
-            group,
-            src_vm: src,
-            dst_vm: dst,
-            start,
-            stop: None,
-            bytes: None,
-            delivered: 0,
-            end: None,
-            completed: false,
-            stopped: false,
-            bins: Vec::new(),
-            tx_ep: tx,
-            rx_ep: rx,
-            sport,
-            dport: 9,
-            cc: None,
-            ecn: false,
-            udp: Some(UdpState {
-                rate_bps,
-                packet_size: size,
-                on_mean: on,
-                off_mean: off,
-                is_on: false,
-                period_end: start,
-            }),
-            drop_segments: Vec::new(),
-            iss: 0,
-            mss: 0,
-            app: None,
+        let kinds = (EpKind::UdpSink, rx_kind);
+        let f = self.push_flow(name, group, (src, dst), start, kinds, u32::MAX, (sport, 9));
+        self.flows[f as usize].udp = Some(UdpState {
+            rate_bps,
+            packet_size: size,
+            on_mean: on,
+            off_mean: off,
+            is_on: false,
+            period_end: start,
         });
         f
     }

@@ -53,8 +53,6 @@ pub struct Packet {
     // simulator metadata
     /// Endpoint at the destination host that receives this packet.
     pub dst_ep: u32,
-    /// Time the packet left its source VM.
-    pub sent_at: u64,
 }
 
 impl Packet {
@@ -79,7 +77,6 @@ impl Packet {
             sack: Sack::default(),
             payload: 0,
             dst_ep: NO_EP,
-            sent_at: 0,
         }
     }
 

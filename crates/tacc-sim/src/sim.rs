@@ -541,7 +541,6 @@ impl Sim {
         while let Some(fb) = self.m.shims[host as usize].shim.poll_transmit(now) {
             let mut p = Packet::new(fb.src, fb.dst, ip_proto::FEEDBACK, FEEDBACK_PACKET);
             p.ip_id = fb.count;
-            p.sent_at = now;
             self.nic_send(host, p);
         }
         self.sync_shim_timer(host);
@@ -970,7 +969,6 @@ impl Sim {
         p.dport = flow.dport;
         p.payload = size - IP_HEADER - UDP_HEADER;
         p.dst_ep = flow.rx_ep;
-        p.sent_at = now;
         let vm = flow.src_vm;
         self.vm_send(vm, p, None, None);
         self.schedule(now + gap, EvKind::UdpSend(f));

@@ -96,6 +96,16 @@ pub struct TcpStats {
     pub ecn_reductions: u64,
 }
 
+/// The window-scale shift a receiver announces for a buffer of `rcv_buf` bytes: the smallest
+/// that fits the buffer in the 16-bit window field (RFC 7323 caps it at 14).
+pub fn window_scale_for(rcv_buf: u64) -> u8 {
+    let mut shift = 0u8;
+    while (rcv_buf >> shift) > 65535 && shift < 14 {
+        shift += 1;
+    }
+    shift
+}
+
 /// Unwraps a 32-bit sequence difference to the 64-bit offset closest to `near`.
 fn unwrap(diff: u32, near: u64) -> u64 {
     let base = near & !0xffff_ffff;
@@ -169,10 +179,7 @@ impl TcpEndpoint {
         iss: u32,
     ) -> TcpEndpoint {
         let mss = cfg.mss as f64;
-        let mut rcv_wscale = 0u8;
-        while (cfg.rcv_buf >> rcv_wscale) > 65535 && rcv_wscale < 14 {
-            rcv_wscale += 1;
-        }
+        let rcv_wscale = window_scale_for(cfg.rcv_buf);
         let cc = Cc::new(cfg.cc, cfg.dctcp_g);
         let rto = cfg.rto_init;
         TcpEndpoint {
@@ -315,7 +322,7 @@ impl TcpEndpoint {
         (free >> self.rcv_wscale).min(65535) as u16
     }
 
-    fn segment(&self, now: u64, flags: u8, off: u64, payload: u32) -> Packet {
+    fn segment(&self, flags: u8, off: u64, payload: u32) -> Packet {
         let mut p = Packet::new(
             self.local.0,
             self.remote.0,
@@ -328,7 +335,6 @@ impl TcpEndpoint {
         p.flags = flags;
         p.payload = payload;
         p.dst_ep = self.peer_ep;
-        p.sent_at = now;
         if flags & F::SYN != 0 {
             p.window = self.cfg.rcv_buf.min(65535) as u16;
             p.mss = Some(self.cfg.mss as u16);
@@ -820,8 +826,8 @@ impl TcpEndpoint {
             && (self.una == self.nxt || self.nxt == self.app_limit)
         {
             self.fin_sent = true;
-            let p = self.segment(now, F::FIN | F::ACK, 1 + self.nxt, 0);
-            self.after_send(now);
+            let p = self.segment(F::FIN | F::ACK, 1 + self.nxt, 0);
+            self.after_send();
             out(p);
             sent_any = true;
             if self.rto_deadline.is_none() {
@@ -829,18 +835,18 @@ impl TcpEndpoint {
             }
         }
         if self.ack_now && !sent_any {
-            let mut p = self.segment(now, F::ACK, 1 + self.nxt + (self.fin_sent as u64), 0);
+            let mut p = self.segment(F::ACK, 1 + self.nxt + (self.fin_sent as u64), 0);
             if self.ecn_ok && self.cc.kind() == CcKind::Dctcp {
                 // Linux leaves ECT on every segment of a congestion control that needs ECN.
                 p.ecn = Ecn::Ect0;
             }
-            self.after_send(now);
+            self.after_send();
             out(p);
         }
     }
 
     fn send_ctrl(&mut self, now: u64, flags: u8, out: &mut impl FnMut(Packet)) {
-        let mut p = self.segment(now, flags, 0, 0);
+        let mut p = self.segment(flags, 0, 0);
         if self.cfg.ecn && (self.cfg.ecn_syn || self.cfg.cc == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
         }
@@ -852,7 +858,7 @@ impl TcpEndpoint {
         out(p);
     }
 
-    fn after_send(&mut self, _now: u64) {
+    fn after_send(&mut self) {
         self.ack_now = false;
         self.ack_pending = 0;
         self.delack_deadline = None;
@@ -910,7 +916,7 @@ impl TcpEndpoint {
             flags |= F::CWR;
             self.cwr_pending = false;
         }
-        let mut p = self.segment(now, flags, 1 + start, len);
+        let mut p = self.segment(flags, 1 + start, len);
         // RFC 3168 6.1.5: retransmissions are not ECT. Like Linux, a congestion control that
         // needs ECN (DCTCP) keeps ECT on them, or a marking queue would drop every one.
         if self.ecn_ok && (!retx || self.cc.kind() == CcKind::Dctcp) {
@@ -937,7 +943,7 @@ impl TcpEndpoint {
         if self.rto_deadline.is_none() {
             self.restart_rto(now);
         }
-        self.after_send(now);
+        self.after_send();
         out(p);
     }
 }
