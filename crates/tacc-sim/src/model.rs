@@ -484,6 +484,7 @@ impl Model {
             max_p: q.max_p.unwrap_or(0.1),
             weight: q.weight.unwrap_or(0.002),
             ecn: q.ecn,
+            pkt_time_ns: 0,
         };
         if q.kind == QueueKind::Red
             && !(red.min_th < red.max_th
@@ -506,15 +507,18 @@ impl Model {
                 (link.b, link.a)
             };
             let name = topology::port_name(&graph, i);
+            // Time to send a full 1500-byte packet: RED's idle decay unit and the default jitter.
+            let pkt_time_ns = (1500 * 8 * 1_000_000_000u64).div_ceil(link.rate_bps);
+            let red = RedParams {
+                pkt_time_ns,
+                ..red.clone()
+            };
             let (qdisc, jitter_ns) = match from {
                 NodeRef::Host(_) => (
-                    Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red.clone()),
-                    s.nic
-                        .jitter
-                        .map(|d| d.0)
-                        .unwrap_or((1500 * 8 * 1_000_000_000u64).div_ceil(link.rate_bps)),
+                    Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red),
+                    s.nic.jitter.map(|d| d.0).unwrap_or(pkt_time_ns),
                 ),
-                NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, red.clone()), 0),
+                NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, red), 0),
             };
             ports.push(Port {
                 name,

@@ -24,6 +24,9 @@ pub struct RedParams {
     pub max_p: f64,
     pub weight: f64,
     pub ecn: bool,
+    /// Transmission time of a 1500-byte packet on the port: RED's idle-time decay counts how
+    /// many such packets could have left while the queue was empty.
+    pub pkt_time_ns: u64,
 }
 
 #[derive(Clone, Debug)]
@@ -66,7 +69,6 @@ impl Qdisc {
         bytes: u64,
         len: u32,
         ecn: Ecn,
-        pkt_time_ns: u64,
         rng: &mut Rng,
     ) -> Verdict {
         let full = match self.limit {
@@ -86,7 +88,7 @@ impl Qdisc {
                     Verdict::Enqueue
                 }
             }
-            QueueKind::Red => self.red_decide(now, pkts, bytes, len, ecn, pkt_time_ns, rng),
+            QueueKind::Red => self.red_decide(now, pkts, bytes, len, ecn, rng),
         };
         if full {
             Verdict::DropOverflow
@@ -102,7 +104,6 @@ impl Qdisc {
         bytes: u64,
         len: u32,
         ecn: Ecn,
-        pkt_time_ns: u64,
         rng: &mut Rng,
     ) -> Verdict {
         let q = match self.limit {
@@ -112,7 +113,7 @@ impl Qdisc {
         let w = self.red.weight;
         if let Some(t) = self.idle_since.take() {
             // Decay the average as if m small packets had departed while idle.
-            let m = (now.saturating_sub(t)) as f64 / pkt_time_ns.max(1) as f64;
+            let m = (now.saturating_sub(t)) as f64 / self.red.pkt_time_ns.max(1) as f64;
             self.avg *= (1.0 - w).powf(m);
         }
         self.avg = (1.0 - w) * self.avg + w * q;
@@ -175,6 +176,7 @@ mod tests {
                 max_p: 0.0,
                 weight: 0.0,
                 ecn: true,
+                pkt_time_ns: 1,
             },
         )
     }
@@ -184,19 +186,16 @@ mod tests {
         let mut q = red_ecn(20);
         let mut rng = Rng::new(1);
         assert_eq!(
-            q.admit(0, 19, 0, 1500, Ecn::Ect0, 1, &mut rng),
+            q.admit(0, 19, 0, 1500, Ecn::Ect0, &mut rng),
             Verdict::Enqueue
         );
+        assert_eq!(q.admit(0, 20, 0, 1500, Ecn::Ect0, &mut rng), Verdict::Mark);
         assert_eq!(
-            q.admit(0, 20, 0, 1500, Ecn::Ect0, 1, &mut rng),
-            Verdict::Mark
-        );
-        assert_eq!(
-            q.admit(0, 20, 0, 1500, Ecn::NotEct, 1, &mut rng),
+            q.admit(0, 20, 0, 1500, Ecn::NotEct, &mut rng),
             Verdict::DropAqm
         );
         assert_eq!(
-            q.admit(0, 100, 0, 1500, Ecn::Ect0, 1, &mut rng),
+            q.admit(0, 100, 0, 1500, Ecn::Ect0, &mut rng),
             Verdict::DropOverflow
         );
     }
@@ -209,12 +208,13 @@ mod tests {
             max_p: 0.1,
             weight: 1.0,
             ecn: true,
+            pkt_time_ns: 1,
         };
         let mut q = Qdisc::new(QueueKind::Red, Size::Packets(100), Size::Packets(0), p);
         let mut rng = Rng::new(3);
         let n = 100_000;
         let marks = (0..n)
-            .filter(|_| q.admit(0, 20, 0, 1500, Ecn::Ect0, 1, &mut rng) == Verdict::Mark)
+            .filter(|_| q.admit(0, 20, 0, 1500, Ecn::Ect0, &mut rng) == Verdict::Mark)
             .count();
         // pb = 0.05; with the count correction marks are uniform over 1/pb: rate ~ 2 pb / (1 + pb) ~ 0.095
         let rate = marks as f64 / n as f64;
@@ -229,21 +229,22 @@ mod tests {
             max_p: 0.1,
             weight: 0.002,
             ecn: false,
+            pkt_time_ns: 120_000,
         };
         let mut q = Qdisc::new(QueueKind::Red, Size::Packets(1000), Size::Packets(0), p);
         let mut rng = Rng::new(1);
         // A long burst drives the average above max_th: arrivals are dropped.
         for _ in 0..3000 {
-            q.admit(0, 150, 0, 1500, Ecn::NotEct, 120_000, &mut rng);
+            q.admit(0, 150, 0, 1500, Ecn::NotEct, &mut rng);
         }
         q.on_idle(1_000_000);
         assert_eq!(
-            q.admit(2_000_000, 0, 0, 1500, Ecn::NotEct, 120_000, &mut rng),
+            q.admit(2_000_000, 0, 0, 1500, Ecn::NotEct, &mut rng),
             Verdict::DropAqm
         );
         // One second of idle time later (8333 packet times at 100 Mb/s) the average is ~0.
         assert_eq!(
-            q.admit(1_002_000_000, 0, 0, 1500, Ecn::NotEct, 120_000, &mut rng),
+            q.admit(1_002_000_000, 0, 0, 1500, Ecn::NotEct, &mut rng),
             Verdict::Enqueue
         );
     }

@@ -261,16 +261,9 @@ impl Sim {
             (pk.len, pk.ecn)
         };
         let backlog = p.queue.len() as u64;
-        let pkt_time = Self::port_ser(p.ps_per_byte, 1500);
-        let verdict = p.qdisc.admit(
-            now,
-            backlog,
-            p.queue_bytes,
-            len,
-            ecn,
-            pkt_time,
-            &mut self.m.rng,
-        );
+        let verdict = p
+            .qdisc
+            .admit(now, backlog, p.queue_bytes, len, ecn, &mut self.m.rng);
         match verdict {
             Verdict::DropOverflow | Verdict::DropAqm => {
                 if verdict == Verdict::DropOverflow {
