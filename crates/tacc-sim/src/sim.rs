@@ -622,16 +622,17 @@ impl Sim {
             return;
         };
         if copy {
-            let pkt = Box::new(self.pkts.get(id).clone());
-            self.packet_ins.push((now, s, in_port, (*pkt).clone()));
+            let pkt = self.pkts.get(id).clone();
             if self.m.control.app.is_some() {
+                let boxed = Box::new(pkt.clone());
                 self.ctrl_send(Msg::PacketIn {
                     switch: s,
                     in_port,
                     out_port: out,
-                    pkt,
+                    pkt: boxed,
                 });
             }
+            self.packet_ins.push((now, s, in_port, pkt));
         }
         let sm = &mut self.m.switch_mech[s as usize];
         if let Some(r) = &mut sm.rwndq {
