@@ -331,7 +331,11 @@ pub fn install(
 ) -> Result<(), ScenarioError> {
     let c: &MechanismCfg = &l.scenario.mechanism;
     let allowed = MechanismCfg::allowed(c.kind);
-    if let Some(k) = c.present().into_iter().find(|k| !allowed.contains(k)) {
+    if let Some(k) = c
+        .present()
+        .into_iter()
+        .find(|k| !allowed.contains(&k.as_str()))
+    {
         return Err(l.error(
             &format!("mechanism.{k}"),
             format!(

@@ -523,58 +523,18 @@ impl MechanismCfg {
         }
     }
 
-    /// The keys set in this table, by name.
-    pub fn present(&self) -> Vec<&'static str> {
-        let v = serde_json::to_value(self).unwrap_or_default();
-        let mut out = Vec::new();
-        if let serde_json::Value::Object(map) = v {
-            for (k, val) in map {
-                if k != "kind" && !val.is_null() {
-                    if let Some(name) = KEYS.iter().find(|n| **n == k) {
-                        out.push(*name);
-                    }
-                }
-            }
+    /// The keys set in this table, by name (serde's field names, so no list to keep in step).
+    pub fn present(&self) -> Vec<String> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => map
+                .into_iter()
+                .filter(|(k, v)| k != "kind" && !v.is_null())
+                .map(|(k, _)| k)
+                .collect(),
+            _ => Vec::new(),
         }
-        out
     }
 }
-
-const KEYS: [&str; 33] = [
-    "rate",
-    "vms",
-    "weights",
-    "on_shortage",
-    "burst",
-    "idle_timeout",
-    "update_interval",
-    "min_rate_fraction",
-    "congestion_timeout",
-    "feedback_timeout",
-    "fast_increase",
-    "slow_increase",
-    "decrease_per_mark",
-    "admission_control",
-    "interval",
-    "latency",
-    "split",
-    "keying",
-    "congestion_grace",
-    "scale",
-    "cut_per_mark",
-    "clear_ce",
-    "off_fraction",
-    "on_fraction",
-    "incast_duration",
-    "initial_window",
-    "evaluate_on_syn",
-    "threshold",
-    "max_fraction",
-    "rule_timeout",
-    "tick",
-    "target_fraction",
-    "base_rtt",
-];
 
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
