@@ -203,10 +203,13 @@ impl SdnGccShim {
             .get_or_insert(now + self.config.update_interval);
         let share = self.alloc.share_bps(vm);
         let bucket_config = self.config.alloc.bucket;
+        let grace = self.config.congestion_grace;
         let entry = self.rates.entry(key).or_insert_with(|| RateEntry {
             rate_bps: share,
             bucket: bucket_config.bucket(share, now),
-            cong_time: now,
+            // No notification yet: the first mark rate is measured over the longest interval,
+            // the grace period, not over the key's few microseconds of life.
+            cong_time: now.saturating_sub(grace),
             congested: false,
             last_sent: now,
         });
@@ -558,6 +561,16 @@ mod tests {
         // Long quiet spell: the interval is capped at Tc = 10 ms.
         s.on_notification(500 * MS, VM, D1, 100.0);
         assert_eq!(s.rate_bps(VM, D1), Some(845 * MBPS));
+    }
+
+    #[test]
+    fn a_new_keys_first_mark_rate_is_measured_over_the_grace_period() {
+        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        send(&mut s, 100 * MS, VM, D1);
+        // The marks were counted over the controller's interval, most of it before the key
+        // existed: 10 marks over Tc = 10 ms, not over the key's 1 ms of life.
+        s.on_notification(101 * MS, VM, D1, 10.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(990 * MBPS));
     }
 
     #[test]

@@ -472,6 +472,12 @@ pub fn install(
                     ))
                 }
             };
+            let monitor_interval = positive(
+                l,
+                "interval",
+                c.interval,
+                SdnGccControllerConfig::default().monitor_interval,
+            )?;
             let cfg = SdnGccShimConfig {
                 update_interval: positive(
                     l,
@@ -479,11 +485,13 @@ pub fn install(
                     c.update_interval,
                     d.update_interval,
                 )?,
+                // Two controller intervals, whatever Ti is: steady congestion (a notification
+                // every Ti) then never lets a rate climb between two notifications.
                 congestion_grace: positive(
                     l,
                     "congestion_grace",
                     c.congestion_grace,
-                    d.congestion_grace,
+                    2 * monitor_interval,
                 )?,
                 scale: fraction(l, "scale", c.scale, d.scale)?,
                 response: match c.cut_per_mark {
@@ -515,12 +523,7 @@ pub fn install(
                 Some(x) => return Err(l.error("mechanism.split", format!("expected \"all-sources\" or \"per-destination\", got {x:?}"))),
             };
             let mut ctrl = SdnGccController::new(SdnGccControllerConfig {
-                monitor_interval: positive(
-                    l,
-                    "interval",
-                    c.interval,
-                    SdnGccControllerConfig::default().monitor_interval,
-                )?,
+                monitor_interval,
                 split,
             });
             // The controller knows the topology: which destinations each switch port reaches.

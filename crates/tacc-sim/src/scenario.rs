@@ -439,7 +439,7 @@ pub struct MechanismCfg {
     pub split: Option<String>,
     /// "vm" (one rate per VM, Algorithm 3), "destination", or "path" (per ECMP path).
     pub keying: Option<String>,
-    /// Tc: congestion grace period.
+    /// Tc: congestion grace period (sdn-gcc default: two controller intervals, 2 x Ti).
     pub congestion_grace: Option<Duration>,
     /// scale(C) as a fraction of the NIC rate.
     pub scale: Option<f64>,
