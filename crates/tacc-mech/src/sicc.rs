@@ -299,7 +299,10 @@ pub struct SiccHypervisorCounters {
 
 #[derive(Clone, Copy, Debug)]
 struct Clamp {
+    /// The window field of ACKs after the handshake (scaled by the receiver's shift).
     window: u16,
+    /// The window field of a SYN-ACK, which is never scaled (RFC 7323 section 2.2).
+    mss: u16,
     expires: Nanos,
 }
 
@@ -341,12 +344,15 @@ impl SiccHypervisor {
                 mss,
             } => {
                 self.counters.incast_on += 1;
-                // MSS >> WS, but never a zero window, which would stall the sender.
-                let window = (mss.checked_shr(wscale as u32).unwrap_or(0)).max(1);
+                // MSS >> WS rounded up: the scaled window must still hold one whole segment
+                // (1460 >> 5 = 45 would allow 1440 bytes and stall the sender).
+                let unit = 1u32 << wscale.min(14);
+                let window = u32::from(mss).div_ceil(unit).clamp(1, u32::from(u16::MAX)) as u16;
                 self.clamps.insert(
                     (src, dst),
                     Clamp {
                         window,
+                        mss,
                         expires: now + self.config.flag_lifetime,
                     },
                 );
@@ -374,9 +380,11 @@ impl SiccHypervisor {
             return false;
         }
         self.counters.acks_seen_during_incast += 1;
+        let syn = pkt.tcp_flags().is_some_and(|f| f & tcp_flags::SYN != 0);
+        let limit = if syn { clamp.mss } else { clamp.window };
         match pkt.tcp_window() {
-            Some(w) if w > clamp.window => {
-                pkt.set_tcp_window(clamp.window);
+            Some(w) if w > limit => {
+                pkt.set_tcp_window(limit);
                 self.counters.rwnd_rewrites += 1;
                 true
             }
@@ -542,11 +550,27 @@ mod tests {
     }
 
     #[test]
-    fn a_scaled_window_is_clamped_to_mss_shifted_by_the_scale() {
+    fn a_scaled_window_is_clamped_to_mss_shifted_by_the_scale_rounded_up() {
         let mut h = SiccHypervisor::default();
         on(&mut h, 7);
-        assert_eq!(deliver(&mut h, 1, 500), (true, 11));
+        // 1460 / 128 = 11.4: 12 units of 128 bytes, the smallest window holding one segment.
+        assert_eq!(deliver(&mut h, 1, 500), (true, 12));
         assert_eq!(h.counters().rwnd_rewrites, 1);
+    }
+
+    #[test]
+    fn a_syn_ack_is_clamped_to_one_unscaled_mss() {
+        let mut h = SiccHypervisor::default();
+        on(&mut h, 7);
+        let mut b = ack(65535, tcp_flags::SYN | tcp_flags::ACK);
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        assert!(h.on_ack_to_vm(1, &mut p));
+        assert!(p.checksums_valid());
+        assert_eq!(
+            p.tcp_window(),
+            Some(1460),
+            "a SYN's window field is never scaled"
+        );
     }
 
     #[test]

@@ -244,6 +244,8 @@ pub struct TcpCfg {
     pub sack: Option<bool>,
     /// Send SYN/SYN-ACK as ECT(0) when ECN is on (RFC 8311); default false (RFC 3168).
     pub ecn_syn: Option<bool>,
+    /// Send retransmissions as ECT(0) when ECN is on (ns-2 FullTcp); default false (RFC 3168).
+    pub ecn_retransmit: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,

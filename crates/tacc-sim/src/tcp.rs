@@ -33,6 +33,9 @@ pub struct TcpConfig {
     /// Send SYN and SYN-ACK as ECT(0) (RFC 8311's relaxation, "ECN++"). RFC 3168 forbids it,
     /// which makes a marking queue at K drop every SYN that arrives while it is above K.
     pub ecn_syn: bool,
+    /// Send retransmitted segments as ECT(0), as ns-2's FullTcp does. RFC 3168 6.1.5 forbids
+    /// it, which makes a marking queue held at K by ECN drop most retransmissions.
+    pub ecn_retransmit: bool,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
@@ -53,6 +56,7 @@ impl Default for TcpConfig {
             sack: true,
             ecn: false,
             ecn_syn: false,
+            ecn_retransmit: false,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -919,7 +923,7 @@ impl TcpEndpoint {
         let mut p = self.segment(flags, 1 + start, len);
         // RFC 3168 6.1.5: retransmissions are not ECT. Like Linux, a congestion control that
         // needs ECN (DCTCP) keeps ECT on them, or a marking queue would drop every one.
-        if self.ecn_ok && (!retx || self.cc.kind() == CcKind::Dctcp) {
+        if self.ecn_ok && (!retx || self.cfg.ecn_retransmit || self.cc.kind() == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
         }
         if retx {
@@ -1050,6 +1054,40 @@ mod tests {
         assert_eq!(pair.a.stats.timeouts, 0);
         assert_eq!(pair.a.stats.retransmits, 3);
         assert_eq!(pair.a.stats.fast_retransmits, 2);
+    }
+
+    /// ECT(0) on the retransmission of a dropped segment, with and without `ecn_retransmit`.
+    fn retransmission_ecn(ecn_retransmit: bool) -> Ecn {
+        let cfg = TcpConfig {
+            ecn: true,
+            ecn_retransmit,
+            init_cwnd: 10,
+            ..TcpConfig::default()
+        };
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 40 * mss);
+        let mut sent = std::collections::HashMap::new();
+        let mut retx_ecn = None;
+        pair.run(5_000_000_000, &mut |p| {
+            let seg = p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1) as u64 / mss;
+            if p.payload == 0 || seg != 5 {
+                return false;
+            }
+            let copies = sent.entry(seg).or_insert(0);
+            *copies += 1;
+            if *copies == 2 {
+                retx_ecn = Some(p.ecn);
+            }
+            *copies == 1
+        });
+        assert_eq!(pair.b.delivered(), 40 * mss);
+        retx_ecn.expect("segment 5 was retransmitted")
+    }
+
+    #[test]
+    fn retransmissions_are_not_ect_unless_asked_for() {
+        assert_eq!(retransmission_ecn(false), Ecn::NotEct, "RFC 3168 6.1.5");
+        assert_eq!(retransmission_ecn(true), Ecn::Ect0, "ns-2 FullTcp");
     }
 
     #[test]
