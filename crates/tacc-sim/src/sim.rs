@@ -5,14 +5,13 @@
 //! Packet path: VM stack -> vswitch egress hook (shim) -> NIC queue -> link -> switch queues
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
+use crate::event_queue::EventQueue;
 use crate::mechanism::{self, CtrlApp, IngressAction, Msg};
 use crate::model::{App, EpKind, Model};
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, UDP_HEADER};
 use crate::queue::Verdict;
 use crate::rules::Forward;
 use crate::topology::NodeRef;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, FlowKey};
 use tacc_mech::rate_alloc::EgressVerdict;
 
@@ -38,31 +37,6 @@ pub enum EvKind {
     Sample,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Ev {
-    at: u64,
-    seq: u64,
-    kind: EvKind,
-}
-
-impl PartialEq for Ev {
-    fn eq(&self, o: &Self) -> bool {
-        self.at == o.at && self.seq == o.seq
-    }
-}
-impl Eq for Ev {}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ev {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest (then first-scheduled).
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 pub struct Conservation {
     pub sent: u64,
@@ -72,8 +46,7 @@ pub struct Conservation {
 
 pub struct Sim {
     pub now: u64,
-    heap: BinaryHeap<Ev>,
-    seq: u64,
+    queue: EventQueue<EvKind>,
     pub events: u64,
     pub pkts: Arena,
     pub m: Model,
@@ -100,8 +73,7 @@ impl Sim {
     pub fn new(m: Model) -> Sim {
         let mut s = Sim {
             now: 0,
-            heap: BinaryHeap::new(),
-            seq: 0,
+            queue: EventQueue::default(),
             events: 0,
             pkts: Arena::default(),
             m,
@@ -148,28 +120,19 @@ impl Sim {
     }
 
     pub fn schedule(&mut self, at: u64, kind: EvKind) {
-        self.seq += 1;
-        self.heap.push(Ev {
-            at,
-            seq: self.seq,
-            kind,
-        });
+        self.queue.push(at, kind);
     }
 
     /// Runs to the end; `progress(now, end)` is called every 2^20 events.
     pub fn run(&mut self, progress: &mut dyn FnMut(u64, u64)) {
         let end = self.m.duration;
-        while let Some(ev) = self.heap.pop() {
-            if ev.at > end {
-                self.heap.push(ev);
-                break;
-            }
-            self.now = ev.at;
+        while let Some((at, kind)) = self.queue.pop_until(end) {
+            self.now = at;
             self.events += 1;
             if self.events & 0xF_FFFF == 0 {
                 progress(self.now, end);
             }
-            self.dispatch(ev.kind);
+            self.dispatch(kind);
         }
         self.now = end;
         progress(end, end);
