@@ -158,7 +158,12 @@ proptest! {
 
 #[test]
 fn a_mechanism_key_of_another_kind_is_an_error_naming_the_kind_and_its_keys() {
-    let e = err(&base(&format!("{FLOW}[mechanism]\nkind = \"hygenicc\"\ninterval = \"5ms\"\n")));
-    assert!(e.starts_with("bad.toml:19: mechanism.interval: does not apply to kind \"hygenicc\""), "{e}");
+    let e = err(&base(&format!(
+        "{FLOW}[mechanism]\nkind = \"hygenicc\"\ninterval = \"5ms\"\n"
+    )));
+    assert!(
+        e.starts_with("bad.toml:19: mechanism.interval: does not apply to kind \"hygenicc\""),
+        "{e}"
+    );
     assert!(e.contains("feedback_timeout"), "{e}");
 }
