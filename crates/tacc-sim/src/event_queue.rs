@@ -130,7 +130,9 @@ impl<T: Copy> EventQueue<T> {
         // The slot's earliest event, the first linked among equal times.
         let (mut best, mut best_prev) = (head, NIL);
         let mut best_at = self.nodes[head as usize].at;
-        if head != tail {
+        // A head at the current time is the earliest: a burst of events at one time (flows
+        // starting together) pops without scanning its slot again and again.
+        if head != tail && best_at != self.last {
             let (mut prev, mut cur) = (head, self.nodes[head as usize].next);
             while cur != NIL {
                 let n = &self.nodes[cur as usize];
@@ -276,6 +278,28 @@ mod tests {
         q.push(far - 1, 5);
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(order, [(far - 1, 5), (far, 1), (far, 2), (far, 4)]);
+    }
+
+    #[test]
+    fn a_burst_at_one_time_pops_in_insertion_order() {
+        let mut q = EventQueue::default();
+        q.push(3, usize::MAX);
+        for i in 0..1000 {
+            q.push(5, i);
+        }
+        q.push(4, usize::MAX - 1);
+        assert_eq!(q.pop(), Some((3, usize::MAX)));
+        assert_eq!(q.pop(), Some((4, usize::MAX - 1)));
+        for i in 0..1000 {
+            assert_eq!(q.pop(), Some((5, i)));
+            if i % 100 == 0 {
+                q.push(5, 1000 + i);
+            }
+        }
+        for i in (0..1000).step_by(100) {
+            assert_eq!(q.pop(), Some((5, 1000 + i)));
+        }
+        assert!(q.is_empty());
     }
 
     #[test]
