@@ -8,12 +8,14 @@
 //! - [`queue`]: port queue disciplines (drop-tail, RED-ECN at K, classic RED).
 //! - [`scenario`], [`topology`], [`model`]: TOML schema, topology builders and routing, and the
 //!   world built from them (validated).
-//! - [`sim`]: the event loop: (time, insertion sequence) ordered, integer nanoseconds.
+//! - [`event_queue`], [`sim`]: the event loop: (time, insertion sequence) ordered, integer
+//!   nanoseconds.
 //! - [`output`]: summary.json and CSV tables.
 //!
 //! A run is a pure function of (scenario text, overrides, seed).
 
 pub mod cc;
+pub mod event_queue;
 pub mod mechanism;
 pub mod model;
 pub mod output;

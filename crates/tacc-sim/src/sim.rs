@@ -5,14 +5,13 @@
 //! Packet path: VM stack -> vswitch egress hook (shim) -> NIC queue -> link -> switch queues
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
+use crate::event_queue::EventQueue;
 use crate::mechanism::{self, CtrlApp, IngressAction, Msg};
 use crate::model::{App, EpKind, Model};
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, UDP_HEADER};
 use crate::queue::Verdict;
 use crate::rules::Forward;
 use crate::topology::NodeRef;
-use std::cmp::Ordering;
-use std::collections::BinaryHeap;
 use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, FlowKey};
 use tacc_mech::rate_alloc::EgressVerdict;
 
@@ -38,31 +37,6 @@ pub enum EvKind {
     Sample,
 }
 
-#[derive(Clone, Copy, Debug)]
-struct Ev {
-    at: u64,
-    seq: u64,
-    kind: EvKind,
-}
-
-impl PartialEq for Ev {
-    fn eq(&self, o: &Self) -> bool {
-        self.at == o.at && self.seq == o.seq
-    }
-}
-impl Eq for Ev {}
-impl PartialOrd for Ev {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Ev {
-    // Reversed: BinaryHeap is a max-heap and we want the earliest (then first-scheduled).
-    fn cmp(&self, o: &Self) -> Ordering {
-        (o.at, o.seq).cmp(&(self.at, self.seq))
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 pub struct Conservation {
     pub sent: u64,
@@ -72,8 +46,7 @@ pub struct Conservation {
 
 pub struct Sim {
     pub now: u64,
-    heap: BinaryHeap<Ev>,
-    seq: u64,
+    queue: EventQueue<EvKind>,
     pub events: u64,
     pub pkts: Arena,
     pub m: Model,
@@ -100,8 +73,7 @@ impl Sim {
     pub fn new(m: Model) -> Sim {
         let mut s = Sim {
             now: 0,
-            heap: BinaryHeap::new(),
-            seq: 0,
+            queue: EventQueue::default(),
             events: 0,
             pkts: Arena::default(),
             m,
@@ -148,28 +120,19 @@ impl Sim {
     }
 
     pub fn schedule(&mut self, at: u64, kind: EvKind) {
-        self.seq += 1;
-        self.heap.push(Ev {
-            at,
-            seq: self.seq,
-            kind,
-        });
+        self.queue.push(at, kind);
     }
 
     /// Runs to the end; `progress(now, end)` is called every 2^20 events.
     pub fn run(&mut self, progress: &mut dyn FnMut(u64, u64)) {
         let end = self.m.duration;
-        while let Some(ev) = self.heap.pop() {
-            if ev.at > end {
-                self.heap.push(ev);
-                break;
-            }
-            self.now = ev.at;
+        while let Some((at, kind)) = self.queue.pop_until(end) {
+            self.now = at;
             self.events += 1;
             if self.events & 0xF_FFFF == 0 {
                 progress(self.now, end);
             }
-            self.dispatch(ev.kind);
+            self.dispatch(kind);
         }
         self.now = end;
         progress(end, end);
@@ -342,56 +305,65 @@ impl Sim {
             NodeRef::Switch(s) => self.switch_forward(s, port, id),
             NodeRef::Host(_) => {
                 self.cons.delivered += 1;
-                let pkt = self.pkts.get(id).clone();
+                let tcp_ep = self.host_ingress(id);
                 self.pkts.free(id);
-                self.host_ingress(pkt);
+                if let Some(ep) = tcp_ep {
+                    self.pump(ep);
+                }
             }
         }
     }
 
-    fn host_ingress(&mut self, mut pkt: Packet) {
+    /// Hands a packet that reached its host to the shim and the endpoint; returns the TCP
+    /// endpoint that received it, to be pumped once the packet is freed.
+    fn host_ingress(&mut self, id: PktId) -> Option<u32> {
+        let pkt = self.pkts.get_mut(id);
         debug_assert!(
             pkt.tcp_checksum_ok(),
             "TCP checksum broken in flight: {pkt:?}"
         );
         if let Some(h) = self.m.host_of_ip(pkt.dst) {
             let now = self.now;
-            let action = self.m.shims[h as usize].shim.on_ingress(now, &mut pkt);
+            let action = self.m.shims[h as usize].shim.on_ingress(now, pkt);
             debug_assert!(
                 pkt.tcp_checksum_ok(),
                 "a shim rewrite broke the TCP checksum: {pkt:?}"
             );
             self.shim_transmit(h);
             if let IngressAction::Consume = action {
-                return;
+                return None;
             }
         }
+        let pkt = self.pkts.get(id);
         let ep = pkt.dst_ep;
         if ep as usize >= self.m.eps.len() {
-            return;
+            return None;
         }
         let now = self.now;
         match &mut self.m.eps[ep as usize].kind {
-            EpKind::Tcp(t) => t.on_segment(now, &pkt),
+            EpKind::Tcp(t) => {
+                t.on_segment(now, pkt);
+                Some(ep)
+            }
             EpKind::UdpSink => {
                 let f = self.m.eps[ep as usize].flow;
                 self.credit(f, pkt.payload as u64);
+                None
             }
             EpKind::UdpEcho { reply } => {
                 let reply = *reply;
                 let f = self.m.eps[ep as usize].flow;
-                self.credit(f, pkt.payload as u64);
                 let mut r = Packet::new(pkt.dst, pkt.src, ip_proto::UDP, reply);
                 r.sport = pkt.dport;
                 r.dport = pkt.sport;
+                self.credit(f, pkt.payload as u64);
                 r.payload = reply - IP_HEADER - UDP_HEADER;
                 r.dst_ep = self.m.flows[f as usize].tx_ep;
                 let vm = self.m.eps[ep as usize].vm;
                 self.vm_send(vm, r, None, None);
-                return;
+                None
             }
         }
-        self.pump(ep);
     }
 
     /// Adds delivered application bytes to a flow's goodput and checks completion.
@@ -457,7 +429,8 @@ impl Sim {
             self.vnic_dropped += 1;
             return;
         }
-        v.vnic.push_back((pkt, ep, flow));
+        // The packet goes to the arena now and is referred to by id until it is delivered.
+        v.vnic.push_back((self.pkts.alloc(pkt), ep, flow));
         if let Some(e) = ep {
             self.m.eps[e as usize].in_host += 1;
         }
@@ -472,7 +445,7 @@ impl Sim {
         let now = self.now;
         let host = self.m.vms[vm as usize].host;
         let v = &mut self.m.vms[vm as usize];
-        let Some((pkt, ep, _)) = v.vnic.front_mut() else {
+        let Some(&(id, ep, _)) = v.vnic.front() else {
             return;
         };
         if now < v.vnic_free_at {
@@ -481,8 +454,9 @@ impl Sim {
             self.schedule(at, EvKind::VnicDone(vm));
             return;
         }
-        let ep = *ep;
-        let verdict = self.m.shims[host as usize].shim.on_egress(now, pkt);
+        let verdict = self.m.shims[host as usize]
+            .shim
+            .on_egress(now, self.pkts.get_mut(id));
         self.sync_shim_timer(host);
         if let EgressVerdict::Hold { until } = verdict {
             self.m.vms[vm as usize].vnic_busy = true;
@@ -490,9 +464,9 @@ impl Sim {
             return;
         }
         let v = &mut self.m.vms[vm as usize];
-        let (pkt, _, flow) = v.vnic.pop_front().expect("head");
+        let (_, _, flow) = v.vnic.pop_front().expect("head");
         let ps = self.m.ports[self.m.hosts[host as usize].nic_port as usize].ps_per_byte;
-        v.vnic_free_at = now + Self::port_ser(ps, pkt.len);
+        v.vnic_free_at = now + Self::port_ser(ps, self.pkts.get(id).len);
         if !v.vnic.is_empty() {
             v.vnic_busy = true;
             let at = v.vnic_free_at;
@@ -500,16 +474,20 @@ impl Sim {
         }
         match verdict {
             EgressVerdict::Pass => {
-                if !flow.is_some_and(|f| self.scripted_drop(f, &pkt)) {
-                    self.nic_send(host, pkt);
+                if !flow.is_some_and(|f| self.scripted_drop(f, id)) {
+                    self.nic_send(host, id);
                 } else {
                     let nic = self.m.hosts[host as usize].nic_port;
                     self.cons.sent += 1;
                     self.cons.dropped += 1;
                     self.m.ports[nic as usize].stats.dropped_scripted += 1;
+                    self.pkts.free(id);
                 }
             }
-            _ => self.shim_dropped += 1,
+            _ => {
+                self.shim_dropped += 1;
+                self.pkts.free(id);
+            }
         }
         if let Some(e) = ep {
             let slot = &mut self.m.eps[e as usize];
@@ -521,10 +499,9 @@ impl Sim {
         }
     }
 
-    fn nic_send(&mut self, host: u32, pkt: Packet) {
+    fn nic_send(&mut self, host: u32, id: PktId) {
         let nic = self.m.hosts[host as usize].nic_port;
         self.cons.sent += 1;
-        let id = self.pkts.alloc(pkt);
         self.enqueue(nic, id);
     }
 
@@ -534,7 +511,8 @@ impl Sim {
         while let Some(fb) = self.m.shims[host as usize].shim.poll_transmit(now) {
             let mut p = Packet::new(fb.src, fb.dst, ip_proto::FEEDBACK, FEEDBACK_PACKET);
             p.ip_id = fb.count;
-            self.nic_send(host, p);
+            let id = self.pkts.alloc(p);
+            self.nic_send(host, id);
         }
         self.sync_shim_timer(host);
     }
@@ -876,8 +854,9 @@ impl Sim {
         self.sync_ctrl_timer();
     }
 
-    fn scripted_drop(&mut self, f: u32, pkt: &Packet) -> bool {
+    fn scripted_drop(&mut self, f: u32, id: PktId) -> bool {
         let flow = &mut self.m.flows[f as usize];
+        let pkt = self.pkts.get(id);
         if flow.drop_segments.is_empty() || pkt.payload == 0 || pkt.dst_ep != flow.rx_ep {
             return false;
         }
@@ -1086,8 +1065,11 @@ impl Sim {
         self.schedule(next, EvKind::Sample);
     }
 
+    /// Packets sent to a NIC and not yet delivered or dropped (those waiting in a vNIC are in
+    /// the arena too, but not yet sent).
     pub fn in_flight(&self) -> u64 {
-        self.pkts.live()
+        let in_vnics: usize = self.m.vms.iter().map(|v| v.vnic.len()).sum();
+        self.pkts.live() - in_vnics as u64
     }
 }
 
