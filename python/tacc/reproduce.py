@@ -598,21 +598,21 @@ SICC_SYSTEMS: list[tuple[str, list[tuple[str, str]]]] = [
     ("tcp", []),
     ("sicc", [("mechanism", _inline(kind="sicc", initial_window=2.0, evaluate_on_syn=True))]),
     ("rwndq", [("mechanism", _inline(kind="rwndq"))]),
-    ("dctcp", [("tcp.cc", '"dctcp"'), ("queue.k", '"15pkt"')]),
+    ("dctcp", [("tcp.cc", '"dctcp"'), ("queue", _inline(kind="red-ecn", limit="83pkt",
+                                                          k="15pkt"))]),
 ]
 SICC_LABEL = {"tcp": "TCP-RED/ECN", "sicc": "SICC", "rwndq": "RWNDQ", "dctcp": "DCTCP"}
 RATIOS = {"1:3": (20, 60), "1:1": (40, 40), "3:1": (60, 20)}
 SICC_CAUSE = (
-    "the TCP model follows ns-2 FullTcp where the scripts depend on it (ECT SYNs and "
-    "retransmissions, 300 us initial RTO); with RFC 3168's non-ECT retransmissions the queue, "
-    "held at K by ECN, drops most retransmissions and many mice stall in RTO backoff instead. "
-    "In the dumbbell SICC cuts the overflow drops and the mice's retransmissions (rows below) "
-    "but more mice wait out a 200 ms RTO: a mouse clamped to a one-segment window has no later "
-    "segment to raise duplicate ACKs, so each of its losses is repaired only by the timeout, "
-    "while unclamped TCP mice repair most losses by fast retransmit; 80 one-segment windows "
-    "plus the standing queue still overflow the 83-packet buffer when the mice's data arrives. "
-    "SICC reacts to SYN copies (evaluate_on_syn), see the scenario header; mice that never "
-    "finish count as 2 s as in the authors' scripts"
+    "the settings follow the authors' ns-2 scripts: the TCP-RED/ECN baseline is ns-2's RED "
+    "at its automatic thresholds, which never mark in an 83-packet buffer (a drop-tail "
+    "baseline), SICC and RWNDQ run on drop-tail queues, DCTCP marks at K = 15. A mouse that "
+    "SICC clamps to a one-segment window has no later segment to raise duplicate ACKs, so "
+    "each of its losses is repaired only by the 200 ms timeout, and 80 one-segment windows "
+    "plus the standing queue still overflow the buffer when the mice's data arrives (rows "
+    "below); DCTCP keeps the queue near K = 15 and leaves the mice room. SICC reacts to SYN "
+    "copies (evaluate_on_syn), see the scenario header; mice that never finish count as 2 s "
+    "as in the authors' scripts"
 )
 
 
