@@ -82,6 +82,11 @@ fn in_pipe(flags: u8) -> bool {
     flags & SACKED == 0 && (flags & LOST == 0 || flags & RETRANS != 0)
 }
 
+/// A hole to retransmit: lost, neither SACKed nor retransmitted yet.
+fn to_resend(flags: u8) -> bool {
+    flags & (LOST | RETRANS | SACKED) == LOST
+}
+
 #[derive(Clone, Debug)]
 struct Seg {
     start: u64,
@@ -141,6 +146,8 @@ pub struct TcpEndpoint {
     fin_acked: bool,
     segs: VecDeque<Seg>,
     pipe: u64,
+    /// Segments of `segs` to retransmit: most sends find none without scanning.
+    resend: u32,
     win: Window,
     cc: Cc,
     in_recovery: bool,
@@ -207,6 +214,7 @@ impl TcpEndpoint {
             fin_acked: false,
             segs: VecDeque::new(),
             pipe: 0,
+            resend: 0,
             cc,
             in_recovery: false,
             recover: 0,
@@ -482,11 +490,16 @@ impl TcpEndpoint {
 
     fn set_flags(&mut self, i: usize, flags: u8) {
         let s = &mut self.segs[i];
-        let before = in_pipe(s.flags);
+        let (before, resend_before) = (in_pipe(s.flags), to_resend(s.flags));
         s.flags = flags;
         match (before, in_pipe(flags)) {
             (true, false) => self.pipe -= s.len as u64,
             (false, true) => self.pipe += s.len as u64,
+            _ => {}
+        }
+        match (resend_before, to_resend(flags)) {
+            (true, false) => self.resend -= 1,
+            (false, true) => self.resend += 1,
             _ => {}
         }
     }
@@ -529,6 +542,9 @@ impl TcpEndpoint {
                 let s = self.segs.pop_front().unwrap();
                 if in_pipe(s.flags) {
                     self.pipe -= s.len as u64;
+                }
+                if to_resend(s.flags) {
+                    self.resend -= 1;
                 }
                 sample = if s.flags & RETRANS == 0 {
                     Some(now - s.sent_at)
@@ -875,10 +891,13 @@ impl TcpEndpoint {
         if self.pipe >= cwnd {
             return None;
         }
-        if let Some(i) = self
-            .segs
-            .iter()
-            .position(|s| s.flags & (LOST | RETRANS | SACKED) == LOST)
+        debug_assert_eq!(
+            self.resend as usize,
+            self.segs.iter().filter(|s| to_resend(s.flags)).count()
+        );
+        if let Some(i) = (self.resend > 0)
+            .then(|| self.segs.iter().position(|s| to_resend(s.flags)))
+            .flatten()
         {
             let s = &self.segs[i];
             if self.pipe + s.len as u64 <= cwnd || self.pipe == 0 {
