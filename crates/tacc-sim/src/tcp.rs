@@ -533,12 +533,12 @@ impl TcpEndpoint {
         let mut newly_sacked = 0u64;
         if self.sack_ok {
             let mut blocks = [(0, 0); 3];
-            for k in 0..p.sack.len as usize {
-                let (a, b) = p.sack.blocks[k];
+            let received = &p.sack.blocks[..p.sack.len as usize];
+            for (block, &(a, b)) in blocks.iter_mut().zip(received) {
                 let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
                 let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
                 newly_sacked += self.mark_sacked(a, b);
-                blocks[k] = (a, b.min(self.nxt));
+                *block = (a, b.min(self.nxt));
             }
             self.sacked_blocks = blocks;
         }
