@@ -240,6 +240,8 @@ pub struct Model {
     pub hosts: Vec<Host>,
     pub vms: Vec<Vm>,
     pub routes: Vec<Vec<Vec<u32>>>,
+    /// `routes` in the form the per-packet path reads.
+    fib: Fib,
     pub switch_salt: Vec<u64>,
     pub eps: Vec<EpSlot>,
     pub flows: Vec<Flow>,
@@ -258,6 +260,56 @@ pub struct Model {
     pub tsq_ns: u64,
     pub switch_mech: Vec<SwitchMech>,
     pub control: Control,
+}
+
+/// Forwarding table: each switch's routes by destination VM, one flat array, so that a
+/// packet's egress port is a load or two from its address rather than a chain of five.
+struct Fib {
+    vms: usize,
+    /// At `switch * vms + vm`.
+    entries: Vec<FibEntry>,
+    /// The choices of every entry with more than one.
+    ecmp: Vec<u32>,
+}
+
+#[derive(Clone, Copy)]
+struct FibEntry {
+    /// The first choice (if any), the only one of most entries.
+    first: u32,
+    /// Where the choices start in `ecmp`, and how many there are.
+    start: u32,
+    n: u32,
+}
+
+impl Fib {
+    fn new(routes: &[Vec<Vec<u32>>], vms: &[Vm]) -> Fib {
+        let mut fib = Fib {
+            vms: vms.len(),
+            entries: Vec::with_capacity(routes.len() * vms.len()),
+            ecmp: Vec::new(),
+        };
+        for by_host in routes {
+            for vm in vms {
+                let choices = &by_host[vm.host as usize];
+                fib.entries.push(FibEntry {
+                    first: choices.first().copied().unwrap_or(u32::MAX),
+                    start: fib.ecmp.len() as u32,
+                    n: choices.len() as u32,
+                });
+                if choices.len() > 1 {
+                    fib.ecmp.extend(choices);
+                }
+            }
+        }
+        fib
+    }
+
+    /// Switch `s`'s entry for destination address `ip` (none for an address of no VM).
+    #[inline]
+    fn entry(&self, s: u32, ip: u32) -> Option<FibEntry> {
+        let vm = ip.wrapping_sub(IP_BASE + 1) as usize;
+        (vm < self.vms).then(|| self.entries[s as usize * self.vms + vm])
+    }
 }
 
 pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
@@ -287,12 +339,14 @@ pub fn expand(pattern: &str, i: u32) -> String {
 impl Model {
     /// The output port switch `s` forwards `p` to by routing (ECMP by 5-tuple hash).
     pub fn route(&self, s: u32, p: &Packet) -> Option<u32> {
-        let h = self.host_of_ip(p.dst)?;
-        let choices = &self.routes[s as usize][h as usize];
-        match choices.len() {
+        let e = self.fib.entry(s, p.dst)?;
+        match e.n {
             0 => None,
-            1 => Some(choices[0]),
-            n => Some(choices[(p.flow_hash(self.switch_salt[s as usize]) % n as u64) as usize]),
+            1 => Some(e.first),
+            n => {
+                let k = p.flow_hash(self.switch_salt[s as usize]) % n as u64;
+                Some(self.fib.ecmp[e.start as usize + k as usize])
+            }
         }
     }
 
@@ -642,6 +696,7 @@ impl Model {
                 v
             }
         };
+        let fib = Fib::new(&routes, &vms);
         let mut m = Model {
             name: s.name.clone().unwrap_or_else(|| {
                 std::path::Path::new(&l.file)
@@ -655,6 +710,7 @@ impl Model {
             ports,
             hosts,
             vms,
+            fib,
             routes,
             switch_salt,
             eps: Vec::new(),

@@ -62,6 +62,7 @@ impl Qdisc {
     }
 
     /// Decides the fate of a packet of `len` bytes arriving at a queue holding `pkts`/`bytes`.
+    #[inline]
     pub fn admit(
         &mut self,
         now: u64,

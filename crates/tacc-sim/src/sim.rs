@@ -6,7 +6,7 @@
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
 use crate::event_queue::EventQueue;
-use crate::mechanism::{self, CtrlApp, IngressAction, Msg};
+use crate::mechanism::{self, CtrlApp, IngressAction, Msg, Shim};
 use crate::model::{App, EpKind, Model};
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, UDP_HEADER};
 use crate::queue::Verdict;
@@ -322,7 +322,12 @@ impl Sim {
             pkt.tcp_checksum_ok(),
             "TCP checksum broken in flight: {pkt:?}"
         );
-        if let Some(h) = self.m.host_of_ip(pkt.dst) {
+        // A host without a mechanism has no ingress hook, timer or feedback to send.
+        if let Some(h) = self
+            .m
+            .host_of_ip(pkt.dst)
+            .filter(|&h| !matches!(self.m.shims[h as usize].shim, Shim::None))
+        {
             let now = self.now;
             let action = self.m.shims[h as usize].shim.on_ingress(now, pkt);
             debug_assert!(
@@ -454,10 +459,15 @@ impl Sim {
             self.schedule(at, EvKind::VnicDone(vm));
             return;
         }
-        let verdict = self.m.shims[host as usize]
-            .shim
-            .on_egress(now, self.pkts.get_mut(id));
-        self.sync_shim_timer(host);
+        let verdict = match &mut self.m.shims[host as usize].shim {
+            // No egress hook, so no timer to re-arm either.
+            Shim::None => EgressVerdict::Pass,
+            shim => {
+                let verdict = shim.on_egress(now, self.pkts.get_mut(id));
+                self.sync_shim_timer(host);
+                verdict
+            }
+        };
         if let EgressVerdict::Hold { until } = verdict {
             self.m.vms[vm as usize].vnic_busy = true;
             self.schedule(until.max(now + 1), EvKind::VnicDone(vm));
@@ -755,13 +765,13 @@ impl Sim {
                 from_dst,
                 marks,
             } => {
-                if let mechanism::Shim::SdnGcc(s) = &mut self.m.shims[host as usize].shim {
+                if let Shim::SdnGcc(s) = &mut self.m.shims[host as usize].shim {
                     s.on_notification(now, vm, from_dst, marks);
                 }
                 self.sync_shim_timer(host);
             }
             Msg::Sicc { host, msg } => {
-                if let mechanism::Shim::Sicc(s) = &mut self.m.shims[host as usize].shim {
+                if let Shim::Sicc(s) = &mut self.m.shims[host as usize].shim {
                     s.on_message(now, &msg);
                 }
                 self.sync_shim_timer(host);

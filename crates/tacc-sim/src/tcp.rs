@@ -82,6 +82,11 @@ fn in_pipe(flags: u8) -> bool {
     flags & SACKED == 0 && (flags & LOST == 0 || flags & RETRANS != 0)
 }
 
+/// A hole to retransmit: lost, neither SACKed nor retransmitted yet.
+fn to_resend(flags: u8) -> bool {
+    flags & (LOST | RETRANS | SACKED) == LOST
+}
+
 #[derive(Clone, Debug)]
 struct Seg {
     start: u64,
@@ -141,6 +146,15 @@ pub struct TcpEndpoint {
     fin_acked: bool,
     segs: VecDeque<Seg>,
     pipe: u64,
+    /// Segments of `segs` to retransmit: most sends find none without scanning.
+    resend: u32,
+    /// The last ACK's SACK blocks as data offsets. SACKED is never cleared and new segments
+    /// start at `nxt`, so every segment wholly inside one stays SACKed: a block that repeats
+    /// or extends one is marked from that one's end only.
+    sacked_blocks: [(u64, u64); 3],
+    /// Every segment starting below this offset is LOST or SACKED (neither flag is ever
+    /// cleared except by setting the other): IsLost need not look there again.
+    lost_below: u64,
     win: Window,
     cc: Cc,
     in_recovery: bool,
@@ -207,6 +221,9 @@ impl TcpEndpoint {
             fin_acked: false,
             segs: VecDeque::new(),
             pipe: 0,
+            resend: 0,
+            sacked_blocks: [(0, 0); 3],
+            lost_below: 0,
             cc,
             in_recovery: false,
             recover: 0,
@@ -482,11 +499,16 @@ impl TcpEndpoint {
 
     fn set_flags(&mut self, i: usize, flags: u8) {
         let s = &mut self.segs[i];
-        let before = in_pipe(s.flags);
+        let (before, resend_before) = (in_pipe(s.flags), to_resend(s.flags));
         s.flags = flags;
         match (before, in_pipe(flags)) {
             (true, false) => self.pipe -= s.len as u64,
             (false, true) => self.pipe += s.len as u64,
+            _ => {}
+        }
+        match (resend_before, to_resend(flags)) {
+            (true, false) => self.resend -= 1,
+            (false, true) => self.resend += 1,
             _ => {}
         }
     }
@@ -510,12 +532,15 @@ impl TcpEndpoint {
 
         let mut newly_sacked = 0u64;
         if self.sack_ok {
-            for k in 0..p.sack.len as usize {
-                let (a, b) = p.sack.blocks[k];
+            let mut blocks = [(0, 0); 3];
+            let received = &p.sack.blocks[..p.sack.len as usize];
+            for (block, &(a, b)) in blocks.iter_mut().zip(received) {
                 let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
                 let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
                 newly_sacked += self.mark_sacked(a, b);
+                *block = (a, b.min(self.nxt));
             }
+            self.sacked_blocks = blocks;
         }
 
         let ece = self.ecn_ok && p.flags & F::ECE != 0;
@@ -529,6 +554,9 @@ impl TcpEndpoint {
                 let s = self.segs.pop_front().unwrap();
                 if in_pipe(s.flags) {
                     self.pipe -= s.len as u64;
+                }
+                if to_resend(s.flags) {
+                    self.resend -= 1;
                 }
                 sample = if s.flags & RETRANS == 0 {
                     Some(now - s.sent_at)
@@ -596,10 +624,20 @@ impl TcpEndpoint {
         if b <= a || b <= self.una {
             return 0;
         }
-        let mut i = match self.segs.binary_search_by_key(&a, |s| s.start) {
-            Ok(i) => i,
-            Err(i) => i,
-        };
+        // Skip the segments of a known block this one starts in.
+        let known_end = self
+            .sacked_blocks
+            .iter()
+            .filter(|&&(a0, b0)| a0 <= a && a <= b0)
+            .map(|&(_, b0)| b0)
+            .fold(a, u64::max);
+        let mut i = self
+            .segs
+            .partition_point(|s| s.start < a || s.start + s.len as u64 <= known_end);
+        debug_assert!(self
+            .segs
+            .range(self.segs.partition_point(|s| s.start < a)..i)
+            .all(|s| s.flags & SACKED != 0));
         let mut newly = 0;
         while i < self.segs.len() {
             let s = &self.segs[i];
@@ -619,12 +657,26 @@ impl TcpEndpoint {
     /// RFC 6675 IsLost: a hole with DupThresh SACKed segments above it is lost.
     fn mark_lost_by_sack(&mut self) {
         let mut sacked_above = 0u32;
+        let settled = self.lost_below;
+        debug_assert!(self
+            .segs
+            .iter()
+            .take_while(|s| s.start < settled)
+            .all(|s| s.flags & (LOST | SACKED) != 0));
         for i in (0..self.segs.len()).rev() {
-            let f = self.segs[i].flags;
+            let s = &self.segs[i];
+            if s.start < settled {
+                break;
+            }
+            let f = s.flags;
             if f & SACKED != 0 {
                 sacked_above += 1;
-            } else if sacked_above >= self.cfg.dupthresh && f & LOST == 0 {
-                self.set_flags(i, f | LOST);
+            } else if sacked_above >= self.cfg.dupthresh {
+                // This segment and every one below it end up LOST or SACKED.
+                self.lost_below = self.lost_below.max(s.start + 1);
+                if f & LOST == 0 {
+                    self.set_flags(i, f | LOST);
+                }
             }
         }
     }
@@ -875,10 +927,13 @@ impl TcpEndpoint {
         if self.pipe >= cwnd {
             return None;
         }
-        if let Some(i) = self
-            .segs
-            .iter()
-            .position(|s| s.flags & (LOST | RETRANS | SACKED) == LOST)
+        debug_assert_eq!(
+            self.resend as usize,
+            self.segs.iter().filter(|s| to_resend(s.flags)).count()
+        );
+        if let Some(i) = (self.resend > 0)
+            .then(|| self.segs.iter().position(|s| to_resend(s.flags)))
+            .flatten()
         {
             let s = &self.segs[i];
             if self.pipe + s.len as u64 <= cwnd || self.pipe == 0 {
