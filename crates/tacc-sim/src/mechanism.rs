@@ -555,12 +555,19 @@ pub fn install(
                 buffer_pkts: d.buffer_pkts,
                 evaluate_on_syn: c.evaluate_on_syn.unwrap_or(false),
             };
-            if !(cfg.on_fraction > 0.0 && cfg.on_fraction.is_finite())
-                || !(cfg.initial_window_pkts >= 0.0 && cfg.initial_window_pkts.is_finite())
-            {
+            if !(cfg.on_fraction > 0.0 && cfg.on_fraction.is_finite()) {
                 return Err(l.error(
                     "mechanism.on_fraction",
-                    "on_fraction must be positive and initial_window non-negative",
+                    format!("expected a positive number, got {}", cfg.on_fraction),
+                ));
+            }
+            if !(cfg.initial_window_pkts >= 0.0 && cfg.initial_window_pkts.is_finite()) {
+                return Err(l.error(
+                    "mechanism.initial_window",
+                    format!(
+                        "expected a non-negative number of packets, got {}",
+                        cfg.initial_window_pkts
+                    ),
                 ));
             }
             let mut ctrl = SiccController::new(cfg);

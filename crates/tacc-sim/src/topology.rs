@@ -295,6 +295,9 @@ pub fn port_name(g: &Graph, port: usize) -> String {
 
 /// For every switch and destination host, the egress ports on a shortest path (ECMP set).
 /// Hosts never forward. Returns routes[switch][host] (empty when unreachable).
+// One BFS per destination host fills column `h` of every switch's row: indexing by `h` is the
+// natural order here.
+#[allow(clippy::needless_range_loop)]
 pub fn routes(g: &Graph) -> Vec<Vec<Vec<u32>>> {
     let n_sw = g.switches.len();
     let n_h = g.hosts.len();

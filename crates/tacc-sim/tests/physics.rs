@@ -104,7 +104,7 @@ fn scripted_drops_are_repaired_by_fast_retransmit_without_timeout() {
 
 #[test]
 fn incast_of_40_workers_overflows_the_buffer_and_waits_for_rtomin() {
-    let (_, s) = run(&"name = \"incast\"\nduration = \"2s\"\n[topology]\nkind = \"star\"\nsenders = 40\nreceivers = 1\nlink_rate = \"1Gbps\"\nlink_delay = \"25us\"\n[queue]\nkind = \"droptail\"\nlimit = \"100pkt\"\n[tcp]\nrto_min = \"200ms\"\n[[incast]]\nname = \"q\"\naggregator = \"r0\"\nworkers = \"s{i}\"\ncount = 40\nbytes = \"32KB\"\n".to_string());
+    let (_, s) = run("name = \"incast\"\nduration = \"2s\"\n[topology]\nkind = \"star\"\nsenders = 40\nreceivers = 1\nlink_rate = \"1Gbps\"\nlink_delay = \"25us\"\n[queue]\nkind = \"droptail\"\nlimit = \"100pkt\"\n[tcp]\nrto_min = \"200ms\"\n[[incast]]\nname = \"q\"\naggregator = \"r0\"\nworkers = \"s{i}\"\ncount = 40\nbytes = \"32KB\"\n");
     let fcts: Vec<f64> = s
         .flows
         .iter()
