@@ -912,10 +912,10 @@ _FCT_FAIR_3 = 2e6 * 8 / (100e6 / 3)
 def _bloat_rows() -> list[Row]:
     paper = PAPER["sdnecn"]["topo1_fct"]
     paper_gain = paper["cubic"] / paper["sdn-ecn"]
-    cause = ("with the paper's 2 s probes and 1 s rules the first marks reach the bulk flows "
-             "after the interactive flow has sent its data, so the standing queue drains too "
-             "late to matter; probing every 100 ms keeps the bulk flows' windows cut. "
-             + ECN_CAUSE)
+    cause = ("with the paper's 2 s probes and 1 s rules the bulk flows are marked at most half "
+             "of the time and the standing queue refills between the rules, so the 2 MB flow "
+             "spends most of its life behind it; probing every 100 ms keeps the bulk flows' "
+             "windows cut. " + ECN_CAUSE)
 
     def fct(m: dict[tuple[str, str], list[float]], s: str) -> float:
         return mean_ci(_one(m, s, "fct"))[0]

@@ -246,6 +246,8 @@ pub struct TcpCfg {
     pub ecn_syn: Option<bool>,
     /// Send retransmissions as ECT(0) when ECN is on (ns-2 FullTcp); default false (RFC 3168).
     pub ecn_retransmit: Option<bool>,
+    /// Grow cwnd only while cwnd-limited (Linux); default false (ns-2: on every ACK).
+    pub cwnd_validation: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,

@@ -36,6 +36,12 @@ pub struct TcpConfig {
     /// Send retransmitted segments as ECT(0), as ns-2's FullTcp does. RFC 3168 6.1.5 forbids
     /// it, which makes a marking queue held at K by ECN drop most retransmissions.
     pub ecn_retransmit: bool,
+    /// Grow the window only while the sender is cwnd-limited, as Linux does
+    /// (tcp_is_cwnd_limited; RFC 7661's intent): in slow start while cwnd < 2 x the data in
+    /// flight, afterwards while the flight reached cwnd in the current or the previous window.
+    /// Off (ns-2): the window grows on every ACK, even when the receive window or the
+    /// application limits the sender, and a later cut may leave it far above the flight.
+    pub cwnd_validation: bool,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
@@ -57,6 +63,7 @@ impl Default for TcpConfig {
             ecn: false,
             ecn_syn: false,
             ecn_retransmit: false,
+            cwnd_validation: false,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -164,6 +171,10 @@ pub struct TcpEndpoint {
     sack_ok: bool,
     cwr_pending: bool,
     ecn_reduce_end: u64,
+    /// Largest `pipe` since `window_end`, and in the window before (cwnd validation).
+    max_pipe: u64,
+    prev_max_pipe: u64,
+    window_end: u64,
     snd_wnd: u64,
     peer_wscale: u8,
     srtt: f64,
@@ -232,6 +243,9 @@ impl TcpEndpoint {
             sack_ok: false,
             cwr_pending: false,
             ecn_reduce_end: 0,
+            max_pipe: 0,
+            prev_max_pipe: 0,
+            window_end: 0,
             snd_wnd: 65535,
             peer_wscale: 0,
             srtt: 0.0,
@@ -580,9 +594,14 @@ impl TcpEndpoint {
                         self.set_flags(0, (f | LOST) & !RETRANS);
                     }
                 }
-            } else {
+            } else if !self.cfg.cwnd_validation || self.cwnd_limited() {
                 let srtt = self.srtt;
                 self.cc.on_ack(&mut self.win, acked, now, srtt);
+            }
+            if self.una >= self.window_end {
+                self.prev_max_pipe = self.max_pipe;
+                self.max_pipe = self.pipe;
+                self.window_end = self.nxt;
             }
             self.restart_rto(now);
         } else {
@@ -921,6 +940,16 @@ impl TcpEndpoint {
         self.stats.segments_sent += 1;
     }
 
+    /// Whether the window limited the sender lately (see `TcpConfig::cwnd_validation`).
+    fn cwnd_limited(&self) -> bool {
+        let used = self.max_pipe.max(self.prev_max_pipe) as f64;
+        if self.win.cwnd < self.win.ssthresh {
+            self.win.cwnd < 2.0 * used
+        } else {
+            used + self.win.mss >= self.win.cwnd
+        }
+    }
+
     /// RFC 6675 NextSeg: lost holes first, then new data, within cwnd (and rwnd for new data).
     fn next_segment(&mut self) -> Option<(u64, u32, bool)> {
         let cwnd = self.win.cwnd.max(self.win.mss) as u64;
@@ -999,6 +1028,7 @@ impl TcpEndpoint {
             self.pipe += len as u64;
             self.nxt = start + len as u64;
         }
+        self.max_pipe = self.max_pipe.max(self.pipe);
         if self.rto_deadline.is_none() {
             self.restart_rto(now);
         }
@@ -1137,6 +1167,29 @@ mod tests {
         });
         assert_eq!(pair.b.delivered(), 40 * mss);
         retx_ecn.expect("segment 5 was retransmitted")
+    }
+
+    /// cwnd after a receive-window-limited transfer of 400 segments through 10-segment windows.
+    fn cwnd_after_rwnd_limited_transfer(cwnd_validation: bool) -> f64 {
+        let cfg = TcpConfig {
+            cwnd_validation,
+            rcv_buf: 10 * 1460,
+            ..TcpConfig::default()
+        };
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 400 * mss);
+        pair.run(5_000_000_000, &mut |_| false);
+        assert_eq!(pair.b.delivered(), 400 * mss);
+        pair.a.cwnd_bytes() / mss as f64
+    }
+
+    #[test]
+    fn cwnd_validation_stops_growth_the_receive_window_does_not_let_the_sender_use() {
+        // ns-2 style: every ACK grows cwnd (slow start doubles it each window).
+        assert!(cwnd_after_rwnd_limited_transfer(false) > 100.0);
+        // Linux style: slow start stops at twice the 10 segments in flight.
+        let validated = cwnd_after_rwnd_limited_transfer(true);
+        assert!(validated <= 21.0, "cwnd {validated} segments");
     }
 
     #[test]
