@@ -166,6 +166,11 @@ def _one(means: dict[tuple[str, str], list[float]], variant: str, metric: str) -
     return means.get((variant, metric), [])
 
 
+def _mean(means: dict[tuple[str, str], list[float]], variant: str, metric: str) -> float:
+    """Mean over seeds of one variant's metric (NaN when absent)."""
+    return mean_ci(_one(means, variant, metric))[0]
+
+
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
     """Mean and the half-width of its 95% confidence interval (Student t; 0 for one value)."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
@@ -464,18 +469,16 @@ def _starvation_rows(panel: str, senders: int) -> list[Row]:
     share = 1000.0 / senders
     order = " > ".join(COMPETITOR_LABEL[c].removeprefix("vs ") for c in COMPETITORS)
     paper_order = " > ".join(f"{PAPER['sdngcc'][panel][c]:g}" for c in COMPETITORS)
-
-    def mean_of(m: dict[tuple[str, str], list[float]], c: str, metric: str) -> float:
-        return mean_ci(_one(m, f"{panel}/{c}", metric))[0]
-
     rows = [Row(
         f"{SDNGCC_PANEL[panel]}: order of the tagged goodput by competitor ({order})",
         paper_order, None, "Mb/s",
         lambda m: _one(m, f"{panel}/tcp", "mean_run"),
-        lambda _v, m: all(mean_of(m, a, "mean_run") > mean_of(m, b, "mean_run")
-                          for a, b in zip(COMPETITORS, COMPETITORS[1:])),
+        lambda _v, m: all(
+            _mean(m, f"{panel}/{a}", "mean_run") > _mean(m, f"{panel}/{b}", "mean_run")
+            for a, b in zip(COMPETITORS, COMPETITORS[1:])),
         SDNGCC_CAUSE,
-        text=lambda m: " > ".join(f"{mean_of(m, c, 'mean_run'):.0f}" for c in COMPETITORS))]
+        text=lambda m: " > ".join(f"{_mean(m, f'{panel}/{c}', 'mean_run'):.0f}"
+                                  for c in COMPETITORS))]
     if panel == "1a":
         for c in COMPETITORS[1:]:
             rows.append(Row(
@@ -572,11 +575,11 @@ def _fig8_rows() -> list[Row]:
                 lambda m, v=v: _one(m, v, "udp_mean"), lambda x, _m: x <= 1.25 * fair, cause),
             Row(f"{label}: web response time mean vs RED-ECN", "smaller", None, "s",
                 lambda m, v=v: _one(m, v, "web_mean_fct"),
-                lambda x, m: x < np.mean(_one(m, "red-ecn", "web_mean_fct")), cause,
+                lambda x, m: x < _mean(m, "red-ecn", "web_mean_fct"), cause,
                 text=lambda m, v=v: _vs(m, v, "red-ecn", "web_mean_fct", "s")),
             Row(f"{label}: web response time std vs RED-ECN", "more uniform", None, "s",
                 lambda m, v=v: _one(m, v, "web_std_fct"),
-                lambda x, m: x < np.mean(_one(m, "red-ecn", "web_std_fct")), cause,
+                lambda x, m: x < _mean(m, "red-ecn", "web_std_fct"), cause,
                 text=lambda m, v=v: _vs(m, v, "red-ecn", "web_std_fct", "s")),
             Row(f"{label}: RTO timeouts per TCP elephant vs RED-ECN (tacc only)", "-", None,
                 "", lambda m, v=v: _one(m, v, "tcp_timeouts"), lambda x, _m: None,
@@ -588,8 +591,7 @@ def _fig8_rows() -> list[Row]:
 
 
 def _vs(m: dict[tuple[str, str], list[float]], a: str, b: str, metric: str, unit: str) -> str:
-    va, vb = mean_ci(_one(m, a, metric))[0], mean_ci(_one(m, b, metric))[0]
-    return f"{_fmt(va, unit)} vs {_fmt(vb, unit)}"
+    return f"{_fmt(_mean(m, a, metric), unit)} vs {_fmt(_mean(m, b, metric), unit)}"
 
 
 # --------------------------------------------------------------------------- SICC
@@ -736,7 +738,7 @@ def _sicc_dumbbell_rows() -> list[Row]:
                 f"{ratio} {what} (tacc only; {names})", "-", None, "",
                 lambda m, r=ratio, k=metric: _one(m, f"{r}/sicc", k), lambda v, _m: None,
                 text=lambda m, r=ratio, k=metric: " / ".join(
-                    f"{mean_ci(_one(m, f'{r}/{s}', k))[0]:.0f}" for s in systems)))
+                    f"{_mean(m, f'{r}/{s}', k):.0f}" for s in systems)))
     rows.append(Row(
         "3:1 mice AFCT: DCTCP worst of the four", "DCTCP worst at 3:1", None, "s",
         lambda m: _one(m, "3:1/dctcp", "mice_afct"),
@@ -917,9 +919,6 @@ def _bloat_rows() -> list[Row]:
              "spends most of its life behind it; probing every 100 ms keeps the bulk flows' "
              "windows cut. " + ECN_CAUSE)
 
-    def fct(m: dict[tuple[str, str], list[float]], s: str) -> float:
-        return mean_ci(_one(m, s, "fct"))[0]
-
     out = [Row(f"{BLOAT_LABEL[s]}: 2 MB interactive FCT",
                f"{paper['sdn-ecn' if s.startswith('sdn-ecn') else s]:g} s", _FCT_FAIR_3, "s",
                lambda m, s=s: _one(m, s, "fct"), lambda v, _m: None)
@@ -928,9 +927,9 @@ def _bloat_rows() -> list[Row]:
         out.append(Row(
             f"{BLOAT_LABEL[s]}: FCT gain over deep-buffer Cubic (Cubic FCT / SDN-ECN FCT)",
             f"{paper_gain:.0f}x ({paper['cubic']:g} s / {paper['sdn-ecn']:g} s)", None, "",
-            lambda m, s=s: [fct(m, "cubic") / fct(m, s)],
+            lambda m, s=s: [_mean(m, "cubic", "fct") / _mean(m, s, "fct")],
             lambda v, _m: v >= 10.0, cause,
-            text=lambda m, s=s: f"{fct(m, 'cubic') / fct(m, s):.1f}x"))
+            text=lambda m, s=s: f"{_mean(m, 'cubic', 'fct') / _mean(m, s, 'fct'):.1f}x"))
         out.append(Row(
             f"{BLOAT_LABEL[s]}: CC flow rules installed (tacc only)", "-", None, "",
             lambda m, s=s: _one(m, s, "rules"), lambda v, _m: None))

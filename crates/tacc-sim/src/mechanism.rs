@@ -381,7 +381,6 @@ pub fn install(
         weights.insert(vm, w);
     }
     m.control.latency = c.latency.map(|d| d.0).unwrap_or(0);
-    let nic_rate = |m: &Model, h: usize| m.ports[m.hosts[h].nic_port as usize].rate_bps;
     match c.kind {
         MechanismKind::None => {}
         MechanismKind::StaticRate => {
@@ -451,13 +450,13 @@ pub fn install(
                 alloc,
                 admission_control: c.admission_control.unwrap_or(false),
             };
-            for h in 0..m.hosts.len() {
-                let mut shim = HygenShim::new(cfg, nic_rate(m, h));
-                for (ip, w) in weighted_vms(m, h, &weights) {
-                    shim.register_vm(0, ip, w);
-                }
-                m.shims[h].shim = Shim::Hygen(Box::new(shim));
-            }
+            install_rate_shims(
+                m,
+                &weights,
+                |rate| HygenShim::new(cfg, rate),
+                |s, ip, w| s.register_vm(0, ip, w),
+                |s| Shim::Hygen(Box::new(s)),
+            );
         }
         MechanismKind::SdnGcc => {
             let d = SdnGccShimConfig::default();
@@ -508,13 +507,13 @@ pub fn install(
                 keying,
                 clear_ce: c.clear_ce.unwrap_or(false),
             };
-            for h in 0..m.hosts.len() {
-                let mut shim = SdnGccShim::new(cfg, nic_rate(m, h));
-                for (ip, w) in weighted_vms(m, h, &weights) {
-                    shim.register_vm(0, ip, w);
-                }
-                m.shims[h].shim = Shim::SdnGcc(Box::new(shim));
-            }
+            install_rate_shims(
+                m,
+                &weights,
+                |rate| SdnGccShim::new(cfg, rate),
+                |s, ip, w| s.register_vm(0, ip, w),
+                |s| Shim::SdnGcc(Box::new(s)),
+            );
             let split = match c.split.as_deref() {
                 _ if keying == RateKeying::PerPath && c.split.is_some() => return Err(l.error("mechanism.split", "per-path keying splits marks over the flows crossing the port; leave split out")),
                 _ if keying == RateKeying::PerPath => MarkSplit::PerPath,
@@ -699,17 +698,31 @@ pub fn install(
     Ok(())
 }
 
-/// (address, weight) of every VM of host `h`; weight 1 unless the scenario gives one.
-fn weighted_vms<'a>(
-    m: &'a Model,
-    h: usize,
-    weights: &'a BTreeMap<u32, u32>,
-) -> impl Iterator<Item = (u32, u32)> + 'a {
-    m.vms
-        .iter()
-        .enumerate()
-        .filter(move |(_, vm)| vm.host == h as u32)
-        .map(|(v, vm)| (vm.ip, weights.get(&(v as u32)).copied().unwrap_or(1)))
+/// One rate-limiting shim per host, made by `new` from the host's NIC rate, with every VM of
+/// the host registered at its weight (1 unless the scenario gives one).
+fn install_rate_shims<S>(
+    m: &mut Model,
+    weights: &BTreeMap<u32, u32>,
+    new: impl Fn(u64) -> S,
+    register: impl Fn(&mut S, u32, u32),
+    wrap: impl Fn(S) -> Shim,
+) {
+    for h in 0..m.hosts.len() {
+        let mut shim = new(m.ports[m.hosts[h].nic_port as usize].rate_bps);
+        for (v, vm) in m
+            .vms
+            .iter()
+            .enumerate()
+            .filter(|(_, vm)| vm.host == h as u32)
+        {
+            register(
+                &mut shim,
+                vm.ip,
+                weights.get(&(v as u32)).copied().unwrap_or(1),
+            );
+        }
+        m.shims[h].shim = wrap(shim);
+    }
 }
 
 /// A flow-table rule from SDN-ECN's decision.

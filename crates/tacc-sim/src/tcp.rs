@@ -1187,7 +1187,8 @@ mod tests {
     fn cwnd_validation_stops_growth_the_receive_window_does_not_let_the_sender_use() {
         // ns-2 style: every ACK grows cwnd (slow start doubles it each window).
         assert!(cwnd_after_rwnd_limited_transfer(false) > 100.0);
-        // Linux style: slow start stops at twice the 10 segments in flight.
+        // Linux style: slow start stops once cwnd reaches twice the 10 segments in flight; the
+        // last permitted increment adds at most 2 MSS (RFC 3465, L = 2) to a cwnd under 20.
         let validated = cwnd_after_rwnd_limited_transfer(true);
         assert!(validated <= 21.0, "cwnd {validated} segments");
     }
