@@ -1,13 +1,27 @@
-//! Runs one scenario file without Python (for profiling): `cargo run --release --example
-//! run_scenario -- FILE [OUT_DIR]`.
+//! Runs one scenario file without Python (for profiling and for the profile-guided build):
+//! `cargo run --release --example run_scenario -- FILE [OUT_DIR] [--set KEY=VALUE ...]`.
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let Some(file) = args.get(1) else {
-        eprintln!("usage: run_scenario FILE [OUT_DIR]");
+    let mut args = std::env::args().skip(1);
+    let mut positional = Vec::new();
+    let mut sets = Vec::new();
+    while let Some(a) = args.next() {
+        if a == "--set" {
+            let kv = args.next().unwrap_or_default();
+            let Some((k, v)) = kv.split_once('=') else {
+                eprintln!("--set needs KEY=VALUE, got {kv:?}");
+                std::process::exit(2);
+            };
+            sets.push((k.to_string(), v.to_string()));
+        } else {
+            positional.push(a);
+        }
+    }
+    let Some(file) = positional.first() else {
+        eprintln!("usage: run_scenario FILE [OUT_DIR] [--set KEY=VALUE ...]");
         std::process::exit(2);
     };
     let prepared = tacc_sim::read_scenario(std::path::Path::new(file))
-        .and_then(|text| tacc_sim::load(&text, file, &[], None));
+        .and_then(|text| tacc_sim::load(&text, file, &sets, None));
     let prepared = match prepared {
         Ok(p) => p,
         Err(e) => {
@@ -16,7 +30,7 @@ fn main() {
         }
     };
     let t0 = std::time::Instant::now();
-    let events = match args.get(2) {
+    let events = match positional.get(1) {
         Some(out) => {
             match tacc_sim::run_into(prepared, std::path::Path::new(out), &mut |_, _| {}) {
                 Ok(s) => s.events,
