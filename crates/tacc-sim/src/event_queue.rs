@@ -47,6 +47,8 @@ pub struct EventQueue<T> {
     /// Events beyond the wheel: (time, insertion sequence, node).
     later: BinaryHeap<Reverse<(u64, u64, u32)>>,
     later_seq: u64,
+    /// The earliest time in `later` (`u64::MAX` when empty): the wheel's turn checks it alone.
+    later_min: u64,
     len: usize,
 }
 
@@ -62,6 +64,7 @@ impl<T: Copy> Default for EventQueue<T> {
             free: NIL,
             later: BinaryHeap::new(),
             later_seq: 0,
+            later_min: u64::MAX,
             len: 0,
         }
     }
@@ -101,11 +104,13 @@ impl<T: Copy> EventQueue<T> {
             self.nodes[id as usize] = node;
             id
         };
-        if at / SLOT_NS - self.now_slot < SLOTS as u64 {
-            self.link(id);
+        let slot = at / SLOT_NS;
+        if slot - self.now_slot < SLOTS as u64 {
+            self.link(id, slot);
         } else {
             self.later_seq += 1;
             self.later.push(Reverse((at, self.later_seq, id)));
+            self.later_min = self.later_min.min(at);
         }
     }
 
@@ -153,7 +158,9 @@ impl<T: Copy> EventQueue<T> {
         self.last = best_at;
         if best_at / SLOT_NS != self.now_slot {
             self.now_slot = best_at / SLOT_NS;
-            self.take_later();
+            if self.later_min < self.reach() {
+                self.take_later();
+            }
         }
         Some((best_at, node.item))
     }
@@ -163,10 +170,10 @@ impl<T: Copy> EventQueue<T> {
         self.pop_until(u64::MAX)
     }
 
-    /// Appends a node to its slot's list.
+    /// Appends a node to the list of its time's slot.
     #[inline]
-    fn link(&mut self, id: u32) {
-        let r = (self.nodes[id as usize].at / SLOT_NS) as usize % SLOTS;
+    fn link(&mut self, id: u32, slot: u64) {
+        let r = slot as usize % SLOTS;
         let bit = 1 << (r % 64);
         // Most slots are empty: the bitmap says so without loading the list, which has often
         // left the cache since the ring last came round.
@@ -219,16 +226,24 @@ impl<T: Copy> EventQueue<T> {
         Some(w * 64 + self.occupied[w].trailing_zeros() as usize)
     }
 
+    /// The first time beyond the wheel.
+    #[inline]
+    fn reach(&self) -> u64 {
+        (self.now_slot + SLOTS as u64) * SLOT_NS
+    }
+
     /// Moves the later events the wheel now reaches onto it, in (time, insertion) order.
     fn take_later(&mut self) {
-        let reach = (self.now_slot + SLOTS as u64) * SLOT_NS;
+        let reach = self.reach();
         while let Some(&Reverse((at, _, id))) = self.later.peek() {
             if at >= reach {
-                break;
+                self.later_min = at;
+                return;
             }
             self.later.pop();
-            self.link(id);
+            self.link(id, at / SLOT_NS);
         }
+        self.later_min = u64::MAX;
     }
 }
 

@@ -74,9 +74,9 @@ pub struct Vm {
     pub ip: u32,
     next_port: u16,
     /// The VM's virtual NIC: packets (in the arena) waiting to reach the vswitch, with their
-    /// sending endpoint and flow. It serializes at the host NIC's rate; its head may be held by
-    /// a queueing limiter.
-    pub vnic: VecDeque<(PktId, Option<u32>, Option<u32>)>,
+    /// sending endpoint (`NO_EP` for packets no endpoint sent). It serializes at the host NIC's
+    /// rate; its head may be held by a queueing limiter.
+    pub vnic: VecDeque<(PktId, u32)>,
     /// A VnicDone event is pending.
     pub vnic_busy: bool,
     /// When the vNIC has finished serializing the last packet it handed over.

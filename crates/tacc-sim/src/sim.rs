@@ -8,7 +8,7 @@
 use crate::event_queue::EventQueue;
 use crate::mechanism::{self, CtrlApp, IngressAction, Msg, Shim};
 use crate::model::{App, EpKind, Model};
-use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, UDP_HEADER};
+use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::queue::Verdict;
 use crate::rules::Forward;
 use crate::topology::NodeRef;
@@ -66,7 +66,8 @@ pub struct Sim {
     pub queue_out: Option<QueueStream>,
     /// Headers copied to the controller by switch rules: (time, switch, in port, packet).
     pub packet_ins: Vec<(u64, u32, u32, Packet)>,
-    out_buf: Vec<Packet>,
+    /// Reused by `pump`: the ids of the segments an endpoint just sent.
+    sent_buf: Vec<PktId>,
 }
 
 impl Sim {
@@ -86,7 +87,7 @@ impl Sim {
             queue_samples: Vec::new(),
             queue_out: None,
             packet_ins: Vec::new(),
-            out_buf: Vec::new(),
+            sent_buf: Vec::new(),
         };
         for f in 0..s.m.flows.len() {
             let at = s.m.flows[f].start;
@@ -365,7 +366,8 @@ impl Sim {
                 r.payload = reply - IP_HEADER - UDP_HEADER;
                 r.dst_ep = self.m.flows[f as usize].tx_ep;
                 let vm = self.m.eps[ep as usize].vm;
-                self.vm_send(vm, r, None, None);
+                let id = self.pkts.alloc(r);
+                self.vm_send(vm, id, NO_EP);
                 None
             }
         }
@@ -399,14 +401,15 @@ impl Sim {
     /// Lets a TCP endpoint transmit, accounts its deliveries and re-arms its timer.
     fn pump(&mut self, ep: u32) {
         let now = self.now;
-        let mut out = std::mem::take(&mut self.out_buf);
         let slot = &mut self.m.eps[ep as usize];
         let EpKind::Tcp(t) = &mut slot.kind else {
-            self.out_buf = out;
             return;
         };
         let budget = slot.tsq_limit.saturating_sub(slot.in_host);
-        t.poll_transmit(now, budget, &mut |p| out.push(p));
+        // Segments go straight to the arena; the vNIC then moves only their ids.
+        let mut sent = std::mem::take(&mut self.sent_buf);
+        let pkts = &mut self.pkts;
+        t.poll_transmit(now, budget, &mut |p| sent.push(pkts.alloc(p)));
         let delivered = t.delivered();
         let new_bytes = delivered - slot.last_delivered;
         slot.last_delivered = delivered;
@@ -418,28 +421,31 @@ impl Sim {
                 self.schedule(at.max(now), EvKind::EpTimer(ep));
             }
         }
-        for p in out.drain(..) {
-            self.vm_send(vm, p, Some(ep), Some(flow));
+        for &id in &sent {
+            self.vm_send(vm, id, ep);
         }
-        self.out_buf = out;
+        sent.clear();
+        self.sent_buf = sent;
         if new_bytes > 0 {
             self.credit(flow, new_bytes);
         }
     }
 
     /// VM stack -> vNIC queue (drop-tail; serialized at the NIC rate) -> vswitch egress hook.
-    fn vm_send(&mut self, vm: u32, pkt: Packet, ep: Option<u32>, flow: Option<u32>) {
+    /// `id` is in the arena; `ep` is the sending endpoint or `NO_EP`.
+    fn vm_send(&mut self, vm: u32, id: PktId, ep: u32) {
         let v = &mut self.m.vms[vm as usize];
         if v.vnic.len() as u64 >= v.vnic_limit {
             self.vnic_dropped += 1;
+            self.pkts.free(id);
             return;
         }
-        // The packet goes to the arena now and is referred to by id until it is delivered.
-        v.vnic.push_back((self.pkts.alloc(pkt), ep, flow));
-        if let Some(e) = ep {
-            self.m.eps[e as usize].in_host += 1;
+        v.vnic.push_back((id, ep));
+        let busy = v.vnic_busy;
+        if ep != NO_EP {
+            self.m.eps[ep as usize].in_host += 1;
         }
-        if !v.vnic_busy {
+        if !busy {
             self.vnic_pump(vm);
         }
     }
@@ -448,9 +454,8 @@ impl Sim {
     /// leave back to back at the NIC rate, the first of a burst without delay (cut-through).
     fn vnic_pump(&mut self, vm: u32) {
         let now = self.now;
-        let host = self.m.vms[vm as usize].host;
         let v = &mut self.m.vms[vm as usize];
-        let Some(&(id, ep, _)) = v.vnic.front() else {
+        let Some(&(id, ep)) = v.vnic.front() else {
             return;
         };
         if now < v.vnic_free_at {
@@ -459,6 +464,7 @@ impl Sim {
             self.schedule(at, EvKind::VnicDone(vm));
             return;
         }
+        let host = v.host;
         let verdict = match &mut self.m.shims[host as usize].shim {
             // No egress hook, so no timer to re-arm either.
             Shim::None => EgressVerdict::Pass,
@@ -474,8 +480,9 @@ impl Sim {
             return;
         }
         let v = &mut self.m.vms[vm as usize];
-        let (_, _, flow) = v.vnic.pop_front().expect("head");
-        let ps = self.m.ports[self.m.hosts[host as usize].nic_port as usize].ps_per_byte;
+        v.vnic.pop_front();
+        let nic = self.m.hosts[host as usize].nic_port;
+        let ps = self.m.ports[nic as usize].ps_per_byte;
         v.vnic_free_at = now + Self::port_ser(ps, self.pkts.get(id).len);
         if !v.vnic.is_empty() {
             v.vnic_busy = true;
@@ -484,10 +491,10 @@ impl Sim {
         }
         match verdict {
             EgressVerdict::Pass => {
-                if !flow.is_some_and(|f| self.scripted_drop(f, id)) {
-                    self.nic_send(host, id);
+                if ep == NO_EP || !self.scripted_drop(self.m.eps[ep as usize].flow, id) {
+                    self.cons.sent += 1;
+                    self.enqueue(nic, id);
                 } else {
-                    let nic = self.m.hosts[host as usize].nic_port;
                     self.cons.sent += 1;
                     self.cons.dropped += 1;
                     self.m.ports[nic as usize].stats.dropped_scripted += 1;
@@ -499,12 +506,12 @@ impl Sim {
                 self.pkts.free(id);
             }
         }
-        if let Some(e) = ep {
-            let slot = &mut self.m.eps[e as usize];
+        if ep != NO_EP {
+            let slot = &mut self.m.eps[ep as usize];
             slot.in_host -= 1;
             if slot.in_host + 1 >= slot.tsq_limit {
                 // The small-queue budget just reopened.
-                self.pump(e);
+                self.pump(ep);
             }
         }
     }
@@ -953,7 +960,8 @@ impl Sim {
         p.payload = size - IP_HEADER - UDP_HEADER;
         p.dst_ep = flow.rx_ep;
         let vm = flow.src_vm;
-        self.vm_send(vm, p, None, None);
+        let id = self.pkts.alloc(p);
+        self.vm_send(vm, id, NO_EP);
         self.schedule(now + gap, EvKind::UdpSend(f));
     }
 
