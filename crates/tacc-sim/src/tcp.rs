@@ -123,7 +123,18 @@ pub fn window_scale_for(rcv_buf: u64) -> u8 {
 }
 
 /// Unwraps a 32-bit sequence difference to the 64-bit offset closest to `near`.
+#[inline]
 fn unwrap(diff: u32, near: u64) -> u64 {
+    // Less than 2^31 ahead (every in-order segment and ACK): that offset is the closest one.
+    let ahead = diff.wrapping_sub(near as u32);
+    if ahead < 1 << 31 {
+        return near + ahead as u64;
+    }
+    unwrap_behind(diff, near)
+}
+
+#[cold]
+fn unwrap_behind(diff: u32, near: u64) -> u64 {
     let base = near & !0xffff_ffff;
     let mut best = base | diff as u64;
     for cand in [best.wrapping_sub(1 << 32), best + (1 << 32)] {
@@ -1046,6 +1057,42 @@ mod tests {
         assert_eq!(unwrap(5, 0), 5);
         assert_eq!(unwrap(0xffff_fff0, 0x1_0000_0005), 0xffff_fff0);
         assert_eq!(unwrap(3, 0xffff_fff0), 0x1_0000_0003);
+    }
+
+    #[test]
+    fn unwrap_fast_path_agrees_with_the_nearest_candidate_search() {
+        let nears: [u64; 8] = [
+            0,
+            1,
+            5,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_ffff,
+            0x1_0000_0005,
+            0x3_8000_0001,
+        ];
+        let diffs: [u32; 9] = [
+            0,
+            1,
+            4,
+            6,
+            0x7fff_ffff,
+            0x8000_0000,
+            0x8000_0005,
+            0xffff_fff0,
+            0xffff_ffff,
+        ];
+        for near in nears {
+            for d in diffs {
+                for diff in [d, d.wrapping_add(near as u32)] {
+                    assert_eq!(
+                        unwrap(diff, near),
+                        unwrap_behind(diff, near),
+                        "{diff:#x} {near:#x}"
+                    );
+                }
+            }
+        }
     }
 
     /// Two endpoints wired back to back with a fixed one-way delay and an optional drop filter.
