@@ -897,14 +897,17 @@ impl TcpEndpoint {
             State::Established => {}
         }
         let mut sent_any = false;
-        let mut budget = budget;
-        while budget > 0 {
-            let Some(seg) = self.next_segment() else {
-                break;
-            };
-            self.emit(now, seg, out);
-            sent_any = true;
-            budget -= 1;
+        // Most calls (every receiver's) have nothing to send: skip the window arithmetic.
+        if budget > 0 && (self.resend > 0 || self.app_limit > self.nxt) {
+            // Sending does not change the window.
+            let cwnd = self.win.cwnd.max(self.win.mss) as u64;
+            for _ in 0..budget {
+                let Some(seg) = self.next_segment(cwnd) else {
+                    break;
+                };
+                self.emit(now, seg, out);
+                sent_any = true;
+            }
         }
         if self.close_requested
             && !self.fin_sent
@@ -961,9 +964,10 @@ impl TcpEndpoint {
         }
     }
 
-    /// RFC 6675 NextSeg: lost holes first, then new data, within cwnd (and rwnd for new data).
-    fn next_segment(&mut self) -> Option<(u64, u32, bool)> {
-        let cwnd = self.win.cwnd.max(self.win.mss) as u64;
+    /// RFC 6675 NextSeg: lost holes first, then new data, within `cwnd` bytes (and rwnd for new
+    /// data).
+    #[inline]
+    fn next_segment(&self, cwnd: u64) -> Option<(u64, u32, bool)> {
         if self.pipe >= cwnd {
             return None;
         }
@@ -988,10 +992,6 @@ impl TcpEndpoint {
         let wnd_room = (self.una + self.snd_wnd).saturating_sub(self.nxt);
         let len = (self.cfg.mss as u64).min(avail).min(wnd_room);
         if len == 0 {
-            if self.una == self.nxt && self.rto_deadline.is_none() {
-                // Window closed with nothing in flight: probe when the timer fires.
-                self.rto_deadline = None;
-            }
             return None;
         }
         // Sender SWS avoidance: a window-limited runt only when nothing is in flight.
