@@ -368,7 +368,9 @@ impl TcpEndpoint {
         (free >> self.rcv_wscale).min(65535) as u16
     }
 
-    fn segment(&self, flags: u8, off: u64, payload: u32) -> Packet {
+    /// The header fields every segment carries; the caller adds options and the checksum.
+    #[inline]
+    fn header(&self, flags: u8, off: u64, payload: u32, ack: u32, window: u16) -> Packet {
         let mut p = Packet::new(
             self.local.0,
             self.remote.0,
@@ -378,29 +380,33 @@ impl TcpEndpoint {
         p.sport = self.local.1;
         p.dport = self.remote.1;
         p.seq = self.seq_of(off);
+        p.ack = ack;
         p.flags = flags;
+        p.window = window;
         p.payload = payload;
         p.dst_ep = self.peer_ep;
-        if flags & F::SYN != 0 {
-            p.window = self.cfg.rcv_buf.min(65535) as u16;
-            p.mss = Some(self.cfg.mss as u16);
-            p.wscale = Some(self.rcv_wscale);
+        p
+    }
+
+    /// A segment after the handshake: it acknowledges, echoes CE and reports SACK blocks.
+    #[inline]
+    fn segment(&self, flags: u8, off: u64, payload: u32) -> Packet {
+        debug_assert!(flags & F::ACK != 0 && flags & F::SYN == 0);
+        let echo = if self.cc.kind() == CcKind::Dctcp {
+            self.dctcp_ce
         } else {
-            p.window = self.adv_window();
-        }
-        if flags & F::ACK != 0 {
-            p.ack = self.ack_field();
-            let echo = if self.cc.kind() == CcKind::Dctcp {
-                self.dctcp_ce
-            } else {
-                self.ece_latch
-            };
-            if self.ecn_ok && echo && flags & F::SYN == 0 {
-                p.flags |= F::ECE;
-            }
-            if self.sack_ok && !self.ooo.is_empty() {
-                p.sack = self.sack_blocks();
-            }
+            self.ece_latch
+        };
+        let ece = if self.ecn_ok && echo { F::ECE } else { 0 };
+        let mut p = self.header(
+            flags | ece,
+            off,
+            payload,
+            self.ack_field(),
+            self.adv_window(),
+        );
+        if self.sack_ok && !self.ooo.is_empty() {
+            p.sack = self.sack_blocks();
         }
         p.fill_tcp_checksum();
         p
@@ -934,8 +940,19 @@ impl TcpEndpoint {
         }
     }
 
+    /// Sends the SYN or SYN-ACK: the options, and the window unscaled (RFC 7323 2.2).
+    #[cold]
     fn send_ctrl(&mut self, now: u64, flags: u8, out: &mut impl FnMut(Packet)) {
-        let mut p = self.segment(flags, 0, 0);
+        let ack = if flags & F::ACK != 0 {
+            self.ack_field()
+        } else {
+            0
+        };
+        let window = self.cfg.rcv_buf.min(65535) as u16;
+        let mut p = self.header(flags, 0, 0, ack, window);
+        p.mss = Some(self.cfg.mss as u16);
+        p.wscale = Some(self.rcv_wscale);
+        p.fill_tcp_checksum();
         if self.cfg.ecn && (self.cfg.ecn_syn || self.cfg.cc == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
         }
