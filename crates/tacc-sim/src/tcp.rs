@@ -398,16 +398,21 @@ impl TcpEndpoint {
             self.ece_latch
         };
         let ece = if self.ecn_ok && echo { F::ECE } else { 0 };
-        let mut p = self.header(
-            flags | ece,
-            off,
-            payload,
-            self.ack_field(),
-            self.adv_window(),
-        );
-        if self.sack_ok && !self.ooo.is_empty() {
-            p.sack = self.sack_blocks();
-        }
+        let sack = if self.sack_ok && !self.ooo.is_empty() {
+            self.sack_blocks()
+        } else {
+            Sack::default()
+        };
+        let mut p = Packet {
+            sack,
+            ..self.header(
+                flags | ece,
+                off,
+                payload,
+                self.ack_field(),
+                self.adv_window(),
+            )
+        };
         p.fill_tcp_checksum();
         p
     }
