@@ -446,11 +446,32 @@ impl TcpEndpoint {
     /// Processes one arriving segment.
     pub fn on_segment(&mut self, now: u64, p: &Packet) {
         let flags = p.flags;
+        if self.state != State::Established {
+            if !self.on_handshake_segment(now, p) {
+                return;
+            }
+        } else if flags & F::SYN != 0 {
+            // A retransmitted SYN-ACK: our ACK of it was lost.
+            self.ack_now = true;
+            return;
+        }
+        if flags & F::ACK != 0 {
+            self.on_ack(now, p);
+        }
+        if p.payload > 0 || flags & F::FIN != 0 {
+            self.on_data(now, p);
+        }
+    }
+
+    /// A segment before the connection is established; whether its ACK and data are processed.
+    #[cold]
+    fn on_handshake_segment(&mut self, now: u64, p: &Packet) -> bool {
+        let flags = p.flags;
         match self.state {
-            State::Closed => return,
+            State::Closed => false,
             State::Listen => {
                 if flags & F::SYN == 0 {
-                    return;
+                    return false;
                 }
                 self.irs = p.seq;
                 self.take_syn_options(p);
@@ -458,43 +479,32 @@ impl TcpEndpoint {
                 self.state = State::SynRcvd;
                 self.ack_now = true;
                 self.rto_deadline = Some(now + self.rto);
-                return;
+                false
             }
             State::SynSent => {
                 if flags & F::SYN == 0 || flags & F::ACK == 0 {
-                    return;
+                    return false;
                 }
                 self.irs = p.seq;
                 self.take_syn_options(p);
                 self.ecn_ok = self.cfg.ecn && flags & F::ECE != 0 && flags & F::CWR == 0;
                 self.establish(now);
                 self.ack_now = true;
-                return;
+                false
             }
             State::SynRcvd => {
                 if flags & F::SYN != 0 {
                     // Our SYN-ACK was lost: the peer retransmitted its SYN.
                     self.ack_now = true;
-                    return;
+                    return false;
                 }
                 if flags & F::ACK == 0 {
-                    return;
+                    return false;
                 }
                 self.establish(now);
+                true
             }
-            State::Established => {
-                if flags & F::SYN != 0 {
-                    // A retransmitted SYN-ACK: our ACK of it was lost.
-                    self.ack_now = true;
-                    return;
-                }
-            }
-        }
-        if flags & F::ACK != 0 {
-            self.on_ack(now, p);
-        }
-        if p.payload > 0 || flags & F::FIN != 0 {
-            self.on_data(now, p);
+            State::Established => true,
         }
     }
 
