@@ -578,15 +578,12 @@ impl TcpEndpoint {
 
         let mut newly_sacked = 0u64;
         if self.sack_ok {
-            let mut blocks = [(0, 0); 3];
-            let received = &p.sack.blocks[..p.sack.len as usize];
-            for (block, &(a, b)) in blocks.iter_mut().zip(received) {
-                let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
-                let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
-                newly_sacked += self.mark_sacked(a, b);
-                *block = (a, b.min(self.nxt));
+            // Most ACKs carry no blocks: nothing to unwrap or mark.
+            if p.sack.len == 0 {
+                self.sacked_blocks = [(0, 0); 3];
+            } else {
+                newly_sacked = self.take_sack_blocks(&p.sack);
             }
-            self.sacked_blocks = blocks;
         }
 
         let ece = self.ecn_ok && p.flags & F::ECE != 0;
@@ -668,6 +665,21 @@ impl TcpEndpoint {
                 self.enter_recovery();
             }
         }
+    }
+
+    /// Marks what an ACK's SACK blocks cover and keeps the blocks; returns the bytes newly
+    /// SACKed.
+    fn take_sack_blocks(&mut self, sack: &Sack) -> u64 {
+        let mut newly_sacked = 0;
+        let mut blocks = [(0, 0); 3];
+        for (block, &(a, b)) in blocks.iter_mut().zip(&sack.blocks[..sack.len as usize]) {
+            let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
+            let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
+            newly_sacked += self.mark_sacked(a, b);
+            *block = (a, b.min(self.nxt));
+        }
+        self.sacked_blocks = blocks;
+        newly_sacked
     }
 
     /// Marks segments inside [a, b) as SACKed; returns the bytes newly SACKed.
