@@ -659,10 +659,11 @@ impl TcpEndpoint {
         if self.sack_ok && newly_sacked > 0 {
             self.mark_lost_by_sack();
         }
-        if !self.in_recovery && !self.segs.is_empty() {
-            let first_lost = self.segs[0].flags & LOST != 0;
-            if self.dupacks >= self.cfg.dupthresh || first_lost {
-                self.enter_recovery();
+        if !self.in_recovery {
+            if let Some(first) = self.segs.front() {
+                if self.dupacks >= self.cfg.dupthresh || first.flags & LOST != 0 {
+                    self.enter_recovery();
+                }
             }
         }
     }
@@ -744,6 +745,7 @@ impl TcpEndpoint {
         }
     }
 
+    #[cold]
     fn enter_recovery(&mut self) {
         let flight = self.nxt - self.una;
         self.cc
