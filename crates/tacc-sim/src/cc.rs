@@ -89,6 +89,7 @@ impl Cc {
     }
 
     /// Window growth for `acked` newly acknowledged bytes outside loss recovery.
+    #[inline]
     pub fn on_ack(&mut self, w: &mut Window, acked: u64, now: u64, srtt_ns: f64) {
         let acked = acked as f64;
         if w.cwnd < w.ssthresh {

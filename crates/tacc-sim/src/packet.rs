@@ -87,25 +87,16 @@ impl Packet {
     /// The TCP checksum (RFC 793) over the pseudo-header and base header, zero payload.
     pub fn compute_tcp_checksum(&self) -> u16 {
         let tcp_len = self.len - IP_HEADER;
-        let words: [u32; 16] = [
-            self.src >> 16,
-            self.src & 0xffff,
-            self.dst >> 16,
-            self.dst & 0xffff,
-            ip_proto::TCP as u32,
-            tcp_len & 0xffff,
-            self.sport as u32,
-            self.dport as u32,
-            self.seq >> 16,
-            self.seq & 0xffff,
-            self.ack >> 16,
-            self.ack & 0xffff,
-            (5u32 << 12) | self.flags as u32,
-            self.window as u32,
-            0, // checksum field
-            0, // urgent pointer
-        ];
-        let mut sum: u32 = words.iter().sum();
+        // The 16-bit words summed as 32-bit pairs: 2^16 = 1 modulo 0xffff, and the sum is never
+        // zero (the protocol word), so it folds to the same one's-complement sum. The checksum
+        // field and the urgent pointer are zero.
+        let mut sum = self.src as u64
+            + self.dst as u64
+            + ((ip_proto::TCP as u64) << 16 | (tcp_len & 0xffff) as u64)
+            + ((self.sport as u64) << 16 | self.dport as u64)
+            + self.seq as u64
+            + self.ack as u64
+            + (((5 << 12) | self.flags as u64) << 16 | self.window as u64);
         while sum > 0xffff {
             sum = (sum & 0xffff) + (sum >> 16);
         }
@@ -217,6 +208,39 @@ impl Arena {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn checksum_matches_the_sum_of_16_bit_words() {
+        let mut p = Packet::new(0xfffe_fffd, 0x0a00_0002, ip_proto::TCP, 1500);
+        for (seq, ack, flags, window) in [
+            (0, 0, 0, 0),
+            (0xffff_ffff, 0xffff_ffff, 0xff, 0xffff),
+            (0xdead_beef, 12345, 0x12, 1460),
+        ] {
+            (p.seq, p.ack, p.flags, p.window, p.sport, p.dport) = (seq, ack, flags, window, 80, 9);
+            let words = [
+                p.src >> 16,
+                p.src & 0xffff,
+                p.dst >> 16,
+                p.dst & 0xffff,
+                ip_proto::TCP as u32,
+                p.len - IP_HEADER,
+                p.sport as u32,
+                p.dport as u32,
+                p.seq >> 16,
+                p.seq & 0xffff,
+                p.ack >> 16,
+                p.ack & 0xffff,
+                (5 << 12) | p.flags as u32,
+                p.window as u32,
+            ];
+            let mut sum: u32 = words.iter().sum();
+            while sum > 0xffff {
+                sum = (sum & 0xffff) + (sum >> 16);
+            }
+            assert_eq!(p.compute_tcp_checksum(), !(sum as u16));
+        }
+    }
 
     #[test]
     fn window_rewrite_keeps_checksum_valid() {

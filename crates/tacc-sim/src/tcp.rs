@@ -123,7 +123,18 @@ pub fn window_scale_for(rcv_buf: u64) -> u8 {
 }
 
 /// Unwraps a 32-bit sequence difference to the 64-bit offset closest to `near`.
+#[inline]
 fn unwrap(diff: u32, near: u64) -> u64 {
+    // Less than 2^31 ahead (every in-order segment and ACK): that offset is the closest one.
+    let ahead = diff.wrapping_sub(near as u32);
+    if ahead < 1 << 31 {
+        return near + ahead as u64;
+    }
+    unwrap_behind(diff, near)
+}
+
+#[cold]
+fn unwrap_behind(diff: u32, near: u64) -> u64 {
     let base = near & !0xffff_ffff;
     let mut best = base | diff as u64;
     for cand in [best.wrapping_sub(1 << 32), best + (1 << 32)] {
@@ -357,7 +368,9 @@ impl TcpEndpoint {
         (free >> self.rcv_wscale).min(65535) as u16
     }
 
-    fn segment(&self, flags: u8, off: u64, payload: u32) -> Packet {
+    /// The header fields every segment carries; the caller adds options and the checksum.
+    #[inline]
+    fn header(&self, flags: u8, off: u64, payload: u32, ack: u32, window: u16) -> Packet {
         let mut p = Packet::new(
             self.local.0,
             self.remote.0,
@@ -367,30 +380,39 @@ impl TcpEndpoint {
         p.sport = self.local.1;
         p.dport = self.remote.1;
         p.seq = self.seq_of(off);
+        p.ack = ack;
         p.flags = flags;
+        p.window = window;
         p.payload = payload;
         p.dst_ep = self.peer_ep;
-        if flags & F::SYN != 0 {
-            p.window = self.cfg.rcv_buf.min(65535) as u16;
-            p.mss = Some(self.cfg.mss as u16);
-            p.wscale = Some(self.rcv_wscale);
+        p
+    }
+
+    /// A segment after the handshake: it acknowledges, echoes CE and reports SACK blocks.
+    #[inline]
+    fn segment(&self, flags: u8, off: u64, payload: u32) -> Packet {
+        debug_assert!(flags & F::ACK != 0 && flags & F::SYN == 0);
+        let echo = if self.cc.kind() == CcKind::Dctcp {
+            self.dctcp_ce
         } else {
-            p.window = self.adv_window();
-        }
-        if flags & F::ACK != 0 {
-            p.ack = self.ack_field();
-            let echo = if self.cc.kind() == CcKind::Dctcp {
-                self.dctcp_ce
-            } else {
-                self.ece_latch
-            };
-            if self.ecn_ok && echo && flags & F::SYN == 0 {
-                p.flags |= F::ECE;
-            }
-            if self.sack_ok && !self.ooo.is_empty() {
-                p.sack = self.sack_blocks();
-            }
-        }
+            self.ece_latch
+        };
+        let ece = if self.ecn_ok && echo { F::ECE } else { 0 };
+        let sack = if self.sack_ok && !self.ooo.is_empty() {
+            self.sack_blocks()
+        } else {
+            Sack::default()
+        };
+        let mut p = Packet {
+            sack,
+            ..self.header(
+                flags | ece,
+                off,
+                payload,
+                self.ack_field(),
+                self.adv_window(),
+            )
+        };
         p.fill_tcp_checksum();
         p
     }
@@ -424,11 +446,32 @@ impl TcpEndpoint {
     /// Processes one arriving segment.
     pub fn on_segment(&mut self, now: u64, p: &Packet) {
         let flags = p.flags;
+        if self.state != State::Established {
+            if !self.on_handshake_segment(now, p) {
+                return;
+            }
+        } else if flags & F::SYN != 0 {
+            // A retransmitted SYN-ACK: our ACK of it was lost.
+            self.ack_now = true;
+            return;
+        }
+        if flags & F::ACK != 0 {
+            self.on_ack(now, p);
+        }
+        if p.payload > 0 || flags & F::FIN != 0 {
+            self.on_data(now, p);
+        }
+    }
+
+    /// A segment before the connection is established; whether its ACK and data are processed.
+    #[cold]
+    fn on_handshake_segment(&mut self, now: u64, p: &Packet) -> bool {
+        let flags = p.flags;
         match self.state {
-            State::Closed => return,
+            State::Closed => false,
             State::Listen => {
                 if flags & F::SYN == 0 {
-                    return;
+                    return false;
                 }
                 self.irs = p.seq;
                 self.take_syn_options(p);
@@ -436,43 +479,32 @@ impl TcpEndpoint {
                 self.state = State::SynRcvd;
                 self.ack_now = true;
                 self.rto_deadline = Some(now + self.rto);
-                return;
+                false
             }
             State::SynSent => {
                 if flags & F::SYN == 0 || flags & F::ACK == 0 {
-                    return;
+                    return false;
                 }
                 self.irs = p.seq;
                 self.take_syn_options(p);
                 self.ecn_ok = self.cfg.ecn && flags & F::ECE != 0 && flags & F::CWR == 0;
                 self.establish(now);
                 self.ack_now = true;
-                return;
+                false
             }
             State::SynRcvd => {
                 if flags & F::SYN != 0 {
                     // Our SYN-ACK was lost: the peer retransmitted its SYN.
                     self.ack_now = true;
-                    return;
+                    return false;
                 }
                 if flags & F::ACK == 0 {
-                    return;
+                    return false;
                 }
                 self.establish(now);
+                true
             }
-            State::Established => {
-                if flags & F::SYN != 0 {
-                    // A retransmitted SYN-ACK: our ACK of it was lost.
-                    self.ack_now = true;
-                    return;
-                }
-            }
-        }
-        if flags & F::ACK != 0 {
-            self.on_ack(now, p);
-        }
-        if p.payload > 0 || flags & F::FIN != 0 {
-            self.on_data(now, p);
+            State::Established => true,
         }
     }
 
@@ -546,15 +578,12 @@ impl TcpEndpoint {
 
         let mut newly_sacked = 0u64;
         if self.sack_ok {
-            let mut blocks = [(0, 0); 3];
-            let received = &p.sack.blocks[..p.sack.len as usize];
-            for (block, &(a, b)) in blocks.iter_mut().zip(received) {
-                let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
-                let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
-                newly_sacked += self.mark_sacked(a, b);
-                *block = (a, b.min(self.nxt));
+            // Most ACKs carry no blocks: nothing to unwrap or mark.
+            if p.sack.len == 0 {
+                self.sacked_blocks = [(0, 0); 3];
+            } else {
+                newly_sacked = self.take_sack_blocks(&p.sack);
             }
-            self.sacked_blocks = blocks;
         }
 
         let ece = self.ecn_ok && p.flags & F::ECE != 0;
@@ -630,12 +659,28 @@ impl TcpEndpoint {
         if self.sack_ok && newly_sacked > 0 {
             self.mark_lost_by_sack();
         }
-        if !self.in_recovery && !self.segs.is_empty() {
-            let first_lost = self.segs[0].flags & LOST != 0;
-            if self.dupacks >= self.cfg.dupthresh || first_lost {
-                self.enter_recovery();
+        if !self.in_recovery {
+            if let Some(first) = self.segs.front() {
+                if self.dupacks >= self.cfg.dupthresh || first.flags & LOST != 0 {
+                    self.enter_recovery();
+                }
             }
         }
+    }
+
+    /// Marks what an ACK's SACK blocks cover and keeps the blocks; returns the bytes newly
+    /// SACKed.
+    fn take_sack_blocks(&mut self, sack: &Sack) -> u64 {
+        let mut newly_sacked = 0;
+        let mut blocks = [(0, 0); 3];
+        for (block, &(a, b)) in blocks.iter_mut().zip(&sack.blocks[..sack.len as usize]) {
+            let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
+            let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
+            newly_sacked += self.mark_sacked(a, b);
+            *block = (a, b.min(self.nxt));
+        }
+        self.sacked_blocks = blocks;
+        newly_sacked
     }
 
     /// Marks segments inside [a, b) as SACKed; returns the bytes newly SACKed.
@@ -700,6 +745,7 @@ impl TcpEndpoint {
         }
     }
 
+    #[cold]
     fn enter_recovery(&mut self) {
         let flight = self.nxt - self.una;
         self.cc
@@ -886,14 +932,17 @@ impl TcpEndpoint {
             State::Established => {}
         }
         let mut sent_any = false;
-        let mut budget = budget;
-        while budget > 0 {
-            let Some(seg) = self.next_segment() else {
-                break;
-            };
-            self.emit(now, seg, out);
-            sent_any = true;
-            budget -= 1;
+        // Most calls (every receiver's) have nothing to send: skip the window arithmetic.
+        if budget > 0 && (self.resend > 0 || self.app_limit > self.nxt) {
+            // Sending does not change the window.
+            let cwnd = self.win.cwnd.max(self.win.mss) as u64;
+            for _ in 0..budget {
+                let Some(seg) = self.next_segment(cwnd) else {
+                    break;
+                };
+                self.emit(now, seg, out);
+                sent_any = true;
+            }
         }
         if self.close_requested
             && !self.fin_sent
@@ -920,8 +969,19 @@ impl TcpEndpoint {
         }
     }
 
+    /// Sends the SYN or SYN-ACK: the options, and the window unscaled (RFC 7323 2.2).
+    #[cold]
     fn send_ctrl(&mut self, now: u64, flags: u8, out: &mut impl FnMut(Packet)) {
-        let mut p = self.segment(flags, 0, 0);
+        let ack = if flags & F::ACK != 0 {
+            self.ack_field()
+        } else {
+            0
+        };
+        let window = self.cfg.rcv_buf.min(65535) as u16;
+        let mut p = self.header(flags, 0, 0, ack, window);
+        p.mss = Some(self.cfg.mss as u16);
+        p.wscale = Some(self.rcv_wscale);
+        p.fill_tcp_checksum();
         if self.cfg.ecn && (self.cfg.ecn_syn || self.cfg.cc == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
         }
@@ -950,9 +1010,10 @@ impl TcpEndpoint {
         }
     }
 
-    /// RFC 6675 NextSeg: lost holes first, then new data, within cwnd (and rwnd for new data).
-    fn next_segment(&mut self) -> Option<(u64, u32, bool)> {
-        let cwnd = self.win.cwnd.max(self.win.mss) as u64;
+    /// RFC 6675 NextSeg: lost holes first, then new data, within `cwnd` bytes (and rwnd for new
+    /// data).
+    #[inline]
+    fn next_segment(&self, cwnd: u64) -> Option<(u64, u32, bool)> {
         if self.pipe >= cwnd {
             return None;
         }
@@ -977,10 +1038,6 @@ impl TcpEndpoint {
         let wnd_room = (self.una + self.snd_wnd).saturating_sub(self.nxt);
         let len = (self.cfg.mss as u64).min(avail).min(wnd_room);
         if len == 0 {
-            if self.una == self.nxt && self.rto_deadline.is_none() {
-                // Window closed with nothing in flight: probe when the timer fires.
-                self.rto_deadline = None;
-            }
             return None;
         }
         // Sender SWS avoidance: a window-limited runt only when nothing is in flight.
@@ -1046,6 +1103,42 @@ mod tests {
         assert_eq!(unwrap(5, 0), 5);
         assert_eq!(unwrap(0xffff_fff0, 0x1_0000_0005), 0xffff_fff0);
         assert_eq!(unwrap(3, 0xffff_fff0), 0x1_0000_0003);
+    }
+
+    #[test]
+    fn unwrap_fast_path_agrees_with_the_nearest_candidate_search() {
+        let nears: [u64; 8] = [
+            0,
+            1,
+            5,
+            0x7fff_ffff,
+            0x8000_0000,
+            0xffff_ffff,
+            0x1_0000_0005,
+            0x3_8000_0001,
+        ];
+        let diffs: [u32; 9] = [
+            0,
+            1,
+            4,
+            6,
+            0x7fff_ffff,
+            0x8000_0000,
+            0x8000_0005,
+            0xffff_fff0,
+            0xffff_ffff,
+        ];
+        for near in nears {
+            for d in diffs {
+                for diff in [d, d.wrapping_add(near as u32)] {
+                    assert_eq!(
+                        unwrap(diff, near),
+                        unwrap_behind(diff, near),
+                        "{diff:#x} {near:#x}"
+                    );
+                }
+            }
+        }
     }
 
     /// Two endpoints wired back to back with a fixed one-way delay and an optional drop filter.
