@@ -35,10 +35,11 @@ pub struct EventQueue<T> {
     last: u64,
     /// The slot of `last`: the wheel covers slots `now_slot .. now_slot + SLOTS`.
     now_slot: u64,
-    /// (head, tail) node of each ring position's list, `NIL` when empty.
-    lists: Box<[(u32, u32)]>,
+    /// (head, tail) node of each ring position's list, `NIL` when empty. Fixed-size arrays:
+    /// a ring position (`% SLOTS`) indexes them without a bounds check.
+    lists: Box<[(u32, u32); SLOTS]>,
     /// Bit `r % 64` of word `r / 64`: ring position `r` has events.
-    occupied: Box<[u64]>,
+    occupied: [u64; SLOTS / 64],
     /// Bit `w`: `occupied[w]` is not zero.
     summary: u64,
     /// Event storage, reused through the free list.
@@ -57,8 +58,8 @@ impl<T: Copy> Default for EventQueue<T> {
         EventQueue {
             last: 0,
             now_slot: 0,
-            lists: vec![(NIL, NIL); SLOTS].into_boxed_slice(),
-            occupied: vec![0; SLOTS / 64].into_boxed_slice(),
+            lists: Box::new([(NIL, NIL); SLOTS]),
+            occupied: [0; SLOTS / 64],
             summary: 0,
             nodes: Vec::new(),
             free: NIL,
@@ -131,13 +132,43 @@ impl<T: Copy> EventQueue<T> {
                     .expect("a later event is on the wheel")
             }
         };
+        // Always below SLOTS; saying so spares the arrays' bounds checks.
+        let r = r % SLOTS;
         let (head, tail) = self.lists[r];
-        // The slot's earliest event, the first linked among equal times.
+        let first = self.nodes[head as usize];
+        let (best, best_at, item) = if head == tail {
+            // The slot's only event (the common case: most slots hold one at most).
+            if first.at > end {
+                return None;
+            }
+            self.lists[r] = (NIL, NIL);
+            self.clear(r);
+            (head, first.at, first.item)
+        } else {
+            self.take_earliest(r, end)?
+        };
+        self.nodes[best as usize].next = self.free;
+        self.free = best;
+        self.len -= 1;
+        self.last = best_at;
+        if best_at / SLOT_NS != self.now_slot {
+            self.now_slot = best_at / SLOT_NS;
+            if self.later_min < self.reach() {
+                self.take_later();
+            }
+        }
+        Some((best_at, item))
+    }
+
+    /// Unlinks the earliest of the events (two or more) of ring position `r`, the first
+    /// linked among equal times, if it is due by `end`: (node, time, item).
+    fn take_earliest(&mut self, r: usize, end: u64) -> Option<(u32, u64, T)> {
+        let (head, tail) = self.lists[r];
         let (mut best, mut best_prev) = (head, NIL);
         let mut best_at = self.nodes[head as usize].at;
         // A head at the current time is the earliest: a burst of events at one time (flows
         // starting together) pops without scanning its slot again and again.
-        if head != tail && best_at != self.last {
+        if best_at != self.last {
             let (mut prev, mut cur) = (head, self.nodes[head as usize].next);
             while cur != NIL {
                 let n = &self.nodes[cur as usize];
@@ -151,18 +182,16 @@ impl<T: Copy> EventQueue<T> {
             return None;
         }
         let node = self.nodes[best as usize];
-        self.unlink(r, best, best_prev, node.next);
-        self.nodes[best as usize].next = self.free;
-        self.free = best;
-        self.len -= 1;
-        self.last = best_at;
-        if best_at / SLOT_NS != self.now_slot {
-            self.now_slot = best_at / SLOT_NS;
-            if self.later_min < self.reach() {
-                self.take_later();
-            }
+        // At least one event stays in the slot.
+        if best_prev == NIL {
+            self.lists[r].0 = node.next;
+        } else {
+            self.nodes[best_prev as usize].next = node.next;
         }
-        Some((best_at, node.item))
+        if tail == best {
+            self.lists[r].1 = best_prev;
+        }
+        Some((best, best_at, node.item))
     }
 
     /// Removes and returns the earliest event.
@@ -187,22 +216,13 @@ impl<T: Copy> EventQueue<T> {
         }
     }
 
+    /// Marks ring position `r` empty.
     #[inline]
-    fn unlink(&mut self, r: usize, id: u32, prev: u32, next: u32) {
-        let list = &mut self.lists[r];
-        if prev == NIL {
-            list.0 = next;
-        } else {
-            self.nodes[prev as usize].next = next;
-        }
-        if list.1 == id {
-            list.1 = prev;
-        }
-        if list.0 == NIL {
-            self.occupied[r / 64] &= !(1 << (r % 64));
-            if self.occupied[r / 64] == 0 {
-                self.summary &= !(1 << (r / 64));
-            }
+    fn clear(&mut self, r: usize) {
+        let w = r / 64;
+        self.occupied[w] &= !(1 << (r % 64));
+        if self.occupied[w] == 0 {
+            self.summary &= !(1 << w);
         }
     }
 
