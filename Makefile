@@ -12,11 +12,17 @@ $(VENV)/bin/python:
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet "maturin>=1.7,<2" "pytest>=8" "numpy>=1.26" "pandas>=2.2" "matplotlib>=3.8"
 
-# The engine is built profile-guided (tools/pgo-profile.sh): about 12% faster.
-$(STAMP): $(VENV)/bin/python tools/pgo-profile.sh $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' 2>/dev/null) Cargo.toml pyproject.toml
-	PROFILE=$$(tools/pgo-profile.sh) && \
+# The engine is built profile-guided (tools/pgo-profile.sh), trained again only when the
+# engine or the training scenarios change.
+PGO := target/pgo/trained
+$(PGO): tools/pgo-profile.sh $(shell find crates -name '*.rs' -o -name 'Cargo.toml') Cargo.lock scenarios/*.toml python/tacc/scenarios/default.toml
+	tools/pgo-profile.sh
+
+$(STAMP): $(VENV)/bin/python $(PGO) $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' 2>/dev/null) Cargo.toml pyproject.toml
+	flags=$$(tools/pgo-profile.sh --cargo-flags); \
+	if [ -n "$$flags" ]; then export CARGO_ENCODED_RUSTFLAGS="$$flags"; fi; \
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
-	RUSTFLAGS="$${PROFILE:+-Cprofile-use=$$PROFILE}" $(VENV)/bin/maturin develop --release --quiet
+	$(VENV)/bin/maturin develop --release --quiet
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -1,39 +1,80 @@
 #!/usr/bin/env bash
-# Profile-guided optimisation of the engine, step one: builds the scenario runner with
-# instrumentation, runs it over a training set (every scenario the project ships, shortened;
-# not the benchmark files, so the benchmark measures what users get rather than what was
-# trained on), and merges the counts into one profile. Prints the profile's path on stdout.
-# Prints nothing, so the build goes on without PGO, when the toolchain has no llvm-profdata
-# (rust-toolchain.toml asks rustup for the llvm-tools component).
+# Profile-guided optimisation of the engine.
+#
+#   tools/pgo-profile.sh                 train: build the scenario runner with instrumentation,
+#                                        run it over the training set below, merge the counts
+#                                        into target/pgo/tacc.profdata
+#   tools/pgo-profile.sh --cargo-flags   print CARGO_ENCODED_RUSTFLAGS for a build that uses
+#                                        the profile (the caller's own RUSTFLAGS kept); empty
+#                                        when there is no profile
+#
+# The training set is the shipped scenarios, shortened, each with the mechanisms the
+# reproductions run on it (code never run in training is laid out as cold, which slows it
+# down), and not the benchmark files, so that the benchmarks measure what users get rather
+# than what was trained on. Without llvm-profdata (rust-toolchain.toml asks rustup for the
+# llvm-tools component) training prints a note and the build goes on without PGO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+out="$PWD/target/pgo"
+
+# Cargo's encoding of rustflags (0x1f-separated, so paths may hold spaces): the caller's
+# flags, then `$1`.
+encoded() {
+    local flags=""
+    if [ -n "${CARGO_ENCODED_RUSTFLAGS:-}" ]; then
+        flags="$CARGO_ENCODED_RUSTFLAGS"$'\x1f'
+    else
+        local w
+        for w in ${RUSTFLAGS:-}; do flags+="$w"$'\x1f'; done
+    fi
+    printf '%s' "$flags$1"
+}
+
+if [ "${1:-}" = "--cargo-flags" ]; then
+    if [ -f "$out/tacc.profdata" ]; then
+        encoded "-Cprofile-use=$out/tacc.profdata"
+    fi
+    exit 0
+fi
+
 sysroot=$(rustc --print sysroot)
 host=$(rustc -vV | sed -n 's/^host: //p')
 profdata="$sysroot/lib/rustlib/$host/bin/llvm-profdata"
+rm -rf "$out"
+mkdir -p "$out"
 if [ ! -x "$profdata" ]; then
     echo "tools/pgo-profile.sh: no llvm-profdata in the toolchain; building without PGO" >&2
+    touch "$out/trained"
     exit 0
 fi
-out="$PWD/target/pgo"
-rm -rf "$out/raw"
 # A target directory of its own: the instrumented build never evicts the normal one.
-RUSTFLAGS="-Cprofile-generate=$out/raw" CARGO_TARGET_DIR=target/pgo-gen \
+CARGO_ENCODED_RUSTFLAGS=$(encoded "-Cprofile-generate=$out/raw") CARGO_TARGET_DIR=target/pgo-gen \
     cargo build --release --quiet --example run_scenario
 runner=target/pgo-gen/release/examples/run_scenario
-# file and simulated duration: a few seconds of instrumented runs in all, every mechanism and
-# transport exercised.
-while read -r file duration; do
-    "$runner" "$file" "$out/run" --set "duration=$duration" 2>/dev/null ||
-        { echo "tools/pgo-profile.sh: training run $file failed" >&2; exit 1; }
+# file, simulated duration (past the scenario's last flow start), then --set overrides:
+# every mechanism and transport, a few seconds of instrumented runs in all.
+while read -r file duration sets; do
+    args=()
+    for s in $sets; do args+=(--set "$s"); done
+    if ! msg=$("$runner" "$file" "$out/run" --set "duration=$duration" "${args[@]}" 2>&1); then
+        echo "tools/pgo-profile.sh: training run $file $sets failed: $msg" >&2
+        exit 1
+    fi
 done <<'LIST'
 python/tacc/scenarios/default.toml 12s
-scenarios/hygenicc_fig2-5.toml 7s
-scenarios/sdngcc_fig1-6.toml 12s
+python/tacc/scenarios/default.toml 12s mechanism={kind="hygenicc",on_shortage="queue"}
+python/tacc/scenarios/default.toml 12s mechanism={kind="hygenicc",on_shortage="drop"}
+scenarios/hygenicc_fig2-5.toml 7s tcp.cc="dctcp"
+scenarios/sdngcc_fig1-6.toml 12s mechanism={kind="sdn-gcc",interval="1ms",on_shortage="queue",clear_ce=true}
+scenarios/sdngcc_fig1-6.toml 12s mechanism={kind="static-rate",rate="250Mbps",on_shortage="queue"}
 scenarios/sicc_dumbbell.toml 5s
+scenarios/sicc_dumbbell.toml 5s mechanism={kind="sicc",initial_window=2.0,evaluate_on_syn=true}
+scenarios/sicc_dumbbell.toml 5s mechanism={kind="rwndq"}
 scenarios/sicc_tree144.toml 1s
-scenarios/sdnecn_topo1.toml 10s
-scenarios/sdnecn_multihop.toml 7s
+scenarios/sdnecn_topo1.toml 10s mechanism={kind="sdn-ecn"}
+scenarios/sdnecn_multihop.toml 7s mechanism={kind="sdn-ecn"}
 LIST
 rm -rf "$out/run"
 "$profdata" merge -o "$out/tacc.profdata" "$out/raw"
-echo "$out/tacc.profdata"
+rm -rf "$out/raw"
+touch "$out/trained"

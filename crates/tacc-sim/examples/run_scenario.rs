@@ -9,16 +9,18 @@ fn main() {
             let kv = args.next().unwrap_or_default();
             let Some((k, v)) = kv.split_once('=') else {
                 eprintln!("--set needs KEY=VALUE, got {kv:?}");
-                std::process::exit(2);
+                usage();
             };
             sets.push((k.to_string(), v.to_string()));
+        } else if a.starts_with('-') || positional.len() == 2 {
+            eprintln!("unexpected argument {a:?}");
+            usage();
         } else {
             positional.push(a);
         }
     }
     let Some(file) = positional.first() else {
-        eprintln!("usage: run_scenario FILE [OUT_DIR] [--set KEY=VALUE ...]");
-        std::process::exit(2);
+        usage();
     };
     let prepared = tacc_sim::read_scenario(std::path::Path::new(file))
         .and_then(|text| tacc_sim::load(&text, file, &sets, None));
@@ -43,4 +45,9 @@ fn main() {
         None => tacc_sim::run(prepared, &mut |_, _| {}).1.events,
     };
     eprintln!("{events} events in {:.3} s", t0.elapsed().as_secs_f64());
+}
+
+fn usage() -> ! {
+    eprintln!("usage: run_scenario FILE [OUT_DIR] [--set KEY=VALUE ...]");
+    std::process::exit(2);
 }

@@ -441,11 +441,10 @@ impl Sim {
             return;
         }
         v.vnic.push_back((id, ep));
-        let busy = v.vnic_busy;
         if ep != NO_EP {
             self.m.eps[ep as usize].in_host += 1;
         }
-        if !busy {
+        if !v.vnic_busy {
             self.vnic_pump(vm);
         }
     }
@@ -492,8 +491,7 @@ impl Sim {
         match verdict {
             EgressVerdict::Pass => {
                 if ep == NO_EP || !self.scripted_drop(self.m.eps[ep as usize].flow, id) {
-                    self.cons.sent += 1;
-                    self.enqueue(nic, id);
+                    self.nic_send(host, id);
                 } else {
                     self.cons.sent += 1;
                     self.cons.dropped += 1;
