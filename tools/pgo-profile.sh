@@ -11,8 +11,8 @@
 # The training set is the shipped scenarios, shortened, each with the mechanisms the
 # reproductions run on it (code never run in training is laid out as cold, which slows it
 # down), and not the benchmark files, so that the benchmarks measure what users get rather
-# than what was trained on. Without llvm-profdata (rust-toolchain.toml asks rustup for the
-# llvm-tools component) training prints a note and the build goes on without PGO.
+# than what was trained on. llvm-profdata comes from rustup's llvm-tools component, added here
+# if missing; where it cannot be had, training prints a note and the build goes on without PGO.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out="$PWD/target/pgo"
@@ -42,6 +42,10 @@ host=$(rustc -vV | sed -n 's/^host: //p')
 profdata="$sysroot/lib/rustlib/$host/bin/llvm-profdata"
 rm -rf "$out"
 mkdir -p "$out"
+if [ ! -x "$profdata" ]; then
+    # Best effort: offline, or without rustup, the build goes on without PGO.
+    rustup component add llvm-tools >/dev/null 2>&1 || true
+fi
 if [ ! -x "$profdata" ]; then
     echo "tools/pgo-profile.sh: no llvm-profdata in the toolchain; building without PGO" >&2
     touch "$out/trained"
