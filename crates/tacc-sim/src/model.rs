@@ -12,7 +12,7 @@ use crate::scenario::{
 };
 use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
-use crate::units::Size;
+use crate::units::{self, Size};
 use std::collections::{HashMap, VecDeque};
 
 const IP_BASE: u32 = 0x0a00_0000; // 10.0.0.0
@@ -565,7 +565,7 @@ impl Model {
             };
             let name = topology::port_name(&graph, i);
             // Time to send a full 1500-byte packet: RED's idle decay unit and the default jitter.
-            let pkt_time_ns = (1500 * 8 * 1_000_000_000u64).div_ceil(link.rate_bps);
+            let pkt_time_ns = units::ser_ns(link.rate_bps, 1500);
             let red = RedParams {
                 pkt_time_ns,
                 ..red.clone()

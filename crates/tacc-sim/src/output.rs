@@ -211,12 +211,35 @@ pub fn summarize(
     }
 }
 
-pub fn csv_field(s: &str) -> String {
+fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_string()
     }
+}
+
+/// queues.csv, written here from samples kept in memory and by `sim::QueueStream` as a run
+/// streams them.
+pub fn queues_header(out: &mut impl io::Write) -> io::Result<()> {
+    writeln!(out, "time_s,port,backlog_pkts,backlog_bytes")
+}
+
+pub fn queue_row(
+    out: &mut impl io::Write,
+    t: u64,
+    port: &str,
+    pkts: u32,
+    bytes: u64,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "{},{},{},{}",
+        t as f64 / NS,
+        csv_field(port),
+        pkts,
+        bytes
+    )
 }
 
 fn opt(v: Option<f64>) -> String {
@@ -276,17 +299,12 @@ pub fn write(dir: &Path, sim: &mut Sim, summary: &Summary) -> io::Result<()> {
             );
         }
     }
-    let mut queues = String::from("time_s,port,backlog_pkts,backlog_bytes\n");
+    let mut queues = Vec::new();
+    queues_header(&mut queues)?;
     for &(t, p, pkts, bytes) in &sim.queue_samples {
-        let _ = writeln!(
-            queues,
-            "{},{},{},{}",
-            t as f64 / NS,
-            csv_field(&m.ports[p as usize].name),
-            pkts,
-            bytes
-        );
+        queue_row(&mut queues, t, &m.ports[p as usize].name, pkts, bytes)?;
     }
+    let queues = String::from_utf8(queues).map_err(io::Error::other)?;
     let mut rates = String::from("time_s,vm,dst,rate_mbps\n");
     let vm_name = |ip: u32| {
         m.host_of_ip(ip)

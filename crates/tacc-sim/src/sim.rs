@@ -12,6 +12,7 @@ use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP
 use crate::queue::Verdict;
 use crate::rules::Forward;
 use crate::topology::NodeRef;
+use crate::units::ser_ns;
 use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, FlowKey};
 use tacc_mech::rate_alloc::EgressVerdict;
 
@@ -204,10 +205,6 @@ impl Sim {
     }
 
     // ------------------------------------------------------------------ network
-
-    fn ser_time(rate_bps: u64, len: u32) -> u64 {
-        ((len as u128 * 8_000_000_000u128).div_ceil(rate_bps as u128)) as u64
-    }
 
     /// Serialization time of `len` bytes on a port, from its picoseconds per byte.
     #[inline]
@@ -946,7 +943,7 @@ impl Sim {
         // Inter-packet gaps vary uniformly by +/-10% around the CBR period (mean rate exact),
         // like ns-2's CBR `random_`: perfectly periodic sources phase-lock at a shared queue
         // and one of them would win every free slot.
-        let period = Self::ser_time(udp.rate_bps, size) as f64;
+        let period = ser_ns(udp.rate_bps, size) as f64;
         let gap = (period * (0.9 + 0.2 * self.m.rng.uniform())).round() as u64;
         let (src, dst) = (
             self.m.vms[flow.src_vm as usize].ip,
@@ -1063,18 +1060,10 @@ impl Sim {
         }
         for &p in &self.m.sampled_ports {
             let port = &self.m.ports[p as usize];
+            let pkts = port.queue.len() as u32;
             match &mut self.queue_out {
-                Some(q) => q.row(
-                    now,
-                    p,
-                    &port.name,
-                    port.queue.len() as u32,
-                    port.queue_bytes,
-                ),
-                None => {
-                    self.queue_samples
-                        .push((now, p, port.queue.len() as u32, port.queue_bytes))
-                }
+                Some(q) => q.row(now, &port.name, pkts, port.queue_bytes),
+                None => self.queue_samples.push((now, p, pkts, port.queue_bytes)),
             }
         }
         let next = now + self.m.queue_sample;
@@ -1099,9 +1088,8 @@ pub struct QueueStream {
 
 impl QueueStream {
     pub fn create(path: &std::path::Path) -> std::io::Result<QueueStream> {
-        use std::io::Write;
         let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-        writeln!(out, "time_s,port,backlog_pkts,backlog_bytes")?;
+        crate::output::queues_header(&mut out)?;
         Ok(QueueStream {
             path: path.to_path_buf(),
             out,
@@ -1109,17 +1097,9 @@ impl QueueStream {
         })
     }
 
-    fn row(&mut self, now: u64, _port: u32, name: &str, pkts: u32, bytes: u64) {
-        use std::io::Write;
+    fn row(&mut self, now: u64, name: &str, pkts: u32, bytes: u64) {
         if self.error.is_none() {
-            if let Err(e) = writeln!(
-                self.out,
-                "{},{},{},{}",
-                now as f64 / 1e9,
-                crate::output::csv_field(name),
-                pkts,
-                bytes
-            ) {
+            if let Err(e) = crate::output::queue_row(&mut self.out, now, name, pkts, bytes) {
                 self.error = Some(e);
             }
         }

@@ -5,6 +5,11 @@
 use serde::{Deserialize, Deserializer};
 use std::fmt;
 
+/// Nanoseconds to serialize `len` bytes at `rate_bps`, rounded up.
+pub fn ser_ns(rate_bps: u64, len: u32) -> u64 {
+    ((len as u128 * 8_000_000_000u128).div_ceil(rate_bps as u128)) as u64
+}
+
 fn split_number(s: &str) -> Option<(f64, &str)> {
     let s = s.trim();
     let end = s
