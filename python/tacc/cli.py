@@ -71,7 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     repro.add_argument("names", nargs="*", metavar="PAPER|FIGURE",
                        help="papers or figure ids (default: all)")
     repro.add_argument("--quick", action="store_true",
-                       help="1/5 of the simulated time and one seed (minutes, not hours)")
+                       help="1/5 of the simulated time and two seeds (minutes, not hours)")
     repro.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 1)),
                        metavar="N", help="parallel simulations (default: CPU count)")
     repro.add_argument("--engine", choices=("local", "ray"), default="local",

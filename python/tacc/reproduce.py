@@ -178,13 +178,31 @@ def mean_ci(values: Sequence[float]) -> tuple[float, float]:
         return math.nan, math.nan
     if x.size == 1:
         return float(x[0]), 0.0
-    t95 = _T95.get(x.size - 1, 1.96)
-    return float(x.mean()), float(t95 * x.std(ddof=1) / math.sqrt(x.size))
+    return float(x.mean()), float(t95(x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
 
 
 # Two-sided 95% Student t quantiles by degrees of freedom (statistical constants).
 _T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306,
         9: 2.262, 10: 2.228, 15: 2.131, 20: 2.086, 30: 2.042}
+
+
+def t95(df: float) -> float:
+    """The two-sided 95% t quantile at `df` degrees of freedom, or the next larger one the
+    table holds (between its entries, and beyond 30, the interval errs on the wide side)."""
+    return _T95[max(k for k in _T95 if k <= max(df, 1))]
+
+
+def within_spread(a: Sequence[float], b: Sequence[float]) -> bool | None:
+    """Whether the means of two samples over seeds differ by less than Welch's t-test can
+    tell from seed-to-seed variation (95%, two-sided); None with fewer than two of either."""
+    x, y = (np.asarray([v for v in s if not math.isnan(v)], dtype=float) for s in (a, b))
+    if x.size < 2 or y.size < 2:
+        return None
+    vx, vy = x.var(ddof=1) / x.size, y.var(ddof=1) / y.size
+    if vx + vy == 0:
+        return False
+    df = (vx + vy) ** 2 / (vx ** 2 / (x.size - 1) + vy ** 2 / (y.size - 1))
+    return bool(abs(x.mean() - y.mean()) < t95(df) * math.sqrt(vx + vy))
 
 
 def _fmt(value: float, unit: str, ci: float | None = None) -> str:
@@ -591,7 +609,12 @@ def _fig8_rows() -> list[Row]:
 
 
 def _vs(m: dict[tuple[str, str], list[float]], a: str, b: str, metric: str, unit: str) -> str:
-    return f"{_fmt(_mean(m, a, metric), unit)} vs {_fmt(_mean(m, b, metric), unit)}"
+    """Two variants' means, each with its 95% CI half-width when there are several seeds."""
+    def side(v: str) -> str:
+        values = _one(m, v, metric)
+        mean, ci = mean_ci(values)
+        return _fmt(mean, unit, ci if len(values) > 1 and not math.isnan(ci) else None)
+    return f"{side(a)} vs {side(b)}"
 
 
 # --------------------------------------------------------------------------- SICC
@@ -686,10 +709,23 @@ def _sicc_metrics(result: Result, scale: float) -> dict[str, float]:
     }
 
 
-def _less(a: str, b: str, metric: str, factor: float = 1.0):
-    def holds(_v: float, m: dict[tuple[str, str], list[float]]) -> bool:
-        return float(np.mean(_one(m, a, metric))) < factor * float(np.mean(_one(m, b, metric)))
-    return holds
+@dataclass(frozen=True)
+class _Less:
+    """The claim "variant a's metric is below factor x variant b's", judged on the means over
+    seeds; `spread` says whether the two differ by less than the seeds' variation."""
+
+    a: str
+    b: str
+    metric: str
+    factor: float = 1.0
+
+    def __call__(self, _v: float, m: dict[tuple[str, str], list[float]]) -> bool:
+        return (float(np.mean(_one(m, self.a, self.metric)))
+                < self.factor * float(np.mean(_one(m, self.b, self.metric))))
+
+    def spread(self, m: dict[tuple[str, str], list[float]]) -> bool | None:
+        return within_spread(_one(m, self.a, self.metric),
+                             [self.factor * v for v in _one(m, self.b, self.metric)])
 
 
 def _sicc_claims(prefix: str, ratios: Iterable[str]) -> list[Row]:
@@ -702,13 +738,13 @@ def _sicc_claims(prefix: str, ratios: Iterable[str]) -> list[Row]:
                 rows.append(Row(
                     f"{prefix}{tag}{what}: SICC < {SICC_LABEL[other]}", "SICC better", None,
                     "s", lambda m, p=p, metric=metric: _one(m, f"{p}sicc", metric),
-                    _less(f"{p}sicc", f"{p}{other}", metric), SICC_CAUSE,
+                    _Less(f"{p}sicc", f"{p}{other}", metric), SICC_CAUSE,
                     text=lambda m, p=p, o=other, metric=metric: _vs(
                         m, f"{p}sicc", f"{p}{o}", metric, "s")))
         rows.append(Row(
             f"{prefix}{tag}mice AFCT: RWNDQ <= SICC", "SICC slightly worse than RWNDQ", None, "s",
             lambda m, p=p: _one(m, f"{p}rwndq", "mice_afct"),
-            _less(f"{p}rwndq", f"{p}sicc", "mice_afct", 1.0 + 1e-9), SICC_CAUSE,
+            _Less(f"{p}rwndq", f"{p}sicc", "mice_afct", 1.0 + 1e-9), SICC_CAUSE,
             text=lambda m, p=p: _vs(m, f"{p}rwndq", f"{p}sicc", "mice_afct", "s")))
         rows.append(Row(
             f"{prefix}{tag}elephant goodput: SICC >= 90% of TCP-RED/ECN", "elephants unharmed",
@@ -754,7 +790,7 @@ def _sicc_tree_rows() -> list[Row]:
         rows.append(Row(
             f"mice AFCT: {SICC_LABEL[system]} < DCTCP", f"{SICC_LABEL[system]} beats DCTCP",
             None, "s", lambda m, s=system: _one(m, s, "mice_afct"),
-            _less(system, "dctcp", "mice_afct"),
+            _Less(system, "dctcp", "mice_afct"),
             SICC_CAUSE + "; the paper's host pairs and flow counts are not given",
             text=lambda m, s=system: _vs(m, s, "dctcp", "mice_afct", "s")))
     rows.append(Row(
@@ -797,7 +833,7 @@ def _sweep_rows() -> list[Row]:
                 f"{SWEEP_LABEL[series]}, T = {n} RTT: mice AFCT < TCP-RED/ECN",
                 "good up to about 25 RTTs", None, "s",
                 lambda m, s=series, n=n: _one(m, f"{s}/T{n}", "mice_afct"),
-                _less(f"{series}/T{n}", "tcp", "mice_afct"), SICC_CAUSE,
+                _Less(f"{series}/T{n}", "tcp", "mice_afct"), SICC_CAUSE,
                 text=lambda m, s=series, n=n: _vs(m, f"{s}/T{n}", "tcp", "mice_afct", "s")))
         rows.append(Row(
             f"{SWEEP_LABEL[series]}: elephant goodput at every T >= 90% of TCP-RED/ECN",
@@ -1154,11 +1190,11 @@ EXPERIMENTS: list[Experiment] = [
     ),
     Experiment(
         "sicc-tree144", "sicc", "SICC tree: 3 ToR x 48 servers (144)", "sicc_tree144.toml",
-        _sicc_tree_build(3), _sicc_metrics, _sicc_tree_rows, _plot_sicc, seeds=2,
+        _sicc_tree_build(3), _sicc_metrics, _sicc_tree_rows, _plot_sicc, seeds=5,
     ),
     Experiment(
         "sicc-tree288", "sicc", "SICC tree: 6 ToR x 48 servers (288)", "sicc_tree288.toml",
-        _sicc_tree_build(6), _sicc_metrics, _sicc_tree_rows, _plot_sicc, seeds=2,
+        _sicc_tree_build(6), _sicc_metrics, _sicc_tree_rows, _plot_sicc, seeds=3,
     ),
     Experiment(
         "sicc-sweep", "sicc", "SICC sensitivity to T (1-100 RTTs), dumbbell 1:1",
@@ -1408,6 +1444,8 @@ class RowResult:
     tacc: str
     holds: bool | None
     cause: str
+    # the verdict compares two means that differ by less than the seeds' variation
+    spread: bool = False
 
 
 @dataclass
@@ -1438,11 +1476,13 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
             has_ci = bool(ci) and not math.isnan(ci) and len(values) > 1
             shown = _fmt(m, row.unit, ci if has_ci else None)
         holds = None if math.isnan(m) else row.holds(m, means)
+        spread = isinstance(row.holds, _Less) and holds is not None and bool(
+            row.holds.spread(means))
         res.rows.append(RowResult(
             exp.id, exp.paper, row.quantity, row.paper,
             "-" if row.ideal is None else _fmt(row.ideal, row.unit), shown,
             None if holds is None else bool(holds),
-            row.cause if holds is False else ""))
+            row.cause if holds is False else "", spread))
     res.figures = exp.plot(exp, runs, out / "figures", scale)
     return res
 
@@ -1450,8 +1490,9 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
 # --------------------------------------------------------------------------- report
 
 
-def _verdict(h: bool | None) -> str:
-    return {True: "yes", False: "no", None: "-"}[h]
+def _verdict(r: RowResult) -> str:
+    v = {True: "yes", False: "no", None: "-"}[r.holds]
+    return f"{v}, within seed spread" if r.spread else v
 
 
 def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
@@ -1459,6 +1500,7 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     rows = [r for e in results for r in e.rows]
     held = sum(1 for r in rows if r.holds)
     judged = sum(1 for r in rows if r.holds is not None)
+    spread = sum(1 for r in rows if r.spread)
     md = ["# tacc reproduction report", ""]
     md.append(f"Command: `{command}`. Mode: {'quick (shortened runs, fewer seeds)' if quick else 'full'}; "
               f"tacc {engine_version()}; {sum(e.runs for e in results)} runs, "
@@ -1468,7 +1510,10 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     md.append(f"**{held} of {judged} judged claims hold.** Paper numbers come from the "
               "table `PAPER` in `python/tacc/reproduce.py` (transcribed from PAPERS.md); "
               "every tacc number is computed from the result files under `runs/`. "
-              "With several seeds tacc shows mean ± 95% CI half-width.")
+              "With several seeds tacc shows mean ± 95% CI half-width, and a comparison of "
+              "two variants whose means differ by less than Welch's t-test (95%) can tell "
+              f"from seed-to-seed variation is marked \"within seed spread\" ({spread} "
+              "here): its verdict could flip with other seeds.")
     md.append("")
     md.append("Settings that matter (see each scenario's header): rate-limiter experiments "
               "(HyGenICC, SDN-GCC, static) use `tcp.rcv_buf = 29200B` (20 segments, ns-2's "
@@ -1490,7 +1535,7 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     md += [header, "|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r.experiment} | {r.quantity} | {r.paper} | {r.ideal} | {r.tacc} | "
-                  f"{_verdict(r.holds)} |")
+                  f"{_verdict(r)} |")
     md.append("")
     for e in results:
         md.append(f"## {e.exp.id}: {e.exp.title}")
@@ -1508,7 +1553,7 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
         md += ["| quantity | paper | ideal | tacc | holds |", "|---|---|---|---|---|"]
         for r in e.rows:
             md.append(f"| {r.quantity} | {r.paper} | {r.ideal} | {r.tacc} | "
-                      f"{_verdict(r.holds)} |")
+                      f"{_verdict(r)} |")
         causes = list(dict.fromkeys(r.cause for r in e.rows if r.cause))
         if causes:
             md.append("")
@@ -1542,7 +1587,7 @@ def _markdown_to_html(lines: Sequence[str]) -> str:
         body.append("<table>")
         body.append("<tr>" + "".join(f"<th>{_inline_md(c)}</th>" for c in rows[0]) + "</tr>")
         for r in rows[2:]:
-            cls = {"yes": "ok", "no": "bad"}.get(r[-1], "")
+            cls = {"yes": "ok", "no": "bad"}.get(r[-1].split(",")[0], "")
             body.append(f'<tr class="{cls}">' + "".join(f"<td>{_inline_md(c)}</td>" for c in r)
                         + "</tr>")
         body.append("</table>")
