@@ -312,6 +312,13 @@ impl Fib {
     }
 }
 
+/// Source ports are allocated from here up, wrapping round: a VM can source this many flows
+/// at once with distinct 5-tuples.
+const FIRST_PORT: u16 = 10_000;
+const MAX_GOODPUT_BINS: u64 = 1_000_000;
+const MAX_QUEUE_SAMPLES: u64 = 10_000_000;
+const PORTS_PER_VM: u32 = u16::MAX as u32 + 1 - FIRST_PORT as u32;
+
 pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
 pub const DATAMINING_CDF: &str = include_str!("../data/datamining.cdf");
 
@@ -503,7 +510,7 @@ impl Model {
         let v = &mut self.vms[vm as usize];
         let p = v.next_port;
         v.next_port = if v.next_port == u16::MAX {
-            10_000
+            FIRST_PORT
         } else {
             v.next_port + 1
         };
@@ -523,11 +530,73 @@ impl Model {
         if s.duration.0 == 0 {
             return Err(l.error("duration", "must be greater than zero"));
         }
-        if s.output.goodput_bin.0 == 0 {
-            return Err(l.error("output.goodput_bin", "must be greater than zero"));
+        // Both tables are dense over the run: bound them before a typo asks for billions of rows.
+        for (key, step, most) in [
+            (
+                "output.goodput_bin",
+                s.output.goodput_bin.0,
+                MAX_GOODPUT_BINS,
+            ),
+            (
+                "output.queue_sample",
+                s.output.queue_sample.0,
+                MAX_QUEUE_SAMPLES,
+            ),
+        ] {
+            if step == 0 {
+                return Err(l.error(key, "must be greater than zero"));
+            }
+            let n = s.duration.0.div_ceil(step);
+            if n > most {
+                return Err(l.error(
+                    key,
+                    format!("gives {n} rows per series over the run; at most {most}: choose a coarser step"),
+                ));
+            }
         }
-        if s.output.queue_sample.0 == 0 {
-            return Err(l.error("output.queue_sample", "must be greater than zero"));
+        let t = &s.tcp;
+        let mss = t.mss.map_or(TcpConfig::default().mss as u64, |b| b.0);
+        let tcp_checks = [
+            (
+                "tcp.mss",
+                (88..=65_495).contains(&mss),
+                "between 88B (Linux's smallest MSS) and 65495B (a 65535-byte IPv4 packet)",
+            ),
+            (
+                "tcp.init_cwnd",
+                t.init_cwnd != Some(0),
+                "at least 1 segment",
+            ),
+            (
+                "tcp.rcv_buf",
+                t.rcv_buf.is_none_or(|b| b.0 >= mss),
+                "at least one segment (tcp.mss)",
+            ),
+            ("tcp.dupthresh", t.dupthresh != Some(0), "at least 1"),
+            (
+                "tcp.dctcp_g",
+                t.dctcp_g.is_none_or(|g| g > 0.0 && g <= 1.0),
+                "a gain in (0, 1]",
+            ),
+        ];
+        for (key, ok, expected) in tcp_checks {
+            if !ok {
+                return Err(l.error(key, format!("must be {expected}")));
+            }
+        }
+        let rto_max = TcpConfig::default().rto_max;
+        for (key, value, zero_ok) in [
+            ("tcp.rto_min", s.tcp.rto_min, true),
+            ("tcp.rto_init", s.tcp.rto_init, false),
+        ] {
+            let Some(d) = value else { continue };
+            if d.0 == 0 && !zero_ok {
+                return Err(l.error(key, "must be greater than zero"));
+            }
+            if d.0 > rto_max {
+                let most = format!("at most {}s (the RTO ceiling)", rto_max / 1_000_000_000);
+                return Err(l.error(key, most));
+            }
         }
         let duration = s.duration.0;
         let routes = topology::routes(&graph);
@@ -650,7 +719,7 @@ impl Model {
                     name,
                     host: h as u32,
                     ip,
-                    next_port: 10_000,
+                    next_port: FIRST_PORT,
                     vnic: VecDeque::new(),
                     vnic_free_at: 0,
                     vnic_busy: false,
@@ -757,6 +826,7 @@ impl Model {
                 Ok(())
             }
         };
+        let mut static_flows = vec![0u32; m.vms.len()];
         for (fi, fc) in s.flows.iter().enumerate() {
             let path = |k: &str| format!("flows[{fi}].{k}");
             check_time(&path("start"), fc.start.0)?;
@@ -768,6 +838,12 @@ impl Model {
             let count = fc.count.unwrap_or(1);
             if count == 0 {
                 return Err(l.error(&path("count"), "must be greater than zero"));
+            }
+            if count > PORTS_PER_VM {
+                return Err(l.error(
+                    &path("count"),
+                    format!("at most {PORTS_PER_VM} (the source ports of a VM), got {count}"),
+                ));
             }
             match fc.transport {
                 Transport::Tcp => {
@@ -824,6 +900,13 @@ impl Model {
                 let (src_name, dst_name) = (expand(&fc.src, i), expand(&fc.dst, i));
                 let src = find_vm(&path("src"), &src_name)?;
                 let dst = find_vm(&path("dst"), &dst_name)?;
+                static_flows[src as usize] += 1;
+                if static_flows[src as usize] > PORTS_PER_VM {
+                    return Err(l.error(
+                        &path("count"),
+                        format!("{src_name:?} would source more than {PORTS_PER_VM} flows (its source ports)"),
+                    ));
+                }
                 let (hs, hd) = (m.vms[src as usize].host, m.vms[dst as usize].host);
                 if hs == hd {
                     return Err(l.error(&path("dst"), format!("{src_name:?} and {dst_name:?} are on the same host; flows must cross the network")));

@@ -83,11 +83,63 @@ fn each_kind_of_bad_input_is_reported_with_its_location() {
             base(FLOW).replace("name = \"t\"", "name = \"t"),
             "bad.toml:1: ",
         ),
+        // The engine's clamp to [rto_min, 60 s] would panic on an RTO floor above the ceiling.
+        (
+            base(&format!("{FLOW}[tcp]\nrto_min = \"100s\"\n")),
+            "bad.toml:18: tcp.rto_min: at most 60s (the RTO ceiling)",
+        ),
+        // A zero initial RTO would retransmit the SYN at the same instant forever.
+        (
+            base(&format!("{FLOW}[tcp]\nrto_init = \"0us\"\n")),
+            "bad.toml:18: tcp.rto_init: must be greater than zero",
+        ),
+        (
+            base(&format!("{FLOW}[tcp]\nmss = \"70000B\"\n")),
+            "bad.toml:18: tcp.mss: must be between 88B (Linux's smallest MSS) and 65495B",
+        ),
+        (
+            base(&format!("{FLOW}[tcp]\nrcv_buf = \"1000B\"\n")),
+            "bad.toml:18: tcp.rcv_buf: must be at least one segment (tcp.mss)",
+        ),
+        (
+            base(&format!("{FLOW}[tcp]\ndctcp_g = 1.5\n")),
+            "bad.toml:18: tcp.dctcp_g: must be a gain in (0, 1]",
+        ),
+        (
+            base(&format!("{FLOW}[tcp]\ninit_cwnd = 0\n")),
+            "bad.toml:18: tcp.init_cwnd: must be at least 1 segment",
+        ),
+        (
+            base(&format!("{FLOW}count = 4294967295\n")),
+            "bad.toml:17: flows[0].count: at most 55536 (the source ports of a VM)",
+        ),
+        (
+            base(&format!("{FLOW}[output]\ngoodput_bin = \"1ns\"\n")),
+            "bad.toml:18: output.goodput_bin: gives 1000000000 rows per series over the run; at most 1000000",
+        ),
+        (
+            base(&format!("{FLOW}[output]\nqueue_sample = \"10ns\"\n")),
+            "bad.toml:18: output.queue_sample: gives 100000000 rows per series over the run; at most 10000000",
+        ),
     ];
     for (text, expected) in cases {
         let e = err(&text);
         assert!(e.contains(expected), "expected {expected:?} in {e:?}");
     }
+}
+
+#[test]
+fn a_vm_sources_at_most_as_many_flows_as_it_has_source_ports() {
+    let group = |n: &str, count: u32| {
+        format!("[[flows]]\nname = \"{n}\"\ncount = {count}\nsrc = \"s0\"\ndst = \"r0\"\n")
+    };
+    let text = base(&format!("{}{}", group("a", 55_000), group("b", 536)));
+    assert!(tacc_sim::load(&text, "ok.toml", &[], None).is_ok());
+    let e = err(&base(&format!("{}{}", group("a", 55_000), group("b", 537))));
+    assert!(
+        e.contains("flows[1].count: \"s0\" would source more than 55536 flows"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -146,6 +198,28 @@ proptest! {
         }
         let text = String::from_utf8_lossy(&text).into_owned();
         let _ = tacc_sim::load(&text, "fuzz.toml", &[], None);
+    }
+
+    /// Whatever TCP parameters the loader accepts, a run with them ends without a panic and
+    /// with every packet accounted for.
+    #[test]
+    fn accepted_tcp_parameters_run_to_the_end(
+        rto_min in proptest::sample::select(vec!["0us", "1us", "200ms", "60s", "61s", "1000s"]),
+        rto_init in proptest::sample::select(vec!["0us", "1ns", "300us", "1s", "60s", "61s"]),
+        init_cwnd in 0u32..12,
+        mss in proptest::sample::select(vec!["0B", "1B", "100B", "1460B", "9000B", "70000B"]),
+        rcv_buf in proptest::sample::select(vec!["0B", "1B", "1500B", "64KB", "16MB"]),
+        dupthresh in 0u32..5,
+        dctcp_g in proptest::sample::select(vec![-1.0, 0.0, 0.0625, 1.0, 2.0]),
+        small_queue in proptest::sample::select(vec!["0us", "1ns", "1ms"]),
+        delayed in any::<bool>(),
+    ) {
+        let tcp = format!("[tcp]\ncc = \"dctcp\"\nrto_min = \"{rto_min}\"\nrto_init = \"{rto_init}\"\ninit_cwnd = {init_cwnd}\nmss = \"{mss}\"\nrcv_buf = \"{rcv_buf}\"\ndupthresh = {dupthresh}\ndctcp_g = {dctcp_g:?}\nsmall_queue = \"{small_queue}\"\ndelayed_ack = {delayed}\n");
+        let text = common::star(2, "5ms", &format!("{tcp}[[flows]]\nname = \"f\"\ncount = 2\nsrc = \"s{{i}}\"\ndst = \"r0\"\nbytes = \"30KB\"\n"));
+        if let Ok(p) = tacc_sim::load(&text, "fuzz.toml", &[], None) {
+            let (sim, s) = tacc_sim::run(p, &mut |_, _| {});
+            prop_assert!(s.conservation.ok, "{:?} for\n{text}", sim.cons);
+        }
     }
 
     /// Random values for numeric keys never panic the loader either.
