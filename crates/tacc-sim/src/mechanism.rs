@@ -526,12 +526,10 @@ pub fn install(
                 split,
             });
             // The controller knows the topology: which destinations each switch port reaches.
-            for (s, table) in m.routes.iter().enumerate() {
-                for (h, ports) in table.iter().enumerate() {
-                    for &p in ports {
-                        for vm in m.vms.iter().filter(|v| v.host == h as u32) {
-                            ctrl.register_route(s as u32, p, vm.ip);
-                        }
+            for s in 0..m.graph.switches.len() as u32 {
+                for (vm, v) in m.vms.iter().enumerate() {
+                    for &p in m.route_ports(s, vm as u32) {
+                        ctrl.register_route(s, p, v.ip);
                     }
                 }
             }

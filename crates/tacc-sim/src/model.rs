@@ -239,8 +239,6 @@ pub struct Model {
     pub ports: Vec<Port>,
     pub hosts: Vec<Host>,
     pub vms: Vec<Vm>,
-    pub routes: Vec<Vec<Vec<u32>>>,
-    /// `routes` in the form the per-packet path reads.
     fib: Fib,
     pub switch_salt: Vec<u64>,
     pub eps: Vec<EpSlot>,
@@ -263,44 +261,72 @@ pub struct Model {
 }
 
 /// Forwarding table: each switch's routes by destination VM, one flat array, so that a
-/// packet's egress port is a load or two from its address rather than a chain of five.
+/// packet's egress port is a load or two from its address rather than a chain of five. An
+/// ECMP set is stored once however many entries share it (in a fat tree every edge switch
+/// sends all other pods' hosts to the same uplinks).
 struct Fib {
     vms: usize,
     /// At `switch * vms + vm`.
     entries: Vec<FibEntry>,
-    /// The choices of every entry with more than one.
+    /// ECMP sets of two or more choices: (start in `ecmp`, length).
+    sets: Vec<(u32, u32)>,
     ecmp: Vec<u32>,
 }
 
 #[derive(Clone, Copy)]
 struct FibEntry {
-    /// The first choice (if any), the only one of most entries.
-    first: u32,
-    /// Where the choices start in `ecmp`, and how many there are.
-    start: u32,
-    n: u32,
+    /// The only choice (`NO_ROUTE`: none) when `set` is `NO_SET`.
+    port: u32,
+    set: u32,
 }
 
+const NO_ROUTE: u32 = u32::MAX;
+const NO_SET: u32 = u32::MAX;
+
 impl Fib {
-    fn new(routes: &[Vec<Vec<u32>>], vms: &[Vm]) -> Fib {
+    fn new(g: &Graph, vms: &[Vm]) -> Fib {
+        let none = FibEntry {
+            port: NO_ROUTE,
+            set: NO_SET,
+        };
         let mut fib = Fib {
             vms: vms.len(),
-            entries: Vec::with_capacity(routes.len() * vms.len()),
+            entries: vec![none; g.switches.len() * vms.len()],
+            sets: Vec::new(),
             ecmp: Vec::new(),
         };
-        for by_host in routes {
-            for vm in vms {
-                let choices = &by_host[vm.host as usize];
-                fib.entries.push(FibEntry {
-                    first: choices.first().copied().unwrap_or(u32::MAX),
-                    start: fib.ecmp.len() as u32,
-                    n: choices.len() as u32,
-                });
-                if choices.len() > 1 {
-                    fib.ecmp.extend(choices);
+        let mut vms_of = vec![Vec::new(); g.hosts.len()];
+        for (i, vm) in vms.iter().enumerate() {
+            vms_of[vm.host as usize].push(i);
+        }
+        let mut interned: HashMap<Vec<u32>, u32> = HashMap::new();
+        topology::routes(g, |hosts, s, choices| {
+            let e = match choices {
+                [] => return,
+                &[port] => FibEntry { port, set: NO_SET },
+                _ => {
+                    let set = match interned.get(choices) {
+                        Some(&set) => set,
+                        None => {
+                            let set = fib.sets.len() as u32;
+                            fib.sets.push((fib.ecmp.len() as u32, choices.len() as u32));
+                            fib.ecmp.extend_from_slice(choices);
+                            interned.insert(choices.to_vec(), set);
+                            set
+                        }
+                    };
+                    FibEntry {
+                        port: NO_ROUTE,
+                        set,
+                    }
+                }
+            };
+            for &h in hosts {
+                for &vm in &vms_of[h as usize] {
+                    fib.entries[s as usize * fib.vms + vm] = e;
                 }
             }
-        }
+        });
         fib
     }
 
@@ -309,6 +335,19 @@ impl Fib {
     fn entry(&self, s: u32, ip: u32) -> Option<FibEntry> {
         let vm = ip.wrapping_sub(IP_BASE + 1) as usize;
         (vm < self.vms).then(|| self.entries[s as usize * self.vms + vm])
+    }
+
+    /// The egress ports of switch `s` towards VM `vm` (empty: unreachable).
+    fn ports(&self, s: u32, vm: u32) -> &[u32] {
+        let e = &self.entries[s as usize * self.vms + vm as usize];
+        if e.set != NO_SET {
+            let (start, n) = self.sets[e.set as usize];
+            &self.ecmp[start as usize..(start + n) as usize]
+        } else if e.port == NO_ROUTE {
+            &[]
+        } else {
+            std::slice::from_ref(&e.port)
+        }
     }
 }
 
@@ -347,14 +386,12 @@ impl Model {
     /// The output port switch `s` forwards `p` to by routing (ECMP by 5-tuple hash).
     pub fn route(&self, s: u32, p: &Packet) -> Option<u32> {
         let e = self.fib.entry(s, p.dst)?;
-        match e.n {
-            0 => None,
-            1 => Some(e.first),
-            n => {
-                let k = p.flow_hash(self.switch_salt[s as usize]) % n as u64;
-                Some(self.fib.ecmp[e.start as usize + k as usize])
-            }
+        if e.set == NO_SET {
+            return (e.port != NO_ROUTE).then_some(e.port);
         }
+        let (start, n) = self.fib.sets[e.set as usize];
+        let k = p.flow_hash(self.switch_salt[s as usize]) % n as u64;
+        Some(self.fib.ecmp[start as usize + k as usize])
     }
 
     /// The (switch, output port) hops a packet takes from switch `s` to its destination host.
@@ -599,7 +636,6 @@ impl Model {
             }
         }
         let duration = s.duration.0;
-        let routes = topology::routes(&graph);
         let q = &s.queue;
         if q.limit.is_zero() {
             return Err(l.error("queue.limit", "must be greater than zero"));
@@ -691,12 +727,15 @@ impl Model {
                 }
             }
         }
+        // A host's NIC is the port leaving it (topology::build gives every host one link).
+        let mut nics = vec![u32::MAX; graph.hosts.len()];
+        for (i, p) in ports.iter().enumerate() {
+            if let NodeRef::Host(h) = p.from {
+                nics[h as usize] = i as u32;
+            }
+        }
         let mut hosts = Vec::new();
-        for (h, name) in graph.hosts.iter().enumerate() {
-            let nic = ports
-                .iter()
-                .position(|p| p.from == NodeRef::Host(h as u32))
-                .expect("every host has a link") as u32;
+        for (name, &nic) in graph.hosts.iter().zip(&nics) {
             hosts.push(Host {
                 name: name.clone(),
                 nic_port: nic,
@@ -766,7 +805,7 @@ impl Model {
                 v
             }
         };
-        let fib = Fib::new(&routes, &vms);
+        let fib = Fib::new(&graph, &vms);
         let mut m = Model {
             name: s.name.clone().unwrap_or_else(|| {
                 std::path::Path::new(&l.file)
@@ -781,7 +820,6 @@ impl Model {
             hosts,
             vms,
             fib,
-            routes,
             switch_salt,
             eps: Vec::new(),
             flows: Vec::new(),
@@ -911,7 +949,7 @@ impl Model {
                 if hs == hd {
                     return Err(l.error(&path("dst"), format!("{src_name:?} and {dst_name:?} are on the same host; flows must cross the network")));
                 }
-                if !m.reachable(hs, hd) {
+                if !m.reachable(src, dst) {
                     return Err(l.error(
                         &path("dst"),
                         format!("{dst_name:?} is unreachable from {src_name:?}"),
@@ -1084,12 +1122,18 @@ impl Model {
         Ok((sw, rc.at.0, rule))
     }
 
-    fn reachable(&self, from_host: u32, to_host: u32) -> bool {
-        let nic = self.hosts[from_host as usize].nic_port as usize;
+    /// Whether VM `to` can be reached from VM `from`.
+    fn reachable(&self, from: u32, to: u32) -> bool {
+        let nic = self.hosts[self.vms[from as usize].host as usize].nic_port as usize;
         match self.ports[nic].to {
-            NodeRef::Switch(s) => !self.routes[s as usize][to_host as usize].is_empty(),
-            NodeRef::Host(h) => h == to_host,
+            NodeRef::Switch(s) => !self.fib.ports(s, to).is_empty(),
+            NodeRef::Host(h) => h == self.vms[to as usize].host,
         }
+    }
+
+    /// The egress ports of switch `s` towards VM `vm` on shortest paths (empty: unreachable).
+    pub fn route_ports(&self, s: u32, vm: u32) -> &[u32] {
+        self.fib.ports(s, vm)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1154,7 +1198,7 @@ impl Model {
             if self.vms[w as usize].host == self.vms[agg as usize].host {
                 return Err(l.error(&path("workers"), "a worker shares the aggregator's host"));
             }
-            if !self.reachable(self.vms[w as usize].host, self.vms[agg as usize].host) {
+            if !self.reachable(w, agg) {
                 return Err(l.error(&path("aggregator"), "is unreachable from a worker"));
             }
             workers.push(w);
@@ -1265,5 +1309,28 @@ mod tests {
         let dm = Cdf::parse(DATAMINING_CDF).unwrap().mean();
         assert!((1.4e6..1.8e6).contains(&ws), "websearch mean {ws}");
         assert!((6.0e6..8.5e6).contains(&dm), "datamining mean {dm}");
+    }
+
+    #[test]
+    fn fat_tree_forwarding_stores_each_ecmp_set_once() {
+        let k = 8;
+        let text = format!("name = \"ft\"\nduration = \"1s\"\n[topology]\nkind = \"fat-tree\"\nk = {k}\nlink_rate = \"1Gbps\"\nlink_delay = \"1us\"\n");
+        let m = crate::load(&text, "ft.toml", &[], None).unwrap().model;
+        // Each edge switch has one set (its k/2 aggregation uplinks, for every host outside
+        // its rack) and each aggregation switch one (its k/2 core uplinks, for every host
+        // outside its pod); every other route has one port.
+        assert_eq!(m.fib.sets.len(), k * k);
+        assert!(m.fib.sets.iter().all(|&(_, n)| n as usize == k / 2));
+        assert_eq!(m.fib.ecmp.len(), k * k * k / 2);
+        let hosts = k * k * k / 4;
+        let edge0 = m
+            .graph
+            .switches
+            .iter()
+            .position(|s| s == "edge0_0")
+            .unwrap() as u32;
+        let last = (hosts - 1) as u32;
+        assert_eq!(m.route_ports(edge0, last).len(), k / 2);
+        assert_eq!(m.route_ports(edge0, 0).len(), 1);
     }
 }

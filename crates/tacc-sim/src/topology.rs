@@ -293,15 +293,15 @@ pub fn port_name(g: &Graph, port: usize) -> String {
     format!("{}->{}", g.name(from), g.name(to))
 }
 
-/// For every switch and destination host, the egress ports on a shortest path (ECMP set).
-/// Hosts never forward. Returns routes[switch][host] (empty when unreachable).
-// One BFS per destination host fills column `h` of every switch's row: indexing by `h` is the
-// natural order here.
-#[allow(clippy::needless_range_loop)]
-pub fn routes(g: &Graph) -> Vec<Vec<Vec<u32>>> {
+/// For every destination host, and every switch that reaches it, the egress ports on a
+/// shortest path (the ECMP set, in the switch's port order): `visit(hosts, switch, ports)`,
+/// for several hosts at once where they share the route.
+/// Hosts never forward. Nothing is kept per (switch, host) pair here: a large fat tree has
+/// tens of millions of them.
+pub fn routes(g: &Graph, mut visit: impl FnMut(&[u32], u32, &[u32])) {
     let n_sw = g.switches.len();
     let n_h = g.hosts.len();
-    // adjacency of switches: (neighbor, port)
+    // adjacency of switches: (neighbor, port); and each host's attachments: (switch, port)
     let mut adj: Vec<Vec<(NodeRef, u32)>> = vec![Vec::new(); n_sw];
     for (i, l) in g.links.iter().enumerate() {
         if let NodeRef::Switch(s) = l.a {
@@ -311,18 +311,37 @@ pub fn routes(g: &Graph) -> Vec<Vec<Vec<u32>>> {
             adj[s as usize].push((l.a, 2 * i as u32 + 1));
         }
     }
-    let mut table = vec![vec![Vec::new(); n_h]; n_sw];
-    for h in 0..n_h {
-        // BFS over switches from the host's attachment switch(es)
-        let mut dist = vec![u32::MAX; n_sw];
-        let mut q = VecDeque::new();
-        for (s, ports) in adj.iter().enumerate() {
-            for &(nb, port) in ports {
-                if nb == NodeRef::Host(h as u32) {
-                    dist[s] = 0;
-                    table[s][h].push(port);
-                    q.push_back(s);
-                }
+    let mut attach: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n_h];
+    for (s, ports) in adj.iter().enumerate() {
+        for &(nb, port) in ports {
+            if let NodeRef::Host(h) = nb {
+                attach[h as usize].push((s, port));
+            }
+        }
+    }
+    // Hosts behind the same switch(es) share their distances and every route but the last
+    // hop: one BFS per attachment, not per host (a k = 48 fat tree has 24 hosts per edge).
+    let mut groups: HashMap<Vec<usize>, Vec<u32>> = HashMap::new();
+    let mut order = Vec::new();
+    for (h, at) in attach.iter().enumerate() {
+        let mut key: Vec<usize> = at.iter().map(|a| a.0).collect();
+        key.dedup();
+        let members = groups.entry(key.clone()).or_default();
+        if members.is_empty() {
+            order.push(key);
+        }
+        members.push(h as u32);
+    }
+    let mut dist = vec![u32::MAX; n_sw];
+    let mut q = VecDeque::new();
+    let mut choices = Vec::new();
+    for key in &order {
+        // BFS over switches from the attachment switch(es)
+        dist.fill(u32::MAX);
+        for &s in key {
+            if dist[s] != 0 {
+                dist[s] = 0;
+                q.push_back(s);
             }
         }
         while let Some(s) = q.pop_front() {
@@ -336,20 +355,30 @@ pub fn routes(g: &Graph) -> Vec<Vec<Vec<u32>>> {
                 }
             }
         }
+        let hosts = &groups[key];
         for s in 0..n_sw {
-            if dist[s] == 0 || dist[s] == u32::MAX {
-                continue;
-            }
-            for &(nb, port) in &adj[s] {
-                if let NodeRef::Switch(t) = nb {
-                    if dist[t as usize] + 1 == dist[s] {
-                        table[s][h].push(port);
+            match dist[s] {
+                u32::MAX => {}
+                0 => {
+                    for h in hosts {
+                        choices.clear();
+                        let at = &attach[*h as usize];
+                        choices.extend(at.iter().filter(|a| a.0 == s).map(|a| a.1));
+                        visit(std::slice::from_ref(h), s as u32, &choices);
                     }
+                }
+                d => {
+                    choices.clear();
+                    for &(nb, port) in &adj[s] {
+                        if matches!(nb, NodeRef::Switch(t) if dist[t as usize] + 1 == d) {
+                            choices.push(port);
+                        }
+                    }
+                    visit(hosts, s as u32, &choices);
                 }
             }
         }
     }
-    table
 }
 
 #[cfg(test)]
@@ -369,11 +398,20 @@ mod tests {
         assert_eq!(g.hosts.len(), 16);
         assert_eq!(g.switches.len(), 20);
         assert_eq!(g.links.len(), 48);
-        let r = routes(&g);
+        let mut r = HashMap::new();
+        routes(&g, |hosts, s, ports| {
+            for &h in hosts {
+                r.insert((s as usize, h), ports.len());
+            }
+        });
         // an edge switch in pod 0 reaches a host in pod 3 through both of its aggregation switches
         let edge0 = g.switches.iter().position(|s| s == "edge0_0").unwrap();
-        assert_eq!(r[edge0][15].len(), 2);
+        assert_eq!(r[&(edge0, 15)], 2);
         let agg = g.switches.iter().position(|s| s == "agg0_0").unwrap();
-        assert_eq!(r[agg][15].len(), 2);
+        assert_eq!(r[&(agg, 15)], 2);
+        // and the host's own edge switch through its one port
+        let edge3 = g.switches.iter().position(|s| s == "edge3_1").unwrap();
+        assert_eq!(r[&(edge3, 15)], 1);
+        assert_eq!(r.len(), 20 * 16, "every switch reaches every host");
     }
 }
