@@ -4,7 +4,8 @@
 //! propagation), so the next 262 us are cut into `SLOTS` slots of `SLOT_NS` each, a ring
 //! that turns with the clock. A push links its event at the tail of its slot's list; a pop
 //! takes the first occupied slot from a bitmap and, from that slot's few events, the earliest,
-//! first linked among equal times. Events beyond the wheel's reach (retransmission timers,
+//! first linked among equal times. A slot holding many (a large topology puts hundreds in
+//! one) is sorted once, stably, and kept sorted while it drains. Events beyond the wheel's reach (retransmission timers,
 //! flow starts) wait in a binary heap and move onto the wheel, in order, as it turns to cover
 //! them: before anything else can be pushed there, so every slot's list stays in insertion
 //! order. This replaces a binary heap's unpredictable sift at every push and pop by a few
@@ -21,6 +22,9 @@ const SLOT_NS: u64 = 256;
 /// larger ring reaches further but stays less in the cache, and measured no faster.
 const SLOTS: usize = 1024;
 const NIL: u32 = u32::MAX;
+/// A slot's list up to this long is scanned for its earliest event at each pop; a longer one
+/// is sorted once.
+const SCAN_MAX: u32 = 8;
 
 #[derive(Clone, Copy)]
 struct Node<T> {
@@ -42,6 +46,13 @@ pub struct EventQueue<T> {
     occupied: [u64; SLOTS / 64],
     /// Bit `w`: `occupied[w]` is not zero.
     summary: u64,
+    /// Like `occupied`: ring position `r`'s list has been put in (time, insertion) order
+    /// and is kept so. A slot is sorted when a pop finds it long, and then stays sorted until
+    /// it empties; a dense slot (a large topology puts hundreds of events in one) then pops
+    /// in constant time instead of a scan per pop.
+    sorted: [u64; SLOTS / 64],
+    /// Reused by `sort_slot`.
+    scratch: Vec<u32>,
     /// Event storage, reused through the free list.
     nodes: Vec<Node<T>>,
     free: u32,
@@ -61,6 +72,8 @@ impl<T: Copy> Default for EventQueue<T> {
             lists: Box::new([(NIL, NIL); SLOTS]),
             occupied: [0; SLOTS / 64],
             summary: 0,
+            sorted: [0; SLOTS / 64],
+            scratch: Vec::new(),
             nodes: Vec::new(),
             free: NIL,
             later: BinaryHeap::new(),
@@ -163,35 +176,71 @@ impl<T: Copy> EventQueue<T> {
     /// Unlinks the earliest of the events (two or more) of ring position `r`, the first
     /// linked among equal times, if it is due by `end`: (node, time, item).
     fn take_earliest(&mut self, r: usize, end: u64) -> Option<(u32, u64, T)> {
-        let (head, tail) = self.lists[r];
-        let (mut best, mut best_prev) = (head, NIL);
-        let mut best_at = self.nodes[head as usize].at;
-        // A head at the current time is the earliest: a burst of events at one time (flows
-        // starting together) pops without scanning its slot again and again.
-        if best_at != self.last {
+        let bit = 1 << (r % 64);
+        // A head at the current time is the earliest (a burst of events at one time pops
+        // without a scan), as is the head of a sorted list.
+        if self.sorted[r / 64] & bit == 0 && self.nodes[self.lists[r].0 as usize].at != self.last {
+            // Scan for the earliest: cheaper than sorting a short list, while a long one is
+            // sorted for the pops that follow.
+            let (head, tail) = self.lists[r];
+            let (mut best, mut best_prev) = (head, NIL);
+            let mut best_at = self.nodes[head as usize].at;
             let (mut prev, mut cur) = (head, self.nodes[head as usize].next);
+            let mut n = 1;
             while cur != NIL {
-                let n = &self.nodes[cur as usize];
-                if n.at < best_at {
-                    (best, best_prev, best_at) = (cur, prev, n.at);
+                let node = &self.nodes[cur as usize];
+                if node.at < best_at {
+                    (best, best_prev, best_at) = (cur, prev, node.at);
                 }
-                (prev, cur) = (cur, n.next);
+                (prev, cur) = (cur, node.next);
+                n += 1;
             }
+            if n <= SCAN_MAX {
+                if best_at > end {
+                    return None;
+                }
+                let node = self.nodes[best as usize];
+                // At least one event stays in the slot.
+                if best_prev == NIL {
+                    self.lists[r].0 = node.next;
+                } else {
+                    self.nodes[best_prev as usize].next = node.next;
+                }
+                if tail == best {
+                    self.lists[r].1 = best_prev;
+                }
+                return Some((best, best_at, node.item));
+            }
+            self.sort_slot(r);
         }
-        if best_at > end {
+        let head = self.lists[r].0;
+        let node = self.nodes[head as usize];
+        if node.at > end {
             return None;
         }
-        let node = self.nodes[best as usize];
-        // At least one event stays in the slot.
-        if best_prev == NIL {
-            self.lists[r].0 = node.next;
-        } else {
-            self.nodes[best_prev as usize].next = node.next;
+        self.lists[r].0 = node.next;
+        Some((head, node.at, node.item))
+    }
+
+    /// Puts ring position `r`'s list in time order, keeping the list order (insertion
+    /// order) among equal times.
+    fn sort_slot(&mut self, r: usize) {
+        let mut ids = std::mem::take(&mut self.scratch);
+        let mut cur = self.lists[r].0;
+        while cur != NIL {
+            ids.push(cur);
+            cur = self.nodes[cur as usize].next;
         }
-        if tail == best {
-            self.lists[r].1 = best_prev;
+        ids.sort_by_key(|&id| self.nodes[id as usize].at); // stable
+        for pair in ids.windows(2) {
+            self.nodes[pair[0] as usize].next = pair[1];
         }
-        Some((best, best_at, node.item))
+        let (first, last) = (ids[0], ids[ids.len() - 1]);
+        self.nodes[last as usize].next = NIL;
+        self.lists[r] = (first, last);
+        self.sorted[r / 64] |= 1 << (r % 64);
+        ids.clear();
+        self.scratch = ids;
     }
 
     /// Removes and returns the earliest event.
@@ -199,7 +248,8 @@ impl<T: Copy> EventQueue<T> {
         self.pop_until(u64::MAX)
     }
 
-    /// Appends a node to the list of its time's slot.
+    /// Appends a node to the list of its time's slot (inserts it in order if that slot is
+    /// sorted, which only the slot being popped can be).
     #[inline]
     fn link(&mut self, id: u32, slot: u64) {
         let r = slot as usize % SLOTS;
@@ -209,10 +259,39 @@ impl<T: Copy> EventQueue<T> {
         if self.occupied[r / 64] & bit == 0 {
             self.occupied[r / 64] |= bit;
             self.summary |= 1 << (r / 64);
+            self.sorted[r / 64] &= !bit;
             self.lists[r] = (id, id);
+        } else if self.sorted[r / 64] & bit != 0 {
+            self.insert_sorted(r, id);
         } else {
             let tail = std::mem::replace(&mut self.lists[r].1, id);
             self.nodes[tail as usize].next = id;
+        }
+    }
+
+    /// Links `id` into ring position `r`'s sorted list after every event due at or before
+    /// its time.
+    fn insert_sorted(&mut self, r: usize, id: u32) {
+        let at = self.nodes[id as usize].at;
+        let (head, tail) = self.lists[r];
+        if at >= self.nodes[tail as usize].at {
+            self.nodes[tail as usize].next = id;
+            self.lists[r].1 = id;
+        } else if at < self.nodes[head as usize].at {
+            self.nodes[id as usize].next = head;
+            self.lists[r].0 = id;
+        } else {
+            let mut prev = head;
+            loop {
+                let next = self.nodes[prev as usize].next;
+                // The tail is later than `at`, so `next` is never NIL here.
+                if self.nodes[next as usize].at > at {
+                    self.nodes[id as usize].next = next;
+                    self.nodes[prev as usize].next = id;
+                    return;
+                }
+                prev = next;
+            }
         }
     }
 
@@ -333,6 +412,35 @@ mod tests {
         }
         for i in (0..1000).step_by(100) {
             assert_eq!(q.pop(), Some((5, 1000 + i)));
+        }
+        assert!(q.is_empty());
+    }
+
+    #[test]
+    fn a_dense_slot_pops_in_order_while_events_land_in_it() {
+        // Hundreds of events in one slot (sorted at the first pop), and more arriving in
+        // that slot while it drains, before, among and after the ones waiting.
+        let mut q = EventQueue::default();
+        let mut reference = BinaryHeap::new();
+        let mut x = 12345u64;
+        let mut next = || {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x >> 33
+        };
+        for seq in 0..300 {
+            let at = SLOT_NS * 4 + next() % SLOT_NS;
+            q.push(at, seq);
+            reference.push(Reverse((at, seq)));
+        }
+        let mut seq = 300;
+        while let Some(Reverse(want)) = reference.pop() {
+            assert_eq!(q.pop(), Some(want));
+            if seq < 600 {
+                let at = want.0 + next() % 40;
+                q.push(at, seq);
+                reference.push(Reverse((at, seq)));
+                seq += 1;
+            }
         }
         assert!(q.is_empty());
     }

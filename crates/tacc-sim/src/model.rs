@@ -260,13 +260,16 @@ pub struct Model {
     pub control: Control,
 }
 
-/// Forwarding table: each switch's routes by destination VM, one flat array, so that a
-/// packet's egress port is a load or two from its address rather than a chain of five. An
+/// Forwarding table. A packet's egress port is a load or two from its address: the
+/// destination VM's last hop (its host's switch and port) and, at any other switch, the
+/// route towards the host's group (the hosts behind one switch share it), one flat array. An
 /// ECMP set is stored once however many entries share it (in a fat tree every edge switch
-/// sends all other pods' hosts to the same uplinks).
+/// sends all other racks' hosts to the same uplinks).
 struct Fib {
-    vms: usize,
-    /// At `switch * vms + vm`.
+    groups: usize,
+    /// Per VM: (its host's group, the switch the host hangs off, that switch's port to it).
+    dest: Vec<(u32, u32, u32)>,
+    /// At `switch * groups + group`.
     entries: Vec<FibEntry>,
     /// ECMP sets of two or more choices: (start in `ecmp`, length).
     sets: Vec<(u32, u32)>,
@@ -282,37 +285,28 @@ struct FibEntry {
 
 const NO_ROUTE: u32 = u32::MAX;
 const NO_SET: u32 = u32::MAX;
+const NONE_ENTRY: FibEntry = FibEntry {
+    port: NO_ROUTE,
+    set: NO_SET,
+};
 
 impl Fib {
     fn new(g: &Graph, vms: &[Vm]) -> Fib {
-        let none = FibEntry {
-            port: NO_ROUTE,
-            set: NO_SET,
-        };
-        let mut fib = Fib {
-            vms: vms.len(),
-            entries: vec![none; g.switches.len() * vms.len()],
-            sets: Vec::new(),
-            ecmp: Vec::new(),
-        };
-        let mut vms_of = vec![Vec::new(); g.hosts.len()];
-        for (i, vm) in vms.iter().enumerate() {
-            vms_of[vm.host as usize].push(i);
-        }
+        let mut entries = Vec::new();
+        let (mut sets, mut ecmp) = (Vec::new(), Vec::new());
         let mut interned: HashMap<Vec<u32>, u32> = HashMap::new();
-        topology::routes(g, |hosts, s, choices| {
+        let mut visited = Vec::new();
+        let at = topology::routes(g, |group, s, choices| {
             let e = match choices {
-                [] => return,
                 &[port] => FibEntry { port, set: NO_SET },
                 _ => {
                     let set = match interned.get(choices) {
                         Some(&set) => set,
                         None => {
-                            let set = fib.sets.len() as u32;
-                            fib.sets.push((fib.ecmp.len() as u32, choices.len() as u32));
-                            fib.ecmp.extend_from_slice(choices);
-                            interned.insert(choices.to_vec(), set);
-                            set
+                            sets.push((ecmp.len() as u32, choices.len() as u32));
+                            ecmp.extend_from_slice(choices);
+                            interned.insert(choices.to_vec(), sets.len() as u32 - 1);
+                            sets.len() as u32 - 1
                         }
                     };
                     FibEntry {
@@ -321,25 +315,52 @@ impl Fib {
                     }
                 }
             };
-            for &h in hosts {
-                for &vm in &vms_of[h as usize] {
-                    fib.entries[s as usize * fib.vms + vm] = e;
-                }
-            }
+            visited.push((s, group, e));
         });
-        fib
+        entries.resize(g.switches.len() * at.groups, NONE_ENTRY);
+        for (s, group, e) in visited {
+            entries[s as usize * at.groups + group as usize] = e;
+        }
+        let dest = vms
+            .iter()
+            .map(|vm| {
+                let h = vm.host as usize;
+                (at.group[h], at.last_hop[h].0, at.last_hop[h].1)
+            })
+            .collect();
+        Fib {
+            groups: at.groups,
+            dest,
+            entries,
+            sets,
+            ecmp,
+        }
     }
 
     /// Switch `s`'s entry for destination address `ip` (none for an address of no VM).
     #[inline]
     fn entry(&self, s: u32, ip: u32) -> Option<FibEntry> {
         let vm = ip.wrapping_sub(IP_BASE + 1) as usize;
-        (vm < self.vms).then(|| self.entries[s as usize * self.vms + vm])
+        let &(group, last, port) = self.dest.get(vm)?;
+        Some(if s == last {
+            FibEntry { port, set: NO_SET }
+        } else if group == topology::NONE {
+            NONE_ENTRY
+        } else {
+            self.entries[s as usize * self.groups + group as usize]
+        })
     }
 
     /// The egress ports of switch `s` towards VM `vm` (empty: unreachable).
     fn ports(&self, s: u32, vm: u32) -> &[u32] {
-        let e = &self.entries[s as usize * self.vms + vm as usize];
+        let d = &self.dest[vm as usize];
+        if s == d.1 {
+            return std::slice::from_ref(&d.2);
+        }
+        let e = match d.0 {
+            topology::NONE => &NONE_ENTRY,
+            group => &self.entries[s as usize * self.groups + group as usize],
+        };
         if e.set != NO_SET {
             let (start, n) = self.sets[e.set as usize];
             &self.ecmp[start as usize..(start + n) as usize]
@@ -1322,6 +1343,8 @@ mod tests {
         assert_eq!(m.fib.sets.len(), k * k);
         assert!(m.fib.sets.iter().all(|&(_, n)| n as usize == k / 2));
         assert_eq!(m.fib.ecmp.len(), k * k * k / 2);
+        // One entry per switch and edge switch (k/2 hosts behind each), not per host.
+        assert_eq!(m.fib.entries.len(), m.graph.switches.len() * k * k / 2);
         let hosts = k * k * k / 4;
         let edge0 = m
             .graph

@@ -293,15 +293,25 @@ pub fn port_name(g: &Graph, port: usize) -> String {
     format!("{}->{}", g.name(from), g.name(to))
 }
 
-/// For every destination host, and every switch that reaches it, the egress ports on a
-/// shortest path (the ECMP set, in the switch's port order): `visit(hosts, switch, ports)`,
-/// for several hosts at once where they share the route.
-/// Hosts never forward. Nothing is kept per (switch, host) pair here: a large fat tree has
-/// tens of millions of them.
-pub fn routes(g: &Graph, mut visit: impl FnMut(&[u32], u32, &[u32])) {
+/// Where the hosts hang off the switches. Every host has one link, so the hosts behind one
+/// switch (a group) share every route but the last hop.
+pub struct Attachments {
+    /// Per host: its group (`NONE` for a host linked straight to another host).
+    pub group: Vec<u32>,
+    /// Per host: the switch it hangs off and that switch's port to it (`NONE` for neither).
+    pub last_hop: Vec<(u32, u32)>,
+    pub groups: usize,
+}
+
+pub const NONE: u32 = u32::MAX;
+
+/// Shortest-path (ECMP) routes towards each group of hosts: `visit(group, switch, ports)`
+/// for every other switch that reaches the group, with the egress ports on a shortest path
+/// (the ECMP set, in the switch's port order). Hosts never forward. One BFS per group and
+/// nothing kept per (switch, host) pair: a large fat tree has tens of millions of them.
+pub fn routes(g: &Graph, mut visit: impl FnMut(u32, u32, &[u32])) -> Attachments {
     let n_sw = g.switches.len();
-    let n_h = g.hosts.len();
-    // adjacency of switches: (neighbor, port); and each host's attachments: (switch, port)
+    // adjacency of switches: (neighbor, port)
     let mut adj: Vec<Vec<(NodeRef, u32)>> = vec![Vec::new(); n_sw];
     for (i, l) in g.links.iter().enumerate() {
         if let NodeRef::Switch(s) = l.a {
@@ -311,39 +321,33 @@ pub fn routes(g: &Graph, mut visit: impl FnMut(&[u32], u32, &[u32])) {
             adj[s as usize].push((l.a, 2 * i as u32 + 1));
         }
     }
-    let mut attach: Vec<Vec<(usize, u32)>> = vec![Vec::new(); n_h];
+    let mut at = Attachments {
+        group: vec![NONE; g.hosts.len()],
+        last_hop: vec![(NONE, NONE); g.hosts.len()],
+        groups: 0,
+    };
+    let mut group_of_switch = vec![NONE; n_sw];
+    let mut group_switch = Vec::new();
     for (s, ports) in adj.iter().enumerate() {
         for &(nb, port) in ports {
             if let NodeRef::Host(h) = nb {
-                attach[h as usize].push((s, port));
+                if group_of_switch[s] == NONE {
+                    group_of_switch[s] = group_switch.len() as u32;
+                    group_switch.push(s);
+                }
+                at.group[h as usize] = group_of_switch[s];
+                at.last_hop[h as usize] = (s as u32, port);
             }
         }
     }
-    // Hosts behind the same switch(es) share their distances and every route but the last
-    // hop: one BFS per attachment, not per host (a k = 48 fat tree has 24 hosts per edge).
-    let mut groups: HashMap<Vec<usize>, Vec<u32>> = HashMap::new();
-    let mut order = Vec::new();
-    for (h, at) in attach.iter().enumerate() {
-        let mut key: Vec<usize> = at.iter().map(|a| a.0).collect();
-        key.dedup();
-        let members = groups.entry(key.clone()).or_default();
-        if members.is_empty() {
-            order.push(key);
-        }
-        members.push(h as u32);
-    }
+    at.groups = group_switch.len();
     let mut dist = vec![u32::MAX; n_sw];
     let mut q = VecDeque::new();
     let mut choices = Vec::new();
-    for key in &order {
-        // BFS over switches from the attachment switch(es)
+    for (group, &root) in group_switch.iter().enumerate() {
         dist.fill(u32::MAX);
-        for &s in key {
-            if dist[s] != 0 {
-                dist[s] = 0;
-                q.push_back(s);
-            }
-        }
+        dist[root] = 0;
+        q.push_back(root);
         while let Some(s) = q.pop_front() {
             for &(nb, _) in &adj[s] {
                 if let NodeRef::Switch(t) = nb {
@@ -355,30 +359,20 @@ pub fn routes(g: &Graph, mut visit: impl FnMut(&[u32], u32, &[u32])) {
                 }
             }
         }
-        let hosts = &groups[key];
-        for s in 0..n_sw {
-            match dist[s] {
-                u32::MAX => {}
-                0 => {
-                    for h in hosts {
-                        choices.clear();
-                        let at = &attach[*h as usize];
-                        choices.extend(at.iter().filter(|a| a.0 == s).map(|a| a.1));
-                        visit(std::slice::from_ref(h), s as u32, &choices);
-                    }
-                }
-                d => {
-                    choices.clear();
-                    for &(nb, port) in &adj[s] {
-                        if matches!(nb, NodeRef::Switch(t) if dist[t as usize] + 1 == d) {
-                            choices.push(port);
-                        }
-                    }
-                    visit(hosts, s as u32, &choices);
+        for (s, &d) in dist.iter().enumerate() {
+            if d == 0 || d == u32::MAX {
+                continue;
+            }
+            choices.clear();
+            for &(nb, port) in &adj[s] {
+                if matches!(nb, NodeRef::Switch(t) if dist[t as usize] + 1 == d) {
+                    choices.push(port);
                 }
             }
+            visit(group as u32, s as u32, &choices);
         }
     }
+    at
 }
 
 #[cfg(test)]
@@ -399,19 +393,21 @@ mod tests {
         assert_eq!(g.switches.len(), 20);
         assert_eq!(g.links.len(), 48);
         let mut r = HashMap::new();
-        routes(&g, |hosts, s, ports| {
-            for &h in hosts {
-                r.insert((s as usize, h), ports.len());
-            }
+        let at = routes(&g, |group, s, ports| {
+            r.insert((s as usize, group), ports.len());
         });
+        // two hosts per edge switch: eight groups, each reached from the other 19 switches
+        assert_eq!(at.groups, 8);
+        assert_eq!(r.len(), 8 * 19);
+        let g15 = at.group[15];
+        assert_eq!(at.group[14], g15);
         // an edge switch in pod 0 reaches a host in pod 3 through both of its aggregation switches
         let edge0 = g.switches.iter().position(|s| s == "edge0_0").unwrap();
-        assert_eq!(r[&(edge0, 15)], 2);
+        assert_eq!(r[&(edge0, g15)], 2);
         let agg = g.switches.iter().position(|s| s == "agg0_0").unwrap();
-        assert_eq!(r[&(agg, 15)], 2);
-        // and the host's own edge switch through its one port
+        assert_eq!(r[&(agg, g15)], 2);
+        // and the host hangs off its own edge switch by one port
         let edge3 = g.switches.iter().position(|s| s == "edge3_1").unwrap();
-        assert_eq!(r[&(edge3, 15)], 1);
-        assert_eq!(r.len(), 20 * 16, "every switch reaches every host");
+        assert_eq!(at.last_hop[15].0, edge3 as u32);
     }
 }
