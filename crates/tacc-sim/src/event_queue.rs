@@ -424,7 +424,9 @@ mod tests {
         let mut reference = BinaryHeap::new();
         let mut x = 12345u64;
         let mut next = || {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             x >> 33
         };
         for seq in 0..300 {
