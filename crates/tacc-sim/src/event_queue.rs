@@ -5,10 +5,10 @@
 //! that turns with the clock. A push links its event at the tail of its slot's list; a pop
 //! takes the first occupied slot from a bitmap and, from that slot's few events, the earliest,
 //! first linked among equal times. A slot holding many (a large topology puts hundreds in
-//! one) is sorted once, stably, and kept sorted while it drains. Events beyond the wheel's reach (retransmission timers,
-//! flow starts) wait in a binary heap and move onto the wheel, in order, as it turns to cover
-//! them: before anything else can be pushed there, so every slot's list stays in insertion
-//! order. This replaces a binary heap's unpredictable sift at every push and pop by a few
+//! one) is sorted once, stably, and kept sorted while it drains. Events beyond the wheel's
+//! reach (retransmission timers, flow starts) wait in a binary heap and move onto the wheel,
+//! in order, as it turns to cover them: before anything else can be pushed there, so every
+//! slot's list stays in insertion order. This replaces a binary heap's unpredictable sift at every push and pop by a few
 //! bit operations.
 //!
 //! Time never goes back: nothing is scheduled before the last popped time.
@@ -47,9 +47,9 @@ pub struct EventQueue<T> {
     /// Bit `w`: `occupied[w]` is not zero.
     summary: u64,
     /// Like `occupied`: ring position `r`'s list has been put in (time, insertion) order
-    /// and is kept so. A slot is sorted when a pop finds it long, and then stays sorted until
-    /// it empties; a dense slot (a large topology puts hundreds of events in one) then pops
-    /// in constant time instead of a scan per pop.
+    /// and is kept so. A slot is sorted when a pop finds it long, and stays sorted while it
+    /// holds two events or more; a dense slot (a large topology puts hundreds of events in
+    /// one) then pops in constant time instead of a scan per pop.
     sorted: [u64; SLOTS / 64],
     /// Reused by `sort_slot`.
     scratch: Vec<u32>,
@@ -177,49 +177,58 @@ impl<T: Copy> EventQueue<T> {
     /// linked among equal times, if it is due by `end`: (node, time, item).
     fn take_earliest(&mut self, r: usize, end: u64) -> Option<(u32, u64, T)> {
         let bit = 1 << (r % 64);
-        // A head at the current time is the earliest (a burst of events at one time pops
-        // without a scan), as is the head of a sorted list.
-        if self.sorted[r / 64] & bit == 0 && self.nodes[self.lists[r].0 as usize].at != self.last {
-            // Scan for the earliest: cheaper than sorting a short list, while a long one is
-            // sorted for the pops that follow.
-            let (head, tail) = self.lists[r];
-            let (mut best, mut best_prev) = (head, NIL);
-            let mut best_at = self.nodes[head as usize].at;
-            let (mut prev, mut cur) = (head, self.nodes[head as usize].next);
-            let mut n = 1;
-            while cur != NIL {
-                let node = &self.nodes[cur as usize];
-                if node.at < best_at {
-                    (best, best_prev, best_at) = (cur, prev, node.at);
-                }
-                (prev, cur) = (cur, node.next);
-                n += 1;
-            }
-            if n <= SCAN_MAX {
-                if best_at > end {
-                    return None;
-                }
-                let node = self.nodes[best as usize];
-                // At least one event stays in the slot.
-                if best_prev == NIL {
-                    self.lists[r].0 = node.next;
-                } else {
-                    self.nodes[best_prev as usize].next = node.next;
-                }
-                if tail == best {
-                    self.lists[r].1 = best_prev;
-                }
-                return Some((best, best_at, node.item));
-            }
-            self.sort_slot(r);
-        }
         let head = self.lists[r].0;
-        let node = self.nodes[head as usize];
+        // The head of a sorted list is the earliest, and so is a head at the current time (a
+        // burst of events at one time pops without a scan).
+        let (best, prev) =
+            if self.sorted[r / 64] & bit != 0 || self.nodes[head as usize].at == self.last {
+                (head, NIL)
+            } else if let Some(found) = self.scan_short(head) {
+                found
+            } else {
+                self.sort_slot(r);
+                (self.lists[r].0, NIL)
+            };
+        let node = self.nodes[best as usize];
         if node.at > end {
             return None;
         }
-        self.lists[r].0 = node.next;
-        Some((head, node.at, node.item))
+        // At least one event stays in the slot.
+        if prev == NIL {
+            self.lists[r].0 = node.next;
+        } else {
+            self.nodes[prev as usize].next = node.next;
+        }
+        if self.lists[r].1 == best {
+            self.lists[r].1 = prev;
+        }
+        if self.lists[r].0 == self.lists[r].1 {
+            // One event left: the single-event pop takes it, and the slot's next events
+            // start an unsorted list.
+            self.sorted[r / 64] &= !bit;
+        }
+        Some((best, node.at, node.item))
+    }
+
+    /// The earliest event of the list from `head` and the node before it (`NIL`: none), if
+    /// the list is at most `SCAN_MAX` long: cheaper than sorting a short list.
+    fn scan_short(&self, head: u32) -> Option<(u32, u32)> {
+        let (mut best, mut best_prev) = (head, NIL);
+        let mut best_at = self.nodes[head as usize].at;
+        let (mut prev, mut cur) = (head, self.nodes[head as usize].next);
+        let mut n = 1;
+        while cur != NIL {
+            n += 1;
+            if n > SCAN_MAX {
+                return None;
+            }
+            let node = &self.nodes[cur as usize];
+            if node.at < best_at {
+                (best, best_prev, best_at) = (cur, prev, node.at);
+            }
+            (prev, cur) = (cur, node.next);
+        }
+        Some((best, best_prev))
     }
 
     /// Puts ring position `r`'s list in time order, keeping the list order (insertion
@@ -259,7 +268,6 @@ impl<T: Copy> EventQueue<T> {
         if self.occupied[r / 64] & bit == 0 {
             self.occupied[r / 64] |= bit;
             self.summary |= 1 << (r / 64);
-            self.sorted[r / 64] &= !bit;
             self.lists[r] = (id, id);
         } else if self.sorted[r / 64] & bit != 0 {
             self.insert_sorted(r, id);

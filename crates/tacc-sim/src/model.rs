@@ -267,13 +267,21 @@ pub struct Model {
 /// sends all other racks' hosts to the same uplinks).
 struct Fib {
     groups: usize,
-    /// Per VM: (its host's group, the switch the host hangs off, that switch's port to it).
-    dest: Vec<(u32, u32, u32)>,
+    /// Per VM.
+    dest: Vec<Dest>,
     /// At `switch * groups + group`.
     entries: Vec<FibEntry>,
     /// ECMP sets of two or more choices: (start in `ecmp`, length).
     sets: Vec<(u32, u32)>,
     ecmp: Vec<u32>,
+}
+
+/// Where a VM is: its host's group, and the switch the host hangs off with that switch's
+/// entry towards it, its one port (`topology::NONE` for a host linked straight to another).
+struct Dest {
+    group: u32,
+    switch: u32,
+    last_hop: FibEntry,
 }
 
 #[derive(Clone, Copy)]
@@ -292,21 +300,23 @@ const NONE_ENTRY: FibEntry = FibEntry {
 
 impl Fib {
     fn new(g: &Graph, vms: &[Vm]) -> Fib {
-        let mut entries = Vec::new();
+        let at = topology::attachments(g);
+        let groups = at.roots.len();
+        let mut entries = vec![NONE_ENTRY; g.switches.len() * groups];
         let (mut sets, mut ecmp) = (Vec::new(), Vec::new());
         let mut interned: HashMap<Vec<u32>, u32> = HashMap::new();
-        let mut visited = Vec::new();
-        let at = topology::routes(g, |group, s, choices| {
+        topology::routes(g, &at, |group, s, choices| {
             let e = match choices {
                 &[port] => FibEntry { port, set: NO_SET },
                 _ => {
                     let set = match interned.get(choices) {
                         Some(&set) => set,
                         None => {
+                            let set = sets.len() as u32;
                             sets.push((ecmp.len() as u32, choices.len() as u32));
                             ecmp.extend_from_slice(choices);
-                            interned.insert(choices.to_vec(), sets.len() as u32 - 1);
-                            sets.len() as u32 - 1
+                            interned.insert(choices.to_vec(), set);
+                            set
                         }
                     };
                     FibEntry {
@@ -315,21 +325,22 @@ impl Fib {
                     }
                 }
             };
-            visited.push((s, group, e));
+            entries[s as usize * groups + group as usize] = e;
         });
-        entries.resize(g.switches.len() * at.groups, NONE_ENTRY);
-        for (s, group, e) in visited {
-            entries[s as usize * at.groups + group as usize] = e;
-        }
         let dest = vms
             .iter()
             .map(|vm| {
                 let h = vm.host as usize;
-                (at.group[h], at.last_hop[h].0, at.last_hop[h].1)
+                let (switch, port) = at.last_hop[h];
+                Dest {
+                    group: at.group[h],
+                    switch,
+                    last_hop: FibEntry { port, set: NO_SET },
+                }
             })
             .collect();
         Fib {
-            groups: at.groups,
+            groups,
             dest,
             entries,
             sets,
@@ -337,30 +348,22 @@ impl Fib {
         }
     }
 
-    /// Switch `s`'s entry for destination address `ip` (none for an address of no VM).
+    /// Switch `s`'s entry towards VM `vm` (none for a VM that does not exist).
     #[inline]
-    fn entry(&self, s: u32, ip: u32) -> Option<FibEntry> {
-        let vm = ip.wrapping_sub(IP_BASE + 1) as usize;
-        let &(group, last, port) = self.dest.get(vm)?;
-        Some(if s == last {
-            FibEntry { port, set: NO_SET }
-        } else if group == topology::NONE {
-            NONE_ENTRY
+    fn entry(&self, s: u32, vm: usize) -> Option<&FibEntry> {
+        let d = self.dest.get(vm)?;
+        Some(if s == d.switch {
+            &d.last_hop
+        } else if d.group == topology::NONE {
+            &NONE_ENTRY
         } else {
-            self.entries[s as usize * self.groups + group as usize]
+            &self.entries[s as usize * self.groups + d.group as usize]
         })
     }
 
     /// The egress ports of switch `s` towards VM `vm` (empty: unreachable).
-    fn ports(&self, s: u32, vm: u32) -> &[u32] {
-        let d = &self.dest[vm as usize];
-        if s == d.1 {
-            return std::slice::from_ref(&d.2);
-        }
-        let e = match d.0 {
-            topology::NONE => &NONE_ENTRY,
-            group => &self.entries[s as usize * self.groups + group as usize],
-        };
+    fn ports(&self, s: u32, vm: usize) -> &[u32] {
+        let e = self.entry(s, vm).unwrap_or(&NONE_ENTRY);
         if e.set != NO_SET {
             let (start, n) = self.sets[e.set as usize];
             &self.ecmp[start as usize..(start + n) as usize]
@@ -406,7 +409,9 @@ pub fn expand(pattern: &str, i: u32) -> String {
 impl Model {
     /// The output port switch `s` forwards `p` to by routing (ECMP by 5-tuple hash).
     pub fn route(&self, s: u32, p: &Packet) -> Option<u32> {
-        let e = self.fib.entry(s, p.dst)?;
+        let e = self
+            .fib
+            .entry(s, p.dst.wrapping_sub(IP_BASE + 1) as usize)?;
         if e.set == NO_SET {
             return (e.port != NO_ROUTE).then_some(e.port);
         }
@@ -1147,14 +1152,14 @@ impl Model {
     fn reachable(&self, from: u32, to: u32) -> bool {
         let nic = self.hosts[self.vms[from as usize].host as usize].nic_port as usize;
         match self.ports[nic].to {
-            NodeRef::Switch(s) => !self.fib.ports(s, to).is_empty(),
+            NodeRef::Switch(s) => !self.fib.ports(s, to as usize).is_empty(),
             NodeRef::Host(h) => h == self.vms[to as usize].host,
         }
     }
 
     /// The egress ports of switch `s` towards VM `vm` on shortest paths (empty: unreachable).
     pub fn route_ports(&self, s: u32, vm: u32) -> &[u32] {
-        self.fib.ports(s, vm)
+        self.fib.ports(s, vm as usize)
     }
 
     #[allow(clippy::too_many_arguments)]

@@ -300,19 +300,15 @@ pub struct Attachments {
     pub group: Vec<u32>,
     /// Per host: the switch it hangs off and that switch's port to it (`NONE` for neither).
     pub last_hop: Vec<(u32, u32)>,
-    pub groups: usize,
+    /// Per group: the switch its hosts hang off.
+    pub roots: Vec<u32>,
 }
 
 pub const NONE: u32 = u32::MAX;
 
-/// Shortest-path (ECMP) routes towards each group of hosts: `visit(group, switch, ports)`
-/// for every other switch that reaches the group, with the egress ports on a shortest path
-/// (the ECMP set, in the switch's port order). Hosts never forward. One BFS per group and
-/// nothing kept per (switch, host) pair: a large fat tree has tens of millions of them.
-pub fn routes(g: &Graph, mut visit: impl FnMut(u32, u32, &[u32])) -> Attachments {
-    let n_sw = g.switches.len();
-    // adjacency of switches: (neighbor, port)
-    let mut adj: Vec<Vec<(NodeRef, u32)>> = vec![Vec::new(); n_sw];
+/// Adjacency of switches: (neighbor, port) in port order.
+fn switch_adjacency(g: &Graph) -> Vec<Vec<(NodeRef, u32)>> {
+    let mut adj: Vec<Vec<(NodeRef, u32)>> = vec![Vec::new(); g.switches.len()];
     for (i, l) in g.links.iter().enumerate() {
         if let NodeRef::Switch(s) = l.a {
             adj[s as usize].push((l.b, 2 * i as u32));
@@ -321,33 +317,44 @@ pub fn routes(g: &Graph, mut visit: impl FnMut(u32, u32, &[u32])) -> Attachments
             adj[s as usize].push((l.a, 2 * i as u32 + 1));
         }
     }
+    adj
+}
+
+pub fn attachments(g: &Graph) -> Attachments {
     let mut at = Attachments {
         group: vec![NONE; g.hosts.len()],
         last_hop: vec![(NONE, NONE); g.hosts.len()],
-        groups: 0,
+        roots: Vec::new(),
     };
-    let mut group_of_switch = vec![NONE; n_sw];
-    let mut group_switch = Vec::new();
-    for (s, ports) in adj.iter().enumerate() {
+    let mut group_of_switch = vec![NONE; g.switches.len()];
+    for (s, ports) in switch_adjacency(g).iter().enumerate() {
         for &(nb, port) in ports {
             if let NodeRef::Host(h) = nb {
                 if group_of_switch[s] == NONE {
-                    group_of_switch[s] = group_switch.len() as u32;
-                    group_switch.push(s);
+                    group_of_switch[s] = at.roots.len() as u32;
+                    at.roots.push(s as u32);
                 }
                 at.group[h as usize] = group_of_switch[s];
                 at.last_hop[h as usize] = (s as u32, port);
             }
         }
     }
-    at.groups = group_switch.len();
-    let mut dist = vec![u32::MAX; n_sw];
+    at
+}
+
+/// Shortest-path (ECMP) routes towards each group of hosts: `visit(group, switch, ports)`
+/// for every other switch that reaches the group, with the egress ports on a shortest path
+/// (the ECMP set, in the switch's port order). Hosts never forward. One BFS per group and
+/// nothing kept per (switch, host) pair: a large fat tree has tens of millions of them.
+pub fn routes(g: &Graph, at: &Attachments, mut visit: impl FnMut(u32, u32, &[u32])) {
+    let adj = switch_adjacency(g);
+    let mut dist = vec![u32::MAX; g.switches.len()];
     let mut q = VecDeque::new();
     let mut choices = Vec::new();
-    for (group, &root) in group_switch.iter().enumerate() {
+    for (group, &root) in at.roots.iter().enumerate() {
         dist.fill(u32::MAX);
-        dist[root] = 0;
-        q.push_back(root);
+        dist[root as usize] = 0;
+        q.push_back(root as usize);
         while let Some(s) = q.pop_front() {
             for &(nb, _) in &adj[s] {
                 if let NodeRef::Switch(t) = nb {
@@ -372,7 +379,6 @@ pub fn routes(g: &Graph, mut visit: impl FnMut(u32, u32, &[u32])) -> Attachments
             visit(group as u32, s as u32, &choices);
         }
     }
-    at
 }
 
 #[cfg(test)]
@@ -392,12 +398,13 @@ mod tests {
         assert_eq!(g.hosts.len(), 16);
         assert_eq!(g.switches.len(), 20);
         assert_eq!(g.links.len(), 48);
+        let at = attachments(&g);
         let mut r = HashMap::new();
-        let at = routes(&g, |group, s, ports| {
+        routes(&g, &at, |group, s, ports| {
             r.insert((s as usize, group), ports.len());
         });
         // two hosts per edge switch: eight groups, each reached from the other 19 switches
-        assert_eq!(at.groups, 8);
+        assert_eq!(at.roots.len(), 8);
         assert_eq!(r.len(), 8 * 19);
         let g15 = at.group[15];
         assert_eq!(at.group[14], g15);
