@@ -720,8 +720,7 @@ class _Less:
     factor: float = 1.0
 
     def __call__(self, _v: float, m: dict[tuple[str, str], list[float]]) -> bool:
-        return (float(np.mean(_one(m, self.a, self.metric)))
-                < self.factor * float(np.mean(_one(m, self.b, self.metric))))
+        return _mean(m, self.a, self.metric) < self.factor * _mean(m, self.b, self.metric)
 
     def spread(self, m: dict[tuple[str, str], list[float]]) -> bool | None:
         return within_spread(_one(m, self.a, self.metric),
