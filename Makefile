@@ -15,7 +15,7 @@ $(VENV)/bin/python:
 # The engine is built profile-guided (tools/pgo-profile.sh), trained again only when the
 # engine or the training scenarios change.
 PGO := target/pgo/trained
-$(PGO): tools/pgo-profile.sh $(shell find crates -name '*.rs' -o -name 'Cargo.toml') Cargo.lock scenarios/*.toml python/tacc/scenarios/default.toml
+$(PGO): tools/pgo-profile.sh $(shell find crates -name '*.rs' -o -name 'Cargo.toml') Cargo.lock python/tacc/scenarios/default.toml python/tacc/scenarios/papers/*.toml
 	tools/pgo-profile.sh
 
 $(STAMP): $(VENV)/bin/python $(PGO) $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' 2>/dev/null) Cargo.toml pyproject.toml

@@ -68,15 +68,15 @@ done <<'LIST'
 python/tacc/scenarios/default.toml 12s
 python/tacc/scenarios/default.toml 12s mechanism={kind="hygenicc",on_shortage="queue"}
 python/tacc/scenarios/default.toml 12s mechanism={kind="hygenicc",on_shortage="drop"}
-scenarios/hygenicc_fig2-5.toml 7s tcp.cc="dctcp"
-scenarios/sdngcc_fig1-6.toml 12s mechanism={kind="sdn-gcc",interval="1ms",on_shortage="queue",clear_ce=true}
-scenarios/sdngcc_fig1-6.toml 12s mechanism={kind="static-rate",rate="250Mbps",on_shortage="queue"}
-scenarios/sicc_dumbbell.toml 5s
-scenarios/sicc_dumbbell.toml 5s mechanism={kind="sicc",initial_window=2.0,evaluate_on_syn=true}
-scenarios/sicc_dumbbell.toml 5s mechanism={kind="rwndq"}
-scenarios/sicc_tree144.toml 1s
-scenarios/sdnecn_topo1.toml 10s mechanism={kind="sdn-ecn"}
-scenarios/sdnecn_multihop.toml 7s mechanism={kind="sdn-ecn"}
+python/tacc/scenarios/papers/hygenicc_fig2-5.toml 7s tcp.cc="dctcp"
+python/tacc/scenarios/papers/sdngcc_fig1-6.toml 12s mechanism={kind="sdn-gcc",interval="1ms",on_shortage="queue",clear_ce=true}
+python/tacc/scenarios/papers/sdngcc_fig1-6.toml 12s mechanism={kind="static-rate",rate="250Mbps",on_shortage="queue"}
+python/tacc/scenarios/papers/sicc_dumbbell.toml 5s
+python/tacc/scenarios/papers/sicc_dumbbell.toml 5s mechanism={kind="sicc",initial_window=2.0,evaluate_on_syn=true}
+python/tacc/scenarios/papers/sicc_dumbbell.toml 5s mechanism={kind="rwndq"}
+python/tacc/scenarios/papers/sicc_tree144.toml 1s
+python/tacc/scenarios/papers/sdnecn_topo1.toml 10s mechanism={kind="sdn-ecn"}
+python/tacc/scenarios/papers/sdnecn_multihop.toml 7s mechanism={kind="sdn-ecn"}
 LIST
 rm -rf "$out/run"
 "$profdata" merge -o "$out/tacc.profdata" "$out/raw"

@@ -88,7 +88,7 @@ def scenario_dir() -> Path:
     env = os.environ.get("TACC_SCENARIO_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "scenarios"
+    return Path(__file__).resolve().parent / "scenarios" / "papers"
 
 
 # --------------------------------------------------------------------------- registry types
