@@ -72,7 +72,9 @@ pub trait PacketHeaders {
 
 /// The 5-tuple that names a transport flow (ports are zero for non-TCP packets, since the
 /// header trait exposes ports only for TCP).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 pub struct FlowKey {
     pub src: u32,
     pub dst: u32,

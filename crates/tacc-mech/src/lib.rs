@@ -7,7 +7,16 @@
 //! The caller owns the clock and the timers: each mechanism says when it next needs
 //! attention (`poll_at`) and the caller calls it back then.
 //!
-//! Layers:
+//! The interface every driver uses (the simulator, a Linux host agent, an SDN controller):
+//! - [`roles`]: the three roles (host shim, switch hook, controller app) as traits, and the
+//!   [`roles::Fabric`] a mechanism is built for.
+//! - [`control`]: the control-plane messages (packet-ins, statistics, flow-mods,
+//!   notifications to hosts), serializable.
+//! - [`mechanisms`]: the scenario's `[mechanism]` table, one struct per kind, checked and
+//!   built into the roles; one line registers a kind.
+//! - [`units`]: values with units as scenario files write them ("1Gbps", "25us").
+//!
+//! The state machines:
 //! - [`headers`]: the header fields mechanisms read and write (ECN, reserved flag, IP ID, rwnd).
 //! - [`wire`]: those fields on real bytes, with RFC 1071/1624 checksum maintenance.
 //! - [`token_bucket`]: the per-VM rate limiter shared by HyGenICC, SDN-GCC and static limits.
@@ -23,18 +32,23 @@
 //! - [`sdn_ecn`]: SDN-ECN, a controller that finds links above 75% utilization and installs
 //!   CE-marking rules for their fastest flows.
 
+pub mod control;
 pub mod headers;
 pub mod hygenicc;
+pub mod mechanisms;
 pub mod rate_alloc;
+pub mod roles;
 pub mod rwndq;
 pub mod sdn_ecn;
 pub mod sdn_gcc;
 pub mod sicc;
 pub mod token_bucket;
+pub mod units;
 pub mod wire;
 
 pub use headers::{Ecn, FlowKey, PacketHeaders};
 pub use hygenicc::{FeedbackPacket, HygenConfig, HygenShim, IngressVerdict};
+pub use mechanisms::MechanismConfig;
 pub use rate_alloc::{
     AllocatorConfig, BucketConfig, DropReason, EgressVerdict, RateAllocator, ShortagePolicy,
     StaticRateLimiter,

@@ -43,22 +43,7 @@ impl Default for SdnEcnConfig {
     }
 }
 
-/// One switch port's cumulative transmitted bytes at the probe.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PortSample {
-    pub switch: u32,
-    pub port: u32,
-    pub tx_bytes: u64,
-}
-
-/// One flow's cumulative bytes on the rule of `switch` that forwards it out of `port`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FlowSample {
-    pub switch: u32,
-    pub port: u32,
-    pub key: FlowKey,
-    pub bytes: u64,
-}
+pub use crate::control::{FlowSample, PortSample};
 
 /// The caller should read the port and flow counters of `switch` for the next probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -362,7 +362,7 @@ pub struct PortStatsRequest {
 
 /// A congestion notification: the caller sends it (from `from_dst`'s address) to the shim of
 /// `to_src`'s host, which calls [`SdnGccShim::on_notification`].
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Notify {
     pub to_src: u32,
     pub from_dst: u32,

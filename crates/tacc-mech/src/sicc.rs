@@ -64,7 +64,7 @@ pub struct QueueRequest {
 
 /// A message from the controller to the hypervisor of source VM `src` (an experimental
 /// EtherType frame in the paper; it never reaches a VM).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum SiccMessage {
     /// Clamp rwnd of ACKs from `dst` to `src` to `mss >> wscale`.
     IncastOn {

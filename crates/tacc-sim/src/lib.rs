@@ -27,7 +27,7 @@ pub mod scenario;
 pub mod sim;
 pub mod tcp;
 pub mod topology;
-pub mod units;
+pub use tacc_mech::units;
 
 use scenario::ScenarioError;
 use std::path::Path;
@@ -36,7 +36,7 @@ use std::path::Path;
 pub struct Prepared {
     pub model: model::Model,
     pub file: String,
-    pub mechanism: scenario::MechanismCfg,
+    pub mechanism: tacc_mech::MechanismConfig,
 }
 
 /// Parses and checks a scenario; `seed` overrides the file's seed.
@@ -79,21 +79,27 @@ pub fn run_into(
     progress: &mut dyn FnMut(u64, u64),
 ) -> std::io::Result<output::Summary> {
     std::fs::create_dir_all(dir)?;
-    let stream = sim::QueueStream::create(&dir.join(".queues.csv.tmp"))?;
+    let stream = output::QueueStream::create(&dir.join(".queues.csv.tmp"))?;
     let (mut sim, summary) = run_sim(p, Some(stream), progress);
-    output::write(dir, &mut sim, &summary)?;
+    output::write(dir, &sim.m, &mut sim.rec, &summary)?;
     Ok(summary)
 }
 
 fn run_sim(
     p: Prepared,
-    queue_out: Option<sim::QueueStream>,
+    queue_out: Option<output::QueueStream>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> (sim::Sim, output::Summary) {
     let t0 = std::time::Instant::now();
     let mut s = sim::Sim::new(p.model);
-    s.queue_out = queue_out;
+    s.rec.queue_out = queue_out;
     s.run(progress);
-    let summary = output::summarize(&s, &p.file, &p.mechanism, t0.elapsed().as_secs_f64());
+    let summary = output::summarize(
+        &s.m,
+        &s.rec,
+        &p.file,
+        &p.mechanism,
+        t0.elapsed().as_secs_f64(),
+    );
     (s, summary)
 }

@@ -2,11 +2,11 @@
 //! Building it is where a scenario's names, times and references are checked.
 
 use crate::cc::CcKind;
-use crate::mechanism::{Control, HostShim, Shim, SwitchMech};
-use crate::packet::{Packet, PktId};
+use crate::mechanism::{Control, HostSlot, SwitchSlot};
+use crate::packet::{flow_hash, Packet, PktId};
 use crate::queue::{Qdisc, RedParams};
 use crate::rng::Rng;
-use crate::rules::{Actions, FlowTable, Forward, Match, Rule};
+use crate::rules::{FlowTable, Forward, Rule, RuleActions, RuleMatch};
 use crate::scenario::{
     HostSet, IncastCfg, Loaded, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport,
 };
@@ -14,6 +14,8 @@ use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
 use crate::units::{self, Size};
 use std::collections::{HashMap, VecDeque};
+use tacc_mech::control::PacketInHeaders;
+use tacc_mech::roles::{Fabric, PathOracle, SwitchPort};
 
 const IP_BASE: u32 = 0x0a00_0000; // 10.0.0.0
 
@@ -231,6 +233,22 @@ pub enum App {
     Traffic(Traffic),
 }
 
+/// A controller with the global view of the ECMP hashes follows a flow's path.
+impl PathOracle for Model {
+    fn path(&self, mut s: u32, h: &PacketInHeaders) -> Vec<(u32, u32)> {
+        let hash = |salt| flow_hash(salt, h.src, h.dst, h.protocol, h.src_port, h.dst_port);
+        let mut hops = Vec::new();
+        while let Some(port) = self.route_by(s, h.dst, hash) {
+            hops.push((s, port));
+            match self.ports[port as usize].to {
+                NodeRef::Switch(next) if hops.len() <= self.graph.switches.len() => s = next,
+                _ => break,
+            }
+        }
+        hops
+    }
+}
+
 pub struct Model {
     pub name: String,
     pub seed: u64,
@@ -252,11 +270,12 @@ pub struct Model {
     pub tables: Vec<FlowTable>,
     /// Rules from the scenario, with the switch and install time.
     pub pending_rules: Vec<(u32, u64, Rule)>,
-    /// One vswitch shim per host.
-    pub shims: Vec<HostShim>,
+    /// One vswitch hook slot per host.
+    pub shims: Vec<HostSlot>,
     /// TCP small-queue budget as time at the NIC rate.
     pub tsq_ns: u64,
-    pub switch_mech: Vec<SwitchMech>,
+    /// One mechanism hook slot per switch.
+    pub switch_mech: Vec<SwitchSlot>,
     pub control: Control,
 }
 
@@ -408,29 +427,22 @@ pub fn expand(pattern: &str, i: u32) -> String {
 
 impl Model {
     /// The output port switch `s` forwards `p` to by routing (ECMP by 5-tuple hash).
+    #[inline]
     pub fn route(&self, s: u32, p: &Packet) -> Option<u32> {
-        let e = self
-            .fib
-            .entry(s, p.dst.wrapping_sub(IP_BASE + 1) as usize)?;
+        self.route_by(s, p.dst, |salt| p.flow_hash(salt))
+    }
+
+    /// The output port of switch `s` towards address `dst`, `hash(salt)` choosing among equal
+    /// paths.
+    #[inline]
+    fn route_by(&self, s: u32, dst: u32, hash: impl Fn(u64) -> u64) -> Option<u32> {
+        let e = self.fib.entry(s, dst.wrapping_sub(IP_BASE + 1) as usize)?;
         if e.set == NO_SET {
             return (e.port != NO_ROUTE).then_some(e.port);
         }
         let (start, n) = self.fib.sets[e.set as usize];
-        let k = p.flow_hash(self.switch_salt[s as usize]) % n as u64;
+        let k = hash(self.switch_salt[s as usize]) % n as u64;
         Some(self.fib.ecmp[start as usize + k as usize])
-    }
-
-    /// The (switch, output port) hops a packet takes from switch `s` to its destination host.
-    pub fn path_of(&self, mut s: u32, p: &Packet) -> Vec<(u32, u32)> {
-        let mut hops = Vec::new();
-        while let Some(port) = self.route(s, p) {
-            hops.push((s, port));
-            match self.ports[port as usize].to {
-                NodeRef::Switch(next) if hops.len() <= self.graph.switches.len() => s = next,
-                _ => break,
-            }
-        }
-        hops
     }
 
     pub fn host_of_ip(&self, ip: u32) -> Option<u32> {
@@ -861,14 +873,9 @@ impl Model {
             switch_mech: Vec::new(),
             control: Control::default(),
         };
-        m.shims = (0..m.hosts.len())
-            .map(|_| HostShim {
-                shim: Shim::None,
-                timer_at: None,
-            })
-            .collect();
+        m.shims = (0..m.hosts.len()).map(|_| HostSlot::default()).collect();
         m.switch_mech = (0..m.graph.switches.len())
-            .map(|_| SwitchMech::default())
+            .map(|_| SwitchSlot::default())
             .collect();
         m.tables = vec![FlowTable::default(); m.graph.switches.len()];
         let find_vm = |path: &str, name: &str| -> Result<u32, ScenarioError> {
@@ -1039,7 +1046,40 @@ impl Model {
             check_time(&format!("rules[{ri}].at"), rc.at.0)?;
             m.pending_rules.push(rule);
         }
-        crate::mechanism::install(&mut m, l, &find_vm)?;
+        let mech = &s.mechanism;
+        let vm_address = |name: &str| vm_index.get(name).map(|&v| m.vms[v as usize].ip);
+        if let Some(p) = mech.check(&vm_address).into_iter().next() {
+            return Err(l.error(&p.key, p.message));
+        }
+        let rcv_buf = s
+            .tcp
+            .rcv_buf
+            .map(|b| b.0)
+            .unwrap_or(TcpConfig::default().rcv_buf);
+        let inst = mech.build::<Packet>(&ModelFabric {
+            m: &m,
+            vm_index: &vm_index,
+            receiver_window: (rcv_buf, crate::tcp::window_scale_for(rcv_buf)),
+        });
+        for (slot, shim) in m.shims.iter_mut().zip(inst.shims) {
+            slot.shim = shim;
+        }
+        for (slot, hook) in m.switch_mech.iter_mut().zip(inst.switch_hooks) {
+            slot.hook = hook;
+        }
+        m.control.app = inst.controller;
+        m.control.latency = inst.control_latency;
+        for f in inst.initial_rules {
+            let rule = Rule {
+                m: f.rule_match,
+                priority: f.priority,
+                actions: f.actions,
+                expires_at: f.hard_timeout,
+                packets: 0,
+                bytes: 0,
+            };
+            m.pending_rules.push((f.switch, 0, rule));
+        }
         Ok(m)
     }
 
@@ -1124,7 +1164,7 @@ impl Model {
         if rc.hard_timeout.is_some_and(|t| t.0 == 0) {
             return Err(l.error(&path("hard_timeout"), "must be greater than zero"));
         }
-        let m = Match {
+        let m = RuleMatch {
             src: ip("src", &rc.src)?,
             dst: ip("dst", &rc.dst)?,
             protocol,
@@ -1136,7 +1176,7 @@ impl Model {
         let rule = Rule {
             m,
             priority: rc.priority,
-            actions: Actions {
+            actions: RuleActions {
                 forward,
                 set_ce: rc.set_ce,
                 copy_to_controller: rc.copy_to_controller,
@@ -1308,6 +1348,54 @@ impl Model {
             tcp,
         }));
         Ok(())
+    }
+}
+
+/// The model as a mechanism sees it when it is built.
+struct ModelFabric<'a> {
+    m: &'a Model,
+    vm_index: &'a HashMap<String, u32>,
+    receiver_window: (u64, u8),
+}
+
+impl Fabric for ModelFabric<'_> {
+    fn hosts(&self) -> u32 {
+        self.m.hosts.len() as u32
+    }
+    fn nic_rate_bps(&self, host: u32) -> u64 {
+        self.m.ports[self.m.hosts[host as usize].nic_port as usize].rate_bps
+    }
+    fn vms(&self) -> Vec<(u32, u32)> {
+        self.m.vms.iter().map(|v| (v.host, v.ip)).collect()
+    }
+    fn vm_address(&self, name: &str) -> Option<u32> {
+        self.vm_index.get(name).map(|&v| self.m.vms[v as usize].ip)
+    }
+    fn switches(&self) -> u32 {
+        self.m.graph.switches.len() as u32
+    }
+    fn switch_ports(&self) -> Vec<SwitchPort> {
+        self.m
+            .ports
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p.from {
+                NodeRef::Switch(switch) => Some(SwitchPort {
+                    switch,
+                    port: i as u32,
+                    rate_bps: p.rate_bps,
+                    buffer: p.qdisc.limit,
+                    to_host: matches!(p.to, NodeRef::Host(_)),
+                }),
+                NodeRef::Host(_) => None,
+            })
+            .collect()
+    }
+    fn route_ports(&self, switch: u32, vm: u32) -> &[u32] {
+        self.m.route_ports(switch, vm)
+    }
+    fn receiver_window(&self) -> (u64, u8) {
+        self.receiver_window
     }
 }
 

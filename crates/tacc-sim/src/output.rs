@@ -2,11 +2,92 @@
 //! plot shows is read back from these.
 
 use crate::model::Model;
-use crate::sim::Sim;
+use crate::packet::Packet;
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
+
+/// Packet conservation: every packet sent to a NIC is delivered, dropped or still in flight.
+#[derive(Clone, Debug, Default)]
+pub struct Conservation {
+    pub sent: u64,
+    pub delivered: u64,
+    pub dropped: u64,
+}
+
+/// What a run records besides the world's own state: event and drop counts, and the time
+/// series written to rates.csv and queues.csv.
+#[derive(Default)]
+pub struct Recorded {
+    pub events: u64,
+    pub cons: Conservation,
+    /// Packets sent to a NIC and not yet delivered or dropped, at the end.
+    pub in_flight: u64,
+    /// Packets dropped by the vswitch egress hook before reaching the NIC.
+    pub shim_dropped: u64,
+    /// Packets dropped by switch rules.
+    pub rule_dropped: u64,
+    /// Packets dropped because a VM's vNIC queue was full.
+    pub vnic_dropped: u64,
+    /// Allocated rates sampled every goodput bin: (time, VM address, destination or 0, bits/s).
+    pub rate_samples: Vec<(u64, u32, u32, u64)>,
+    /// (time, port, packets, bytes), when not streamed.
+    pub queue_samples: Vec<(u64, u32, u32, u64)>,
+    /// When set, queue samples go straight to this CSV file instead of `queue_samples`, so
+    /// memory stays flat however long the run.
+    pub queue_out: Option<QueueStream>,
+    /// Headers copied to the controller by switch rules: (time, switch, in port, packet).
+    pub packet_ins: Vec<(u64, u32, u32, Packet)>,
+}
+
+impl Recorded {
+    /// Records one queue sample of `port` (named `name`).
+    pub fn queue_sample(&mut self, now: u64, port: u32, name: &str, pkts: u32, bytes: u64) {
+        match &mut self.queue_out {
+            Some(q) => q.row(now, name, pkts, bytes),
+            None => self.queue_samples.push((now, port, pkts, bytes)),
+        }
+    }
+}
+
+/// Queue samples streamed to a CSV file as the run goes (`queues.csv`'s format).
+pub struct QueueStream {
+    pub path: std::path::PathBuf,
+    out: std::io::BufWriter<std::fs::File>,
+    /// The first write error, reported when the results are written.
+    pub error: Option<std::io::Error>,
+}
+
+impl QueueStream {
+    pub fn create(path: &Path) -> io::Result<QueueStream> {
+        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
+        queues_header(&mut out)?;
+        Ok(QueueStream {
+            path: path.to_path_buf(),
+            out,
+            error: None,
+        })
+    }
+
+    fn row(&mut self, now: u64, name: &str, pkts: u32, bytes: u64) {
+        if self.error.is_none() {
+            if let Err(e) = queue_row(&mut self.out, now, name, pkts, bytes) {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// Flushes the file; returns its path or the first error.
+    pub fn finish(mut self) -> io::Result<std::path::PathBuf> {
+        use std::io::Write;
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.out.flush()?;
+        Ok(self.path)
+    }
+}
 
 #[derive(Serialize)]
 pub struct FlowSummary {
@@ -77,7 +158,7 @@ pub struct Summary {
 /// The mechanism under test: its parameters as given, what it did, and its control traffic.
 #[derive(Serialize)]
 pub struct MechanismSummary {
-    pub kind: crate::scenario::MechanismKind,
+    pub kind: &'static str,
     /// Parameters set in the scenario (unset ones take the papers' defaults).
     pub params: serde_json::Value,
     pub counters: std::collections::BTreeMap<&'static str, f64>,
@@ -102,12 +183,12 @@ pub struct ControlSummary {
 const NS: f64 = 1e9;
 
 pub fn summarize(
-    sim: &Sim,
+    m: &Model,
+    rec: &Recorded,
     file: &str,
-    mechanism: &crate::scenario::MechanismCfg,
+    mechanism: &tacc_mech::MechanismConfig,
     wall_seconds: f64,
 ) -> Summary {
-    let m: &Model = &sim.m;
     let end = m.duration;
     let flows = m
         .flows
@@ -162,8 +243,8 @@ pub fn summarize(
             utilization: p.stats.tx_bytes as f64 * 8.0 / (p.rate_bps as f64 * end as f64 / NS),
         })
         .collect();
-    let c = &sim.cons;
-    let in_flight = sim.in_flight();
+    let c = &rec.cons;
+    let in_flight = rec.in_flight;
     Summary {
         tacc_version: env!("CARGO_PKG_VERSION"),
         scenario: m.name.clone(),
@@ -171,7 +252,7 @@ pub fn summarize(
         seed: m.seed,
         sim_seconds: end as f64 / NS,
         wall_seconds,
-        events: sim.events,
+        events: rec.events,
         goodput_bin_s: m.goodput_bin as f64 / NS,
         queue_sample_s: m.queue_sample as f64 / NS,
         flows,
@@ -183,9 +264,9 @@ pub fn summarize(
                 map.retain(|k, v| k != "kind" && !v.is_null());
             }
             MechanismSummary {
-                kind: mechanism.kind,
+                kind: mechanism.kind(),
                 params,
-                counters: crate::mechanism::counters(m),
+                counters: crate::mechanism::counters(&m.shims, &m.switch_mech),
                 control_latency_s: m.control.latency as f64 / NS,
                 control_messages: msgs.iter().map(|(k, v)| (*k, v.0)).collect(),
                 control_bytes: msgs.iter().map(|(k, v)| (*k, v.1)).collect(),
@@ -196,8 +277,8 @@ pub fn summarize(
         control: ControlSummary {
             rules_installed: m.tables.iter().map(|t| t.installed).sum(),
             rules_expired: m.tables.iter().map(|t| t.expired).sum(),
-            packet_ins: sim.packet_ins.len() as u64,
-            rule_dropped: sim.rule_dropped,
+            packet_ins: rec.packet_ins.len() as u64,
+            rule_dropped: rec.rule_dropped,
         },
         conservation: ConservationSummary {
             sent: c.sent,
@@ -205,8 +286,8 @@ pub fn summarize(
             dropped: c.dropped,
             in_flight,
             ok: c.sent == c.delivered + c.dropped + in_flight,
-            shim_dropped: sim.shim_dropped,
-            vnic_dropped: sim.vnic_dropped,
+            shim_dropped: rec.shim_dropped,
+            vnic_dropped: rec.vnic_dropped,
         },
     }
 }
@@ -219,7 +300,7 @@ fn csv_field(s: &str) -> String {
     }
 }
 
-/// queues.csv, written here from samples kept in memory and by `sim::QueueStream` as a run
+/// queues.csv, written here from samples kept in memory and by [`QueueStream`] as a run
 /// streams them.
 pub fn queues_header(out: &mut impl io::Write) -> io::Result<()> {
     writeln!(out, "time_s,port,backlog_pkts,backlog_bytes")
@@ -248,11 +329,10 @@ fn opt(v: Option<f64>) -> String {
 
 /// Writes all result files into `dir` (created if needed). Files are written to temporary
 /// names and renamed, so a failed run leaves no half-written result.
-pub fn write(dir: &Path, sim: &mut Sim, summary: &Summary) -> io::Result<()> {
+pub fn write(dir: &Path, m: &Model, rec: &mut Recorded, summary: &Summary) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
-    let streamed = sim.queue_out.take().map(|q| q.finish()).transpose()?;
-    let sim = &*sim;
-    let m = &sim.m;
+    let streamed = rec.queue_out.take().map(|q| q.finish()).transpose()?;
+    let rec = &*rec;
     let mut flows = String::from("name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,completed,retransmits,fast_retransmits,timeouts\n");
     for f in &summary.flows {
         let _ = writeln!(
@@ -301,7 +381,7 @@ pub fn write(dir: &Path, sim: &mut Sim, summary: &Summary) -> io::Result<()> {
     }
     let mut queues = Vec::new();
     queues_header(&mut queues)?;
-    for &(t, p, pkts, bytes) in &sim.queue_samples {
+    for &(t, p, pkts, bytes) in &rec.queue_samples {
         queue_row(&mut queues, t, &m.ports[p as usize].name, pkts, bytes)?;
     }
     let queues = String::from_utf8(queues).map_err(io::Error::other)?;
@@ -312,7 +392,7 @@ pub fn write(dir: &Path, sim: &mut Sim, summary: &Summary) -> io::Result<()> {
             .map(|v| v.name.as_str())
             .unwrap_or("")
     };
-    for &(t, vm, dst, bps) in &sim.rate_samples {
+    for &(t, vm, dst, bps) in &rec.rate_samples {
         let _ = writeln!(
             rates,
             "{},{},{},{}",
@@ -328,7 +408,7 @@ pub fn write(dir: &Path, sim: &mut Sim, summary: &Summary) -> io::Result<()> {
         Some(path) => std::fs::rename(path, dir.join("queues.csv"))?,
         None => files.push(("queues.csv", queues)),
     }
-    if !sim.rate_samples.is_empty() {
+    if !rec.rate_samples.is_empty() {
         files.push(("rates.csv", rates));
     }
     files.push(("summary.json", json + "\n"));

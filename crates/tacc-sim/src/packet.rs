@@ -112,19 +112,33 @@ impl Packet {
     }
 
     /// 5-tuple hash for ECMP; `salt` differs per switch so paths decorrelate across tiers.
+    #[inline]
     pub fn flow_hash(&self, salt: u64) -> u64 {
-        let mut h = salt ^ 0x51_7c_c1_b7_27_22_0a_95;
-        for v in [
-            self.src as u64,
-            self.dst as u64,
-            self.protocol as u64,
-            ((self.sport as u64) << 16) | self.dport as u64,
-        ] {
-            h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            h ^= h >> 29;
-        }
-        h
+        flow_hash(
+            salt,
+            self.src,
+            self.dst,
+            self.protocol,
+            self.sport,
+            self.dport,
+        )
     }
+}
+
+/// The ECMP hash of a 5-tuple (transport ports for TCP and UDP alike).
+#[inline]
+pub fn flow_hash(salt: u64, src: u32, dst: u32, protocol: u8, sport: u16, dport: u16) -> u64 {
+    let mut h = salt ^ 0x51_7c_c1_b7_27_22_0a_95;
+    for v in [
+        src as u64,
+        dst as u64,
+        protocol as u64,
+        ((sport as u64) << 16) | dport as u64,
+    ] {
+        h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h ^= h >> 29;
+    }
+    h
 }
 
 impl PacketHeaders for Packet {

@@ -4,55 +4,26 @@
 use crate::packet::Packet;
 use tacc_mech::headers::PacketHeaders;
 
-/// Header fields a rule matches; `None` is a wildcard. TCP flags match when
-/// `flags & flags_mask == flags_value` (non-TCP packets never match a flags condition).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Match {
-    pub src: Option<u32>,
-    pub dst: Option<u32>,
-    pub protocol: Option<u8>,
-    pub sport: Option<u16>,
-    pub dport: Option<u16>,
-    pub flags_mask: u8,
-    pub flags_value: u8,
-}
+pub use tacc_mech::control::{Forward, RuleActions, RuleMatch};
 
-impl Match {
-    pub fn matches(&self, p: &Packet) -> bool {
-        self.src.is_none_or(|v| v == p.src)
-            && self.dst.is_none_or(|v| v == p.dst)
-            && self.protocol.is_none_or(|v| v == p.protocol)
-            && self.sport.is_none_or(|v| v == p.sport)
-            && self.dport.is_none_or(|v| v == p.dport)
-            && (self.flags_mask == 0
-                || p.tcp_flags()
-                    .is_some_and(|f| f & self.flags_mask == self.flags_value))
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Forward {
-    /// Continue with the switch's routing table (ECMP).
-    Normal,
-    /// Send out of this port.
-    Port(u32),
-    Drop,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Actions {
-    pub forward: Forward,
-    /// Set the ECN field to CE (only on ECN-capable packets, as a marking AQM would).
-    pub set_ce: bool,
-    /// Send a copy of the headers to the controller (packet-in).
-    pub copy_to_controller: bool,
+/// Whether `p` matches `m`. Ports are matched on TCP and UDP alike (the packet's transport
+/// ports, as an OpenFlow match on tp_src/tp_dst).
+pub fn matches(m: &RuleMatch, p: &Packet) -> bool {
+    m.src.is_none_or(|v| v == p.src)
+        && m.dst.is_none_or(|v| v == p.dst)
+        && m.protocol.is_none_or(|v| v == p.protocol)
+        && m.sport.is_none_or(|v| v == p.sport)
+        && m.dport.is_none_or(|v| v == p.dport)
+        && (m.flags_mask == 0
+            || p.tcp_flags()
+                .is_some_and(|f| f & m.flags_mask == m.flags_value))
 }
 
 #[derive(Clone, Debug)]
 pub struct Rule {
-    pub m: Match,
+    pub m: RuleMatch,
     pub priority: u16,
-    pub actions: Actions,
+    pub actions: RuleActions,
     /// The rule disappears at this time.
     pub expires_at: Option<u64>,
     pub packets: u64,
@@ -79,7 +50,7 @@ impl FlowTable {
     }
 
     /// Removes rules with exactly this match and priority; returns how many.
-    pub fn remove(&mut self, m: &Match, priority: u16) -> usize {
+    pub fn remove(&mut self, m: &RuleMatch, priority: u16) -> usize {
         let before = self.rules.len();
         self.rules
             .retain(|r| !(r.m == *m && r.priority == priority));
@@ -87,11 +58,11 @@ impl FlowTable {
     }
 
     /// The actions of the best live rule matching `p`, counting the packet against it.
-    pub fn lookup(&mut self, now: u64, p: &Packet) -> Option<Actions> {
+    pub fn lookup(&mut self, now: u64, p: &Packet) -> Option<RuleActions> {
         let before = self.rules.len();
         self.rules.retain(|r| r.expires_at.is_none_or(|t| t > now));
         self.expired += (before - self.rules.len()) as u64;
-        let r = self.rules.iter_mut().find(|r| r.m.matches(p))?;
+        let r = self.rules.iter_mut().find(|r| matches(&r.m, p))?;
         r.packets += 1;
         r.bytes += p.len as u64;
         Some(r.actions.clone())
@@ -113,11 +84,11 @@ mod tests {
         p
     }
 
-    fn rule(m: Match, priority: u16, expires_at: Option<u64>, set_ce: bool) -> Rule {
+    fn rule(m: RuleMatch, priority: u16, expires_at: Option<u64>, set_ce: bool) -> Rule {
         Rule {
             m,
             priority,
-            actions: Actions {
+            actions: RuleActions {
                 forward: Forward::Normal,
                 set_ce,
                 copy_to_controller: false,
@@ -131,11 +102,11 @@ mod tests {
     #[test]
     fn highest_priority_matching_rule_wins_and_expires_at_its_hard_timeout() {
         let mut t = FlowTable::default();
-        t.install(rule(Match::default(), 1, None, false));
+        t.install(rule(RuleMatch::default(), 1, None, false));
         t.install(rule(
-            Match {
+            RuleMatch {
                 src: Some(1),
-                ..Match::default()
+                ..RuleMatch::default()
             },
             10,
             Some(100),
@@ -151,10 +122,10 @@ mod tests {
     fn tcp_flag_conditions_select_syns_only() {
         let mut t = FlowTable::default();
         t.install(rule(
-            Match {
+            RuleMatch {
                 flags_mask: tcp_flags::SYN | tcp_flags::ACK,
                 flags_value: tcp_flags::SYN,
-                ..Match::default()
+                ..RuleMatch::default()
             },
             5,
             None,
@@ -172,11 +143,11 @@ mod tests {
     #[test]
     fn removing_a_rule_by_match_and_priority_restores_the_lower_one() {
         let mut t = FlowTable::default();
-        let m = Match {
+        let m = RuleMatch {
             src: Some(1),
-            ..Match::default()
+            ..RuleMatch::default()
         };
-        t.install(rule(Match::default(), 1, None, false));
+        t.install(rule(RuleMatch::default(), 1, None, false));
         t.install(rule(m.clone(), 10, None, true));
         assert_eq!(t.remove(&m, 9), 0, "priority must match too");
         assert!(t.lookup(0, &syn(1)).unwrap().set_ce);

@@ -7,6 +7,7 @@ use crate::cc::CcKind;
 use crate::units::{Bytes, Duration, Rate, Size};
 use serde::Deserialize;
 use std::fmt;
+use tacc_mech::MechanismConfig;
 
 #[derive(Debug, Clone)]
 pub struct ScenarioError {
@@ -61,7 +62,8 @@ pub struct Scenario {
     #[serde(default)]
     pub rules: Vec<RuleCfg>,
     #[serde(default)]
-    pub mechanism: MechanismCfg,
+    /// The mechanism under test: `kind` and that kind's keys (see `tacc_mech::mechanisms`).
+    pub mechanism: MechanismConfig,
     #[serde(default)]
     pub output: OutputCfg,
 }
@@ -383,163 +385,6 @@ fn default_all() -> HostSet {
     HostSet::Named("all".into())
 }
 
-#[derive(Deserialize, serde::Serialize, Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[serde(rename_all = "kebab-case")]
-pub enum MechanismKind {
-    #[default]
-    None,
-    /// Static per-VM token buckets at a fixed rate (not work-conserving).
-    StaticRate,
-    /// HyGenICC: hypervisor rate limiters driven by ECN feedback between hypervisors.
-    Hygenicc,
-    /// SDN-GCC: the same limiters driven by a controller reading switch ECN counters.
-    SdnGcc,
-    /// SICC: controller-predicted incast; hypervisors clamp the rwnd of ACKs.
-    Sicc,
-    /// SDN-ECN: short-lived flow rules that CE-mark the top flows of hot links.
-    SdnEcn,
-    /// RWNDQ (baseline switch): fair-share receive windows written into ACKs.
-    Rwndq,
-}
-
-/// The mechanism under test and its parameters. Omitted parameters take the papers' values
-/// (each default and its source is documented on `tacc_mech`'s config structs). Which keys
-/// apply to which kind is checked: see [`MechanismCfg::allowed`].
-#[derive(Deserialize, serde::Serialize, Debug, Clone, Default)]
-#[serde(deny_unknown_fields)]
-pub struct MechanismCfg {
-    #[serde(default)]
-    pub kind: MechanismKind,
-    // --- rate limiters (static-rate, hygenicc, sdn-gcc)
-    /// static-rate: the fixed per-VM rate.
-    pub rate: Option<Rate>,
-    /// static-rate: VMs limited (default all).
-    pub vms: Option<Vec<String>>,
-    /// Per-VM weights for the NIC share (default 1 each).
-    pub weights: Option<std::collections::BTreeMap<String, u32>>,
-    /// "drop" (the papers' default) or "queue" packets that find no tokens.
-    pub on_shortage: Option<String>,
-    /// Bucket depth as time at the bucket's rate.
-    pub burst: Option<Duration>,
-    /// A VM idle this long gives its share back (To).
-    pub idle_timeout: Option<Duration>,
-    /// Timer period of the shim (HyGenICC's Tu).
-    pub update_interval: Option<Duration>,
-    pub min_rate_fraction: Option<f64>,
-    // --- hygenicc
-    pub congestion_timeout: Option<Duration>,
-    pub feedback_timeout: Option<Duration>,
-    pub fast_increase: Option<f64>,
-    pub slow_increase: Option<f64>,
-    pub decrease_per_mark: Option<f64>,
-    pub admission_control: Option<bool>,
-    // --- controller-driven (sdn-gcc, sicc, sdn-ecn)
-    /// Controller polling interval (SDN-GCC's Ti, SICC's T, SDN-ECN's probe interval).
-    pub interval: Option<Duration>,
-    /// One-way latency of the out-of-band control channel.
-    pub latency: Option<Duration>,
-    // --- sdn-gcc
-    /// "all-sources" (Algorithm 4) or "per-destination" (the authors' prototype).
-    pub split: Option<String>,
-    /// "vm" (one rate per VM, Algorithm 3), "destination", or "path" (per ECMP path).
-    pub keying: Option<String>,
-    /// Tc: congestion grace period (sdn-gcc default: two controller intervals, 2 x Ti).
-    pub congestion_grace: Option<Duration>,
-    /// scale(C) as a fraction of the NIC rate.
-    pub scale: Option<f64>,
-    /// Prototype response: this cut per mark instead of the mark-rate rule.
-    pub cut_per_mark: Option<Rate>,
-    /// Clear CE before delivering packets to VMs (for tenants that do not use ECN).
-    pub clear_ce: Option<bool>,
-    // --- sicc
-    pub off_fraction: Option<f64>,
-    pub on_fraction: Option<f64>,
-    /// DM: shortest incast episode.
-    pub incast_duration: Option<Duration>,
-    /// IW in packets as the controller assumes it.
-    pub initial_window: Option<f64>,
-    /// Also test the incast-ON condition on every SYN copy, not only every interval.
-    pub evaluate_on_syn: Option<bool>,
-    // --- sdn-ecn
-    pub threshold: Option<f64>,
-    pub max_fraction: Option<f64>,
-    pub rule_timeout: Option<Duration>,
-    // --- rwndq
-    pub tick: Option<Duration>,
-    pub target_fraction: Option<f64>,
-    pub base_rtt: Option<Duration>,
-}
-
-impl MechanismCfg {
-    /// The keys each kind accepts (besides `kind`).
-    pub fn allowed(kind: MechanismKind) -> &'static [&'static str] {
-        const LIMITER: [&str; 4] = ["weights", "on_shortage", "burst", "idle_timeout"];
-        match kind {
-            MechanismKind::None => &[],
-            MechanismKind::StaticRate => &["rate", "vms", "on_shortage", "burst"],
-            MechanismKind::Hygenicc => &[
-                LIMITER[0],
-                LIMITER[1],
-                LIMITER[2],
-                LIMITER[3],
-                "update_interval",
-                "min_rate_fraction",
-                "congestion_timeout",
-                "feedback_timeout",
-                "fast_increase",
-                "slow_increase",
-                "decrease_per_mark",
-                "admission_control",
-            ],
-            MechanismKind::SdnGcc => &[
-                LIMITER[0],
-                LIMITER[1],
-                LIMITER[2],
-                LIMITER[3],
-                "update_interval",
-                "min_rate_fraction",
-                "interval",
-                "latency",
-                "split",
-                "keying",
-                "congestion_grace",
-                "scale",
-                "cut_per_mark",
-                "clear_ce",
-            ],
-            MechanismKind::Sicc => &[
-                "interval",
-                "latency",
-                "off_fraction",
-                "on_fraction",
-                "incast_duration",
-                "initial_window",
-                "evaluate_on_syn",
-            ],
-            MechanismKind::SdnEcn => &[
-                "interval",
-                "latency",
-                "threshold",
-                "max_fraction",
-                "rule_timeout",
-            ],
-            MechanismKind::Rwndq => &["tick", "target_fraction", "base_rtt"],
-        }
-    }
-
-    /// The keys set in this table, by name (serde's field names, so no list to keep in step).
-    pub fn present(&self) -> Vec<String> {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(map)) => map
-                .into_iter()
-                .filter(|(k, v)| k != "kind" && !v.is_null())
-                .map(|(k, _)| k)
-                .collect(),
-            _ => Vec::new(),
-        }
-    }
-}
-
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct OutputCfg {
@@ -736,6 +581,11 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Result<Loaded
             .map_err(|m| err(None, k, format!("cannot apply --set: {m}")))?;
     }
     let loaded_sets: Vec<String> = sets.iter().map(|(k, _)| k.clone()).collect();
+    let kind = table
+        .get("mechanism")
+        .and_then(|m| m.get("kind"))
+        .and_then(|k| k.as_str())
+        .map(String::from);
     let scenario: Scenario =
         serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
             let path = e.path().to_string();
@@ -751,6 +601,7 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Result<Loaded
                 sets: loaded_sets.clone(),
             };
             let path = if path == "." { String::new() } else { path };
+            let (path, message) = foreign_mechanism_key(path, message, kind.as_deref());
             let mut e = tmp.error(&path, message);
             if e.line.is_none() && !e.file.ends_with("(--set)") {
                 e.line = unknown_key_line(text, &e.message);
@@ -763,6 +614,31 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Result<Loaded
         text: text.to_string(),
         sets: loaded_sets,
     })
+}
+
+/// serde reports a key of another mechanism kind as an unknown field of `[mechanism]`; this
+/// names the key and says which kind it does not apply to, and that kind's keys.
+fn foreign_mechanism_key(path: String, message: String, kind: Option<&str>) -> (String, String) {
+    let (Some(kind), "mechanism") = (kind, path.as_str()) else {
+        return (path, message);
+    };
+    let Some((key, rest)) = message
+        .strip_prefix("unknown field `")
+        .and_then(|m| m.split_once('`'))
+    else {
+        return (path, message);
+    };
+    let keys = match rest
+        .split_once("expected one of ")
+        .or(rest.split_once("expected "))
+    {
+        Some((_, keys)) => keys.replace('`', ""),
+        None => "none".to_string(),
+    };
+    (
+        format!("mechanism.{key}"),
+        format!("does not apply to kind {kind:?} (its keys: {keys})"),
+    )
 }
 
 /// For "unknown field `x`" errors at the top level, the line where `x` is written.
@@ -792,7 +668,7 @@ fn placeholder() -> Scenario {
         incast: vec![],
         traffic: vec![],
         rules: vec![],
-        mechanism: MechanismCfg::default(),
+        mechanism: MechanismConfig::default(),
         output: OutputCfg::default(),
     }
 }

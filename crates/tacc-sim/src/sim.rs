@@ -6,15 +6,20 @@
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
 use crate::event_queue::EventQueue;
-use crate::mechanism::{self, CtrlApp, IngressAction, Msg, Shim};
 use crate::model::{App, EpKind, Model};
+use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::queue::Verdict;
-use crate::rules::Forward;
+use crate::rules::{Forward, Rule};
 use crate::topology::NodeRef;
 use crate::units::ser_ns;
-use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, FlowKey};
+use tacc_mech::control::{
+    ControlMessage, FlowMod, FlowModCommand, PacketIn, PacketInHeaders, PortSample, StatsReply,
+    StatsRequest,
+};
+use tacc_mech::headers::{ip_proto, Ecn};
 use tacc_mech::rate_alloc::EgressVerdict;
+use tacc_mech::roles::IngressVerdict;
 
 #[derive(Clone, Copy, Debug)]
 pub enum EvKind {
@@ -38,35 +43,14 @@ pub enum EvKind {
     Sample,
 }
 
-#[derive(Clone, Debug, Default)]
-pub struct Conservation {
-    pub sent: u64,
-    pub delivered: u64,
-    pub dropped: u64,
-}
-
 pub struct Sim {
     pub now: u64,
     queue: EventQueue<EvKind>,
-    pub events: u64,
     pub pkts: Arena,
     pub m: Model,
-    pub cons: Conservation,
-    /// Packets dropped by the vswitch egress hook before reaching the NIC.
-    pub shim_dropped: u64,
-    /// Packets dropped by switch rules.
-    pub rule_dropped: u64,
-    /// Packets dropped because a VM's vNIC queue was full.
-    pub vnic_dropped: u64,
-    /// Allocated rates sampled every goodput bin: (time, VM address, destination or 0, bits/s).
-    pub rate_samples: Vec<(u64, u32, u32, u64)>,
+    /// Counts and time series for the result files.
+    pub rec: Recorded,
     next_rate_sample: u64,
-    pub queue_samples: Vec<(u64, u32, u32, u64)>,
-    /// When set, queue samples go straight to this CSV file instead of `queue_samples`, so
-    /// memory stays flat however long the run.
-    pub queue_out: Option<QueueStream>,
-    /// Headers copied to the controller by switch rules: (time, switch, in port, packet).
-    pub packet_ins: Vec<(u64, u32, u32, Packet)>,
     /// Reused by `pump`: the ids of the segments an endpoint just sent.
     sent_buf: Vec<PktId>,
 }
@@ -76,18 +60,10 @@ impl Sim {
         let mut s = Sim {
             now: 0,
             queue: EventQueue::default(),
-            events: 0,
             pkts: Arena::default(),
             m,
-            cons: Conservation::default(),
-            shim_dropped: 0,
-            rule_dropped: 0,
-            vnic_dropped: 0,
-            rate_samples: Vec::new(),
+            rec: Recorded::default(),
             next_rate_sample: 0,
-            queue_samples: Vec::new(),
-            queue_out: None,
-            packet_ins: Vec::new(),
             sent_buf: Vec::new(),
         };
         for f in 0..s.m.flows.len() {
@@ -130,8 +106,8 @@ impl Sim {
         let end = self.m.duration;
         while let Some((at, kind)) = self.queue.pop_until(end) {
             self.now = at;
-            self.events += 1;
-            if self.events & 0xF_FFFF == 0 {
+            self.rec.events += 1;
+            if self.rec.events & 0xF_FFFF == 0 {
                 progress(self.now, end);
             }
             self.dispatch(kind);
@@ -142,6 +118,7 @@ impl Sim {
             let port = &mut self.m.ports[p];
             port.stats.advance(end, port.queue.len() as u64);
         }
+        self.rec.in_flight = self.in_flight();
     }
 
     fn dispatch(&mut self, kind: EvKind) {
@@ -170,7 +147,9 @@ impl Sim {
                 if hs.timer_at == Some(now) {
                     hs.timer_at = None;
                 }
-                hs.shim.on_timer(now);
+                if let Some(shim) = &mut hs.shim {
+                    shim.on_timer(now);
+                }
                 self.shim_transmit(h);
             }
             EvKind::SwitchTimer(sw) => {
@@ -179,9 +158,9 @@ impl Sim {
                 if sm.timer_at == Some(now) {
                     sm.timer_at = None;
                 }
-                if let Some(r) = &mut sm.rwndq {
+                if let Some(hook) = &mut sm.hook {
                     let ports = &self.m.ports;
-                    r.on_timer(now, |p| ports[p as usize].queue_bytes);
+                    hook.on_timer(now, &|p| ports[p as usize].queue_bytes);
                 }
                 self.sync_switch_timer(sw);
             }
@@ -232,7 +211,7 @@ impl Sim {
                 } else {
                     p.stats.dropped_aqm += 1;
                 }
-                self.cons.dropped += 1;
+                self.rec.cons.dropped += 1;
                 self.pkts.free(id);
                 return;
             }
@@ -302,7 +281,7 @@ impl Sim {
         match self.m.ports[port as usize].to {
             NodeRef::Switch(s) => self.switch_forward(s, port, id),
             NodeRef::Host(_) => {
-                self.cons.delivered += 1;
+                self.rec.cons.delivered += 1;
                 let tcp_ep = self.host_ingress(id);
                 self.pkts.free(id);
                 if let Some(ep) = tcp_ep {
@@ -321,19 +300,17 @@ impl Sim {
             "TCP checksum broken in flight: {pkt:?}"
         );
         // A host without a mechanism has no ingress hook, timer or feedback to send.
-        if let Some(h) = self
-            .m
-            .host_of_ip(pkt.dst)
-            .filter(|&h| !matches!(self.m.shims[h as usize].shim, Shim::None))
-        {
-            let now = self.now;
-            let action = self.m.shims[h as usize].shim.on_ingress(now, pkt);
+        if let Some((h, shim)) = self.m.host_of_ip(pkt.dst).and_then(|h| {
+            let shim = self.m.shims[h as usize].shim.as_mut()?;
+            Some((h, shim))
+        }) {
+            let action = shim.on_ingress(self.now, pkt);
             debug_assert!(
                 pkt.tcp_checksum_ok(),
                 "a shim rewrite broke the TCP checksum: {pkt:?}"
             );
             self.shim_transmit(h);
-            if let IngressAction::Consume = action {
+            if let IngressVerdict::Consume = action {
                 return None;
             }
         }
@@ -433,7 +410,7 @@ impl Sim {
     fn vm_send(&mut self, vm: u32, id: PktId, ep: u32) {
         let v = &mut self.m.vms[vm as usize];
         if v.vnic.len() as u64 >= v.vnic_limit {
-            self.vnic_dropped += 1;
+            self.rec.vnic_dropped += 1;
             self.pkts.free(id);
             return;
         }
@@ -463,8 +440,8 @@ impl Sim {
         let host = v.host;
         let verdict = match &mut self.m.shims[host as usize].shim {
             // No egress hook, so no timer to re-arm either.
-            Shim::None => EgressVerdict::Pass,
-            shim => {
+            None => EgressVerdict::Pass,
+            Some(shim) => {
                 let verdict = shim.on_egress(now, self.pkts.get_mut(id));
                 self.sync_shim_timer(host);
                 verdict
@@ -490,14 +467,14 @@ impl Sim {
                 if ep == NO_EP || !self.scripted_drop(self.m.eps[ep as usize].flow, id) {
                     self.nic_send(host, id);
                 } else {
-                    self.cons.sent += 1;
-                    self.cons.dropped += 1;
+                    self.rec.cons.sent += 1;
+                    self.rec.cons.dropped += 1;
                     self.m.ports[nic as usize].stats.dropped_scripted += 1;
                     self.pkts.free(id);
                 }
             }
             _ => {
-                self.shim_dropped += 1;
+                self.rec.shim_dropped += 1;
                 self.pkts.free(id);
             }
         }
@@ -513,14 +490,18 @@ impl Sim {
 
     fn nic_send(&mut self, host: u32, id: PktId) {
         let nic = self.m.hosts[host as usize].nic_port;
-        self.cons.sent += 1;
+        self.rec.cons.sent += 1;
         self.enqueue(nic, id);
     }
 
     /// Sends the shim's explicit feedback packets and re-arms its timer.
     fn shim_transmit(&mut self, host: u32) {
         let now = self.now;
-        while let Some(fb) = self.m.shims[host as usize].shim.poll_transmit(now) {
+        while let Some(fb) = self.m.shims[host as usize]
+            .shim
+            .as_mut()
+            .and_then(|s| s.poll_transmit(now))
+        {
             let mut p = Packet::new(fb.src, fb.dst, ip_proto::FEEDBACK, FEEDBACK_PACKET);
             p.ip_id = fb.count;
             let id = self.pkts.alloc(p);
@@ -531,7 +512,7 @@ impl Sim {
 
     fn sync_shim_timer(&mut self, host: u32) {
         let hs = &mut self.m.shims[host as usize];
-        if let Some(at) = hs.shim.poll_at() {
+        if let Some(at) = hs.shim.as_ref().and_then(|s| s.poll_at()) {
             if hs.timer_at.is_none_or(|t| at < t) {
                 hs.timer_at = Some(at);
                 let at = at.max(self.now);
@@ -542,7 +523,7 @@ impl Sim {
 
     fn sync_switch_timer(&mut self, sw: u32) {
         let sm = &mut self.m.switch_mech[sw as usize];
-        if let Some(at) = sm.rwndq.as_ref().and_then(|r| r.poll_at()) {
+        if let Some(at) = sm.hook.as_ref().and_then(|h| h.poll_at()) {
             if sm.timer_at.is_none_or(|t| at < t) {
                 sm.timer_at = Some(at);
                 let at = at.max(self.now);
@@ -553,36 +534,13 @@ impl Sim {
 
     // ------------------------------------------------------------------ switches
 
-    /// A packet arriving at switch `s` on `in_port`: flow table, routing, mechanism hooks.
+    /// A packet arriving at switch `s` on `in_port`: mechanism hook, flow table, routing.
     fn switch_forward(&mut self, s: u32, in_port: u32, id: PktId) {
         let now = self.now;
-        if let Some(r) = &mut self.m.switch_mech[s as usize].rwndq {
-            r.on_ack(self.pkts.get_mut(id));
-        }
-        if matches!(self.m.control.app, Some(CtrlApp::SdnGcc(_)))
-            && matches!(self.m.ports[in_port as usize].from, NodeRef::Host(_))
-        {
-            // Reactive forwarding: the first packet of a new (src, dst) pair at its first-hop
-            // switch goes to the controller.
-            let p = self.pkts.get(id);
-            let mut key = FlowKey::of(p);
-            if !self.m.control.per_path {
-                key = FlowKey {
-                    src: p.src,
-                    dst: p.dst,
-                    src_port: 0,
-                    dst_port: 0,
-                    protocol: 0,
-                };
-            }
-            if self.m.control.seen.insert((s, key)) {
-                let pkt = Box::new(p.clone());
-                self.ctrl_send(Msg::PacketIn {
-                    switch: s,
-                    in_port,
-                    out_port: u32::MAX,
-                    pkt,
-                });
+        if let Some(hook) = &mut self.m.switch_mech[s as usize].hook {
+            let from_host = matches!(self.m.ports[in_port as usize].from, NodeRef::Host(_));
+            if hook.on_arrival(now, in_port, from_host, self.pkts.get_mut(id)) {
+                self.packet_in(s, in_port, None, id);
             }
         }
         let mut out = None;
@@ -598,8 +556,8 @@ impl Sim {
                     Forward::Normal => {}
                     Forward::Port(p) => out = Some(p),
                     Forward::Drop => {
-                        self.cons.dropped += 1;
-                        self.rule_dropped += 1;
+                        self.rec.cons.dropped += 1;
+                        self.rec.rule_dropped += 1;
                         self.pkts.free(id);
                         return;
                     }
@@ -607,48 +565,60 @@ impl Sim {
             }
         }
         let Some(out) = out.or_else(|| self.m.route(s, self.pkts.get(id))) else {
-            self.cons.dropped += 1;
+            self.rec.cons.dropped += 1;
             self.pkts.free(id);
             return;
         };
         if copy {
+            self.packet_in(s, in_port, Some(out), id);
             let pkt = self.pkts.get(id).clone();
-            if self.m.control.app.is_some() {
-                let boxed = Box::new(pkt.clone());
-                self.ctrl_send(Msg::PacketIn {
-                    switch: s,
-                    in_port,
-                    out_port: out,
-                    pkt: boxed,
-                });
-            }
-            self.packet_ins.push((now, s, in_port, pkt));
+            self.rec.packet_ins.push((now, s, in_port, pkt));
         }
-        let sm = &mut self.m.switch_mech[s as usize];
-        if let Some(r) = &mut sm.rwndq {
-            r.on_enqueue(now, out, self.pkts.get(id));
-        }
-        if let Some(fb) = &mut sm.flow_bytes {
-            let p = self.pkts.get(id);
-            *fb.entry((out, FlowKey::of(p))).or_default() += p.len as u64;
+        if let Some(hook) = &mut self.m.switch_mech[s as usize].hook {
+            hook.on_forward(now, out, self.pkts.get(id));
         }
         self.enqueue(out, id);
     }
 
+    /// Sends the controller (if there is one) the headers of packet `id`.
+    fn packet_in(&mut self, switch: u32, in_port: u32, out_port: Option<u32>, id: PktId) {
+        if self.m.control.app.is_none() {
+            return;
+        }
+        let p = self.pkts.get(id);
+        let headers = PacketInHeaders {
+            src: p.src,
+            dst: p.dst,
+            protocol: p.protocol,
+            src_port: p.sport,
+            dst_port: p.dport,
+            tcp_flags: p.flags,
+            mss: p.mss,
+            wscale: p.wscale,
+        };
+        self.ctrl_send(ControlMessage::PacketIn(PacketIn {
+            switch,
+            in_port,
+            out_port,
+            headers,
+        }));
+    }
+
     // ------------------------------------------------------------------ control plane
 
-    fn ctrl_send(&mut self, m: Msg) {
+    /// Puts a message on the control channel. A message for a VM no host runs goes nowhere.
+    fn ctrl_send(&mut self, m: ControlMessage) {
+        if let ControlMessage::ToHost(h) = &m {
+            if self.m.host_of_ip(h.vm()).is_none() {
+                return;
+            }
+        }
         let at = self.m.control.send(self.now, m);
         self.schedule(at, EvKind::CtrlDeliver);
     }
 
     fn sync_ctrl_timer(&mut self) {
-        let at = match &self.m.control.app {
-            Some(CtrlApp::SdnGcc(c)) => c.poll_at(),
-            Some(CtrlApp::Sicc(c)) => c.poll_at(),
-            Some(CtrlApp::SdnEcn(c)) => c.poll_at(),
-            None => None,
-        };
+        let at = self.m.control.app.as_ref().and_then(|a| a.poll_at());
         if let Some(at) = at {
             if self.m.control.timer_at.is_none_or(|t| at < t) {
                 self.m.control.timer_at = Some(at);
@@ -659,47 +629,14 @@ impl Sim {
     }
 
     fn ctrl_timer(&mut self) {
-        let now = self.now;
         let mut out = Vec::new();
-        match &mut self.m.control.app {
-            Some(CtrlApp::SdnGcc(c)) => {
-                out.extend(c.on_timer(now).into_iter().map(|r| Msg::PortStatsRequest {
-                    switch: r.switch,
-                    port: r.port,
-                }))
-            }
-            Some(CtrlApp::Sicc(c)) => {
-                out.extend(c.on_timer(now).into_iter().map(|r| Msg::QueueRequest {
-                    switch: r.switch,
-                    port: r.port,
-                }))
-            }
-            Some(CtrlApp::SdnEcn(c)) => out.extend(
-                c.on_timer(now)
-                    .into_iter()
-                    .map(|r| Msg::StatsRequest { switch: r.switch }),
-            ),
-            None => {}
+        if let Some(app) = &mut self.m.control.app {
+            app.on_timer(self.now, &mut out);
         }
         for m in out {
             self.ctrl_send(m);
         }
         self.sync_ctrl_timer();
-    }
-
-    /// SICC decisions as messages to the hypervisor of each source.
-    fn sicc_messages(&self, msgs: Vec<tacc_mech::sicc::SiccMessage>) -> Vec<Msg> {
-        msgs.into_iter()
-            .filter_map(|m| {
-                let src = match m {
-                    tacc_mech::sicc::SiccMessage::IncastOn { src, .. }
-                    | tacc_mech::sicc::SiccMessage::IncastOff { src, .. } => src,
-                };
-                self.m
-                    .host_of_ip(src)
-                    .map(|host| Msg::Sicc { host, msg: m })
-            })
-            .collect()
     }
 
     fn ctrl_deliver(&mut self) {
@@ -708,162 +645,93 @@ impl Sim {
             return;
         };
         debug_assert_eq!(at, now, "control messages are delivered in order");
-        let mut replies = Vec::new();
+        let mut out = Vec::new();
         match msg {
-            // --- at a switch: answer with the counters as they are now
-            Msg::PortStatsRequest { switch, port } => replies.push(Msg::PortStats {
-                switch,
-                port,
-                marks: self.m.ports[port as usize].stats.marked,
-            }),
-            Msg::QueueRequest { switch, port } => replies.push(Msg::QueueLength {
-                switch,
-                port,
-                pkts: self.m.ports[port as usize].queue.len() as u32,
-            }),
-            Msg::StatsRequest { switch } => {
-                let ports = self
-                    .m
-                    .ports
-                    .iter()
-                    .enumerate()
-                    .filter(|(_, p)| p.from == NodeRef::Switch(switch))
-                    .map(|(i, p)| tacc_mech::sdn_ecn::PortSample {
-                        switch,
-                        port: i as u32,
-                        tx_bytes: p.stats.tx_bytes,
-                    })
-                    .collect();
-                let mut flows: Vec<_> = self.m.switch_mech[switch as usize]
-                    .flow_bytes
-                    .iter()
-                    .flatten()
-                    .map(|(&(port, key), &bytes)| tacc_mech::sdn_ecn::FlowSample {
-                        switch,
-                        port,
-                        key,
-                        bytes,
-                    })
-                    .collect();
-                flows.sort_by_key(|f| (f.port, f.key));
-                replies.push(Msg::SwitchStats {
-                    switch,
-                    ports,
-                    flows,
-                });
+            // --- at a switch
+            ControlMessage::StatsRequest(r) => {
+                out.push(ControlMessage::StatsReply(self.stats_reply(r)))
             }
-            Msg::InstallRule {
-                switch,
-                mut rule,
-                timeout,
-            } => {
-                rule.expires_at = timeout.map(|t| now + t);
-                self.m.tables[switch as usize].install(rule);
-            }
+            ControlMessage::FlowMod(f) => self.flow_mod(f),
             // --- at a host's shim
-            Msg::Notify {
-                host,
-                vm,
-                from_dst,
-                marks,
-            } => {
-                if let Shim::SdnGcc(s) = &mut self.m.shims[host as usize].shim {
-                    s.on_notification(now, vm, from_dst, marks);
-                }
-                self.sync_shim_timer(host);
-            }
-            Msg::Sicc { host, msg } => {
-                if let Shim::Sicc(s) = &mut self.m.shims[host as usize].shim {
-                    s.on_message(now, &msg);
-                }
-                self.sync_shim_timer(host);
-            }
-            // --- at the controller
-            Msg::PacketIn {
-                switch,
-                in_port,
-                out_port,
-                pkt,
-            } => {
-                let mut sicc_out = Vec::new();
-                // A controller that knows every switch's ECMP hash can follow the flow's path.
-                let hops = if self.m.control.per_path {
-                    self.m.path_of(switch, &pkt)
-                } else {
-                    Vec::new()
-                };
-                match &mut self.m.control.app {
-                    Some(CtrlApp::SdnGcc(c)) => {
-                        c.on_packet_in(now, switch, in_port, pkt.src, pkt.dst);
-                        if !hops.is_empty() {
-                            c.register_path(pkt.src, FlowKey::of(&*pkt).id(), &hops);
-                        }
+            ControlMessage::ToHost(h) => {
+                if let Some(host) = self.m.host_of_ip(h.vm()) {
+                    if let Some(shim) = &mut self.m.shims[host as usize].shim {
+                        shim.on_message(now, &h);
                     }
-                    Some(CtrlApp::Sicc(c)) => {
-                        if pkt.flags & tcp_flags::SYN != 0 && pkt.flags & tcp_flags::ACK == 0 {
-                            let msgs = c.on_syn(
-                                now,
-                                switch,
-                                out_port,
-                                pkt.src,
-                                pkt.dst,
-                                pkt.mss.unwrap_or(1460),
-                                pkt.wscale.unwrap_or(0),
-                            );
-                            sicc_out.extend(msgs);
-                        } else if pkt.flags & tcp_flags::FIN != 0 {
-                            c.on_fin(now, switch, out_port, pkt.src, pkt.dst);
-                        }
-                    }
-                    _ => {}
-                }
-                replies.extend(self.sicc_messages(sicc_out));
-            }
-            Msg::PortStats {
-                switch,
-                port,
-                marks,
-            } => {
-                if let Some(CtrlApp::SdnGcc(c)) = &mut self.m.control.app {
-                    for n in c.on_port_stats(now, switch, port, marks) {
-                        if let Some(host) = self.m.host_of_ip(n.to_src) {
-                            replies.push(Msg::Notify {
-                                host,
-                                vm: n.to_src,
-                                from_dst: n.from_dst,
-                                marks: n.marks,
-                            });
-                        }
-                    }
+                    self.sync_shim_timer(host);
                 }
             }
-            Msg::QueueLength { switch, port, pkts } => {
-                if let Some(CtrlApp::Sicc(c)) = &mut self.m.control.app {
-                    let msgs = c.on_queue_sample(now, switch, port, pkts);
-                    replies.extend(self.sicc_messages(msgs));
+            // --- at the controller (taken out while it runs: it may ask the model for paths)
+            ControlMessage::PacketIn(pi) => {
+                if let Some(mut app) = self.m.control.app.take() {
+                    app.on_packet_in(now, &pi, &self.m, &mut out);
+                    self.m.control.app = Some(app);
                 }
             }
-            Msg::SwitchStats {
-                switch: _,
-                ports,
-                flows,
-            } => {
-                if let Some(CtrlApp::SdnEcn(c)) = &mut self.m.control.app {
-                    for r in c.on_probe(now, &ports, &flows) {
-                        let (rule, timeout) = mechanism::mark_rule(&r);
-                        replies.push(Msg::InstallRule {
-                            switch: r.switch,
-                            rule,
-                            timeout: Some(timeout),
-                        });
-                    }
+            ControlMessage::StatsReply(r) => {
+                if let Some(app) = &mut self.m.control.app {
+                    app.on_stats_reply(now, &r, &mut out);
                 }
             }
         }
-        for m in replies {
+        for m in out {
             self.ctrl_send(m);
         }
         self.sync_ctrl_timer();
+    }
+
+    /// A switch answers a statistics request with its counters as they are now.
+    fn stats_reply(&self, r: StatsRequest) -> StatsReply {
+        let ports = &self.m.ports;
+        match r {
+            StatsRequest::PortMarks { switch, port } => StatsReply::PortMarks {
+                switch,
+                port,
+                marks: ports[port as usize].stats.marked,
+            },
+            StatsRequest::QueueLength { switch, port } => StatsReply::QueueLength {
+                switch,
+                port,
+                pkts: ports[port as usize].queue.len() as u32,
+            },
+            StatsRequest::Switch { switch } => {
+                let mut flows = Vec::new();
+                if let Some(hook) = &self.m.switch_mech[switch as usize].hook {
+                    hook.flow_stats(&mut flows);
+                }
+                StatsReply::Switch {
+                    switch,
+                    ports: ports
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, p)| p.from == NodeRef::Switch(switch))
+                        .map(|(i, p)| PortSample {
+                            switch,
+                            port: i as u32,
+                            tx_bytes: p.stats.tx_bytes,
+                        })
+                        .collect(),
+                    flows,
+                }
+            }
+        }
+    }
+
+    fn flow_mod(&mut self, f: FlowMod) {
+        let table = &mut self.m.tables[f.switch as usize];
+        match f.command {
+            FlowModCommand::Add => table.install(Rule {
+                m: f.rule_match,
+                priority: f.priority,
+                actions: f.actions,
+                expires_at: f.hard_timeout.map(|t| self.now + t),
+                packets: 0,
+                bytes: 0,
+            }),
+            FlowModCommand::Delete => {
+                table.remove(&f.rule_match, f.priority);
+            }
+        }
     }
 
     fn scripted_drop(&mut self, f: u32, id: PktId) -> bool {
@@ -1052,19 +920,16 @@ impl Sim {
         let now = self.now;
         if now >= self.next_rate_sample {
             self.next_rate_sample += self.m.goodput_bin;
-            for hs in &self.m.shims {
-                for (vm, dst, bps) in hs.shim.rates() {
-                    self.rate_samples.push((now, vm, dst, bps));
-                }
+            let samples = &mut self.rec.rate_samples;
+            for shim in self.m.shims.iter().filter_map(|h| h.shim.as_ref()) {
+                shim.rates(&mut |vm, dst, bps| samples.push((now, vm, dst, bps)));
             }
         }
         for &p in &self.m.sampled_ports {
             let port = &self.m.ports[p as usize];
             let pkts = port.queue.len() as u32;
-            match &mut self.queue_out {
-                Some(q) => q.row(now, &port.name, pkts, port.queue_bytes),
-                None => self.queue_samples.push((now, p, pkts, port.queue_bytes)),
-            }
+            self.rec
+                .queue_sample(now, p, &port.name, pkts, port.queue_bytes);
         }
         let next = now + self.m.queue_sample;
         self.schedule(next, EvKind::Sample);
@@ -1075,43 +940,5 @@ impl Sim {
     pub fn in_flight(&self) -> u64 {
         let in_vnics: usize = self.m.vms.iter().map(|v| v.vnic.len()).sum();
         self.pkts.live() - in_vnics as u64
-    }
-}
-
-/// Queue samples streamed to a CSV file as the run goes (`queues.csv`'s format).
-pub struct QueueStream {
-    pub path: std::path::PathBuf,
-    out: std::io::BufWriter<std::fs::File>,
-    /// The first write error, reported when the results are written.
-    pub error: Option<std::io::Error>,
-}
-
-impl QueueStream {
-    pub fn create(path: &std::path::Path) -> std::io::Result<QueueStream> {
-        let mut out = std::io::BufWriter::new(std::fs::File::create(path)?);
-        crate::output::queues_header(&mut out)?;
-        Ok(QueueStream {
-            path: path.to_path_buf(),
-            out,
-            error: None,
-        })
-    }
-
-    fn row(&mut self, now: u64, name: &str, pkts: u32, bytes: u64) {
-        if self.error.is_none() {
-            if let Err(e) = crate::output::queue_row(&mut self.out, now, name, pkts, bytes) {
-                self.error = Some(e);
-            }
-        }
-    }
-
-    /// Flushes the file; returns its path or the first error.
-    pub fn finish(mut self) -> std::io::Result<std::path::PathBuf> {
-        use std::io::Write;
-        if let Some(e) = self.error.take() {
-            return Err(e);
-        }
-        self.out.flush()?;
-        Ok(self.path)
     }
 }

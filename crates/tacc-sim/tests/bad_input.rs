@@ -218,7 +218,7 @@ proptest! {
         let text = common::star(2, "5ms", &format!("{tcp}[[flows]]\nname = \"f\"\ncount = 2\nsrc = \"s{{i}}\"\ndst = \"r0\"\nbytes = \"30KB\"\n"));
         if let Ok(p) = tacc_sim::load(&text, "fuzz.toml", &[], None) {
             let (sim, s) = tacc_sim::run(p, &mut |_, _| {});
-            prop_assert!(s.conservation.ok, "{:?} for\n{text}", sim.cons);
+            prop_assert!(s.conservation.ok, "{:?} for\n{text}", sim.rec.cons);
         }
     }
 

@@ -9,26 +9,103 @@ use std::path::{Path, PathBuf};
 /// (scenario under python/tacc/scenarios, simulated time, --set overrides).
 const CASES: &[(&str, &str, &[&str])] = &[
     ("default.toml", "10.5s", &[]),
-    ("default.toml", "10.5s", &[r#"mechanism={kind="hygenicc",on_shortage="queue"}"#, "tcp.rcv_buf=29200B"]),
-    ("default.toml", "10.5s", &[r#"mechanism={kind="hygenicc",on_shortage="drop",admission_control=true}"#]),
-    ("default.toml", "10.5s", &[r#"mechanism={kind="static-rate",rate="500Mbps",on_shortage="queue"}"#]),
-    ("papers/hygenicc_fig2-5.toml", "5.5s", &[r#"tcp.cc="dctcp""#]),
-    ("papers/hygenicc_fig2-5.toml", "5.5s", &[r#"mechanism={kind="hygenicc",on_shortage="queue"}"#]),
-    ("papers/sdngcc_fig1-6.toml", "10.5s", &[r#"mechanism={kind="sdn-gcc",interval="1ms",on_shortage="queue",clear_ce=true}"#]),
-    ("papers/sdngcc_fig1-6.toml", "10.5s", &[r#"mechanism={kind="sdn-gcc",interval="5ms",keying="destination"}"#]),
-    ("papers/sdngcc_fig1-6.toml", "10.5s", &[r#"mechanism={kind="sdn-gcc",keying="path",latency="50us"}"#]),
-    ("papers/sdngcc_fig1-6.toml", "10.5s", &[r#"mechanism={kind="static-rate",rate="250Mbps",on_shortage="queue"}"#]),
+    (
+        "default.toml",
+        "10.5s",
+        &[
+            r#"mechanism={kind="hygenicc",on_shortage="queue"}"#,
+            "tcp.rcv_buf=29200B",
+        ],
+    ),
+    (
+        "default.toml",
+        "10.5s",
+        &[r#"mechanism={kind="hygenicc",on_shortage="drop",admission_control=true}"#],
+    ),
+    (
+        "default.toml",
+        "10.5s",
+        &[r#"mechanism={kind="static-rate",rate="500Mbps",on_shortage="queue"}"#],
+    ),
+    (
+        "papers/hygenicc_fig2-5.toml",
+        "5.5s",
+        &[r#"tcp.cc="dctcp""#],
+    ),
+    (
+        "papers/hygenicc_fig2-5.toml",
+        "5.5s",
+        &[r#"mechanism={kind="hygenicc",on_shortage="queue"}"#],
+    ),
+    (
+        "papers/sdngcc_fig1-6.toml",
+        "10.5s",
+        &[r#"mechanism={kind="sdn-gcc",interval="1ms",on_shortage="queue",clear_ce=true}"#],
+    ),
+    (
+        "papers/sdngcc_fig1-6.toml",
+        "10.5s",
+        &[r#"mechanism={kind="sdn-gcc",interval="5ms",keying="destination"}"#],
+    ),
+    (
+        "papers/sdngcc_fig1-6.toml",
+        "10.5s",
+        &[r#"mechanism={kind="sdn-gcc",keying="path",latency="50us"}"#],
+    ),
+    (
+        "papers/sdngcc_fig1-6.toml",
+        "10.5s",
+        &[r#"mechanism={kind="static-rate",rate="250Mbps",on_shortage="queue"}"#],
+    ),
     ("papers/sdngcc_fig8_testbed.toml", "10.3s", &[]),
-    ("papers/sdngcc_fig8_testbed.toml", "10.3s", &[r#"mechanism={kind="sdn-gcc",interval="1ms",split="per-destination",cut_per_mark="5Mbps",on_shortage="queue",clear_ce=true}"#]),
+    (
+        "papers/sdngcc_fig8_testbed.toml",
+        "10.3s",
+        &[
+            r#"mechanism={kind="sdn-gcc",interval="1ms",split="per-destination",cut_per_mark="5Mbps",on_shortage="queue",clear_ce=true}"#,
+        ],
+    ),
     ("papers/sicc_dumbbell.toml", "2s", &[]),
-    ("papers/sicc_dumbbell.toml", "2s", &[r#"mechanism={kind="sicc",initial_window=2.0,evaluate_on_syn=true}"#]),
-    ("papers/sicc_dumbbell.toml", "2s", &[r#"mechanism={kind="sicc",interval="200us",latency="20us"}"#]),
-    ("papers/sicc_dumbbell.toml", "2s", &[r#"mechanism={kind="rwndq"}"#]),
-    ("papers/sicc_tree144.toml", "0.5s", &[r#"mechanism={kind="sicc",initial_window=2.0,evaluate_on_syn=true}"#]),
-    ("papers/sicc_tree288.toml", "0.3s", &[r#"mechanism={kind="rwndq"}"#]),
-    ("papers/sdnecn_topo1.toml", "6s", &[r#"mechanism={kind="sdn-ecn"}"#]),
-    ("papers/sdnecn_topo2.toml", "6s", &[r#"mechanism={kind="sdn-ecn",interval="100ms",rule_timeout="50ms"}"#]),
-    ("papers/sdnecn_multihop.toml", "6s", &[r#"mechanism={kind="sdn-ecn"}"#]),
+    (
+        "papers/sicc_dumbbell.toml",
+        "2s",
+        &[r#"mechanism={kind="sicc",initial_window=2.0,evaluate_on_syn=true}"#],
+    ),
+    (
+        "papers/sicc_dumbbell.toml",
+        "2s",
+        &[r#"mechanism={kind="sicc",interval="200us",latency="20us"}"#],
+    ),
+    (
+        "papers/sicc_dumbbell.toml",
+        "2s",
+        &[r#"mechanism={kind="rwndq"}"#],
+    ),
+    (
+        "papers/sicc_tree144.toml",
+        "0.5s",
+        &[r#"mechanism={kind="sicc",initial_window=2.0,evaluate_on_syn=true}"#],
+    ),
+    (
+        "papers/sicc_tree288.toml",
+        "0.3s",
+        &[r#"mechanism={kind="rwndq"}"#],
+    ),
+    (
+        "papers/sdnecn_topo1.toml",
+        "6s",
+        &[r#"mechanism={kind="sdn-ecn"}"#],
+    ),
+    (
+        "papers/sdnecn_topo2.toml",
+        "6s",
+        &[r#"mechanism={kind="sdn-ecn",interval="100ms",rule_timeout="50ms"}"#],
+    ),
+    (
+        "papers/sdnecn_multihop.toml",
+        "6s",
+        &[r#"mechanism={kind="sdn-ecn"}"#],
+    ),
 ];
 
 fn scenarios() -> PathBuf {

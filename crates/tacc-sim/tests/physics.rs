@@ -45,6 +45,7 @@ fn dctcp_keeps_the_queue_near_k_without_drops() {
     assert!(p.utilization >= 0.95, "utilization {:.3}", p.utilization);
     // Steady state (after 1 s): queue samples near K = 20 and no drops at all.
     let samples: Vec<f64> = sim
+        .rec
         .queue_samples
         .iter()
         .filter(|q| q.0 >= 1_000_000_000)

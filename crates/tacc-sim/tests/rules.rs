@@ -8,6 +8,7 @@ fn syn_copy_rules_send_one_packet_in_per_connection() {
     let (sim, s) = run(&star(3, "1s", "[[flows]]\nname = \"f\"\ncount = 3\nsrc = \"s{i}\"\ndst = \"r0\"\nbytes = \"100KB\"\n[[rules]]\nswitch = \"sw0\"\npriority = 10\nprotocol = \"tcp\"\ntcp_flags = [\"syn\", \"!ack\"]\ncopy_to_controller = true\n"));
     assert_eq!(s.control.packet_ins, 3);
     assert!(sim
+        .rec
         .packet_ins
         .iter()
         .all(|(_, sw, _, p)| *sw == 0 && p.flags & 0x12 == 0x02));

@@ -1,0 +1,313 @@
+//! The control plane's messages: what switches, controller apps and host shims say to each
+//! other. Plain serializable data, so the simulator's control channel, a controller process
+//! and a Linux host agent carry the very same messages (over a socket, as JSON or any serde
+//! format). Sizes on the wire follow OpenFlow 1.3 framing where it applies.
+
+use serde::{Deserialize, Serialize};
+
+use crate::headers::FlowKey;
+use crate::sdn_gcc::Notify;
+use crate::sicc::SiccMessage;
+use crate::Nanos;
+
+/// The header fields a switch copies to the controller with a packet-in (the first bytes of
+/// the packet, parsed). Ports are the transport ports for TCP and UDP alike: what an ECMP hash
+/// reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacketInHeaders {
+    pub src: u32,
+    pub dst: u32,
+    pub protocol: u8,
+    pub src_port: u16,
+    pub dst_port: u16,
+    /// TCP flag byte (0 for other protocols).
+    pub tcp_flags: u8,
+    /// MSS option of a SYN or SYN-ACK.
+    pub mss: Option<u16>,
+    /// Window scale option of a SYN or SYN-ACK.
+    pub wscale: Option<u8>,
+}
+
+impl PacketInHeaders {
+    /// The flow as a host shim names it ([`FlowKey::of`]: ports only for TCP).
+    pub fn flow_key(&self) -> FlowKey {
+        let tcp = self.protocol == crate::headers::ip_proto::TCP;
+        FlowKey {
+            src: self.src,
+            dst: self.dst,
+            src_port: if tcp { self.src_port } else { 0 },
+            dst_port: if tcp { self.dst_port } else { 0 },
+            protocol: self.protocol,
+        }
+    }
+}
+
+/// Switch -> controller: a packet's headers, from a table miss (reactive forwarding) or a rule
+/// whose action copies to the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PacketIn {
+    pub switch: u32,
+    pub in_port: u32,
+    /// The port the switch forwards the packet to, when a rule copied it after forwarding.
+    pub out_port: Option<u32>,
+    pub headers: PacketInHeaders,
+}
+
+/// Controller -> switch: a counter reading.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum StatsRequest {
+    /// One port's cumulative count of ECN marks (CE set by the port's queue).
+    PortMarks { switch: u32, port: u32 },
+    /// One port's queue length now, in packets.
+    QueueLength { switch: u32, port: u32 },
+    /// Every port's transmitted bytes and every flow's bytes of one switch.
+    Switch { switch: u32 },
+}
+
+/// One switch port's cumulative transmitted bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortSample {
+    pub switch: u32,
+    pub port: u32,
+    pub tx_bytes: u64,
+}
+
+/// One flow's cumulative bytes forwarded by `switch` out of `port`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowSample {
+    pub switch: u32,
+    pub port: u32,
+    pub key: FlowKey,
+    pub bytes: u64,
+}
+
+/// Switch -> controller: the answer to a [`StatsRequest`], with the counters as they were
+/// when the switch answered.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum StatsReply {
+    PortMarks {
+        switch: u32,
+        port: u32,
+        marks: u64,
+    },
+    QueueLength {
+        switch: u32,
+        port: u32,
+        pkts: u32,
+    },
+    Switch {
+        switch: u32,
+        ports: Vec<PortSample>,
+        flows: Vec<FlowSample>,
+    },
+}
+
+/// Header fields a rule matches; `None` is a wildcard. TCP flags match when
+/// `flags & flags_mask == flags_value` (non-TCP packets never match a flags condition).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleMatch {
+    pub src: Option<u32>,
+    pub dst: Option<u32>,
+    pub protocol: Option<u8>,
+    pub sport: Option<u16>,
+    pub dport: Option<u16>,
+    pub flags_mask: u8,
+    pub flags_value: u8,
+}
+
+/// Where a matching packet goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Forward {
+    /// Continue with the switch's routing table (ECMP).
+    Normal,
+    /// Send out of this port.
+    Port(u32),
+    Drop,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuleActions {
+    pub forward: Forward,
+    /// Set the ECN field to CE (only on ECN-capable packets, as a marking AQM would).
+    pub set_ce: bool,
+    /// Send a copy of the headers to the controller (packet-in).
+    pub copy_to_controller: bool,
+}
+
+/// Controller -> switch: add a rule, or delete the rules with exactly this match and priority.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowMod {
+    pub switch: u32,
+    pub command: FlowModCommand,
+    pub rule_match: RuleMatch,
+    pub priority: u16,
+    pub actions: RuleActions,
+    /// The rule disappears this long after it is installed.
+    pub hard_timeout: Option<Nanos>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FlowModCommand {
+    Add,
+    Delete,
+}
+
+/// Controller -> host shim.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum HostMessage {
+    /// SDN-GCC: marks attributed to traffic of a local VM.
+    Congestion(Notify),
+    /// SICC: incast ON/OFF for a (local source VM, destination) pair.
+    Incast(SiccMessage),
+}
+
+impl HostMessage {
+    /// The VM the message is about: the host running it receives the message.
+    pub fn vm(&self) -> u32 {
+        match self {
+            HostMessage::Congestion(n) => n.to_src,
+            HostMessage::Incast(SiccMessage::IncastOn { src, .. })
+            | HostMessage::Incast(SiccMessage::IncastOff { src, .. }) => *src,
+        }
+    }
+}
+
+/// Everything that travels on the control channel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ControlMessage {
+    PacketIn(PacketIn),
+    StatsRequest(StatsRequest),
+    StatsReply(StatsReply),
+    FlowMod(FlowMod),
+    ToHost(HostMessage),
+}
+
+/// Sizes of control messages on the wire, in bytes.
+pub mod wire_bytes {
+    /// ofp_packet_in (32 B with its match) plus the first 64 bytes of the packet.
+    pub const PACKET_IN: u64 = 96;
+    /// Multipart request for one port's (or queue's) statistics.
+    pub const STATS_REQUEST: u64 = 24;
+    /// Multipart reply with one ofp_port_stats (112 B) behind a 16 B header.
+    pub const PORT_STATS_REPLY: u64 = 128;
+    /// Multipart reply header.
+    pub const MULTIPART_HEADER: u64 = 16;
+    /// One ofp_port_stats entry.
+    pub const PORT_STATS_ENTRY: u64 = 112;
+    /// One ofp_flow_stats entry with a 5-tuple match.
+    pub const FLOW_STATS_ENTRY: u64 = 96;
+    /// ofp_flow_mod with a 5-tuple match and set-field + output actions.
+    pub const FLOW_MOD: u64 = 136;
+    /// Congestion notification to a hypervisor: Ethernet + IPv4 + 2 bytes (the papers' 36 B).
+    pub const NOTIFICATION: u64 = 36;
+    /// SICC ON/OFF frame: a minimum-size Ethernet frame with an experimental EtherType.
+    pub const SICC_MESSAGE: u64 = 64;
+}
+
+impl ControlMessage {
+    /// Bytes on the wire.
+    pub fn wire_bytes(&self) -> u64 {
+        use wire_bytes::*;
+        match self {
+            ControlMessage::PacketIn(_) => PACKET_IN,
+            ControlMessage::StatsRequest(_) => STATS_REQUEST,
+            ControlMessage::FlowMod(_) => FLOW_MOD,
+            ControlMessage::StatsReply(StatsReply::Switch { ports, flows, .. }) => {
+                MULTIPART_HEADER
+                    + PORT_STATS_ENTRY * ports.len() as u64
+                    + FLOW_STATS_ENTRY * flows.len() as u64
+            }
+            ControlMessage::StatsReply(_) => PORT_STATS_REPLY,
+            ControlMessage::ToHost(HostMessage::Congestion(_)) => NOTIFICATION,
+            ControlMessage::ToHost(HostMessage::Incast(_)) => SICC_MESSAGE,
+        }
+    }
+
+    /// The kind it is counted under.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ControlMessage::PacketIn(_) => "packet_in",
+            ControlMessage::StatsRequest(_) => "stats_request",
+            ControlMessage::StatsReply(_) => "stats_reply",
+            ControlMessage::FlowMod(_) => "flow_mod",
+            ControlMessage::ToHost(_) => "host_message",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_survive_a_round_trip_through_json() {
+        let msgs = vec![
+            ControlMessage::PacketIn(PacketIn {
+                switch: 3,
+                in_port: 7,
+                out_port: None,
+                headers: PacketInHeaders {
+                    src: 1,
+                    dst: 2,
+                    protocol: 6,
+                    src_port: 10_000,
+                    dst_port: 5001,
+                    tcp_flags: 0x02,
+                    mss: Some(1460),
+                    wscale: Some(7),
+                },
+            }),
+            ControlMessage::StatsReply(StatsReply::Switch {
+                switch: 1,
+                ports: vec![PortSample {
+                    switch: 1,
+                    port: 4,
+                    tx_bytes: 1 << 40,
+                }],
+                flows: vec![],
+            }),
+            ControlMessage::ToHost(HostMessage::Incast(SiccMessage::IncastOn {
+                src: 9,
+                dst: 8,
+                wscale: 2,
+                mss: 1460,
+            })),
+        ];
+        let text = serde_json::to_string(&msgs).unwrap();
+        let back: Vec<ControlMessage> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, msgs);
+    }
+
+    #[test]
+    fn a_switch_stats_reply_costs_its_entries() {
+        let reply = ControlMessage::StatsReply(StatsReply::Switch {
+            switch: 0,
+            ports: vec![
+                PortSample {
+                    switch: 0,
+                    port: 0,
+                    tx_bytes: 0
+                };
+                3
+            ],
+            flows: vec![],
+        });
+        assert_eq!(reply.wire_bytes(), 16 + 3 * 112);
+        assert_eq!(reply.kind(), "stats_reply");
+    }
+
+    #[test]
+    fn a_udp_packet_in_names_its_flow_without_ports_as_shims_do() {
+        let h = PacketInHeaders {
+            src: 1,
+            dst: 2,
+            protocol: 17,
+            src_port: 10_000,
+            dst_port: 9,
+            tcp_flags: 0,
+            mss: None,
+            wscale: None,
+        };
+        assert_eq!((h.flow_key().src_port, h.flow_key().dst_port), (0, 0));
+    }
+}

@@ -1,0 +1,122 @@
+//! `kind = "hygenicc"`: one HyGenICC shim per host; no controller.
+
+use crate::headers::PacketHeaders;
+use crate::hygenicc::{FeedbackPacket, HygenConfig, HygenShim, IngressVerdict};
+use crate::mechanisms::limiter::{limiter_config, rate_shims};
+use crate::mechanisms::{Checks, Mechanism, Problem, MIN_TIMER};
+use crate::rate_alloc::EgressVerdict;
+use crate::roles::{Fabric, HostShim, Instance};
+use crate::units::Duration;
+use crate::Nanos;
+
+limiter_config! {
+    pub struct HygenicConfig {
+        /// Timer period of the shim (Tu).
+        pub update_interval: Option<Duration>,
+        pub min_rate_fraction: Option<f64>,
+        pub congestion_timeout: Option<Duration>,
+        pub feedback_timeout: Option<Duration>,
+        pub fast_increase: Option<f64>,
+        pub slow_increase: Option<f64>,
+        pub decrease_per_mark: Option<f64>,
+        pub admission_control: Option<bool>,
+    }
+}
+
+impl HygenicConfig {
+    fn resolve(&self, ck: &mut Checks) -> HygenConfig {
+        let d = HygenConfig::default();
+        HygenConfig {
+            update_interval: ck.period(
+                "update_interval",
+                self.update_interval,
+                d.update_interval,
+                MIN_TIMER,
+            ),
+            congestion_timeout: ck.positive(
+                "congestion_timeout",
+                self.congestion_timeout,
+                d.congestion_timeout,
+            ),
+            feedback_timeout: ck.period(
+                "feedback_timeout",
+                self.feedback_timeout,
+                d.feedback_timeout,
+                MIN_TIMER,
+            ),
+            fast_increase: ck.fraction("fast_increase", self.fast_increase, d.fast_increase),
+            slow_increase: ck.fraction("slow_increase", self.slow_increase, d.slow_increase),
+            decrease_per_mark: ck.fraction(
+                "decrease_per_mark",
+                self.decrease_per_mark,
+                d.decrease_per_mark,
+            ),
+            min_rate_fraction: ck.fraction(
+                "min_rate_fraction",
+                self.min_rate_fraction,
+                d.min_rate_fraction,
+            ),
+            alloc: self.limiter_keys().alloc(ck),
+            admission_control: self.admission_control.unwrap_or(false),
+        }
+    }
+}
+
+impl Mechanism for HygenicConfig {
+    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
+        let mut ck = Checks::default();
+        self.resolve(&mut ck);
+        self.limiter_keys().weights(&mut ck, vm_address);
+        ck.problems
+    }
+
+    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
+        let mut ck = Checks::default();
+        let cfg = self.resolve(&mut ck);
+        let weights = self
+            .limiter_keys()
+            .weights(&mut ck, &|n| fabric.vm_address(n));
+        let mut inst = Instance::none(fabric);
+        inst.shims = rate_shims(
+            fabric,
+            &weights,
+            |rate| HygenShim::new(cfg, rate),
+            |s, ip, w| s.register_vm(0, ip, w),
+        );
+        inst
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
+    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
+        HygenShim::on_egress(self, now, pkt)
+    }
+    fn on_ingress(&mut self, now: Nanos, pkt: &mut P) -> IngressVerdict {
+        HygenShim::on_ingress(self, now, pkt)
+    }
+    fn on_timer(&mut self, now: Nanos) {
+        HygenShim::on_timer(self, now)
+    }
+    fn poll_at(&self) -> Option<Nanos> {
+        HygenShim::poll_at(self)
+    }
+    fn poll_transmit(&mut self, now: Nanos) -> Option<FeedbackPacket> {
+        HygenShim::poll_transmit(self, now)
+    }
+    fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
+        for (vm, dst, bps) in self.pair_rates() {
+            out(vm, dst, bps);
+        }
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        let k = HygenShim::counters(self);
+        out("feedback_packets_sent", k.feedback_sent as f64);
+        out("feedback_packets_received", k.feedback_received as f64);
+        out("feedback_marks_received", k.feedback_marks_received as f64);
+        out("ipr_bits_set", k.ipr_set as f64);
+        out("ipr_bits_seen", k.ipr_seen as f64);
+        out("ce_cleared", k.ce_cleared as f64);
+        out("limiter_drops", k.drops_no_tokens as f64);
+        out("admission_drops", k.drops_admission as f64);
+    }
+}

@@ -1,0 +1,83 @@
+//! `kind = "rwndq"`: the RWNDQ switch in every switch.
+
+use serde::{Deserialize, Serialize};
+
+use crate::headers::PacketHeaders;
+use crate::mechanisms::{Checks, Mechanism, Problem, MIN_TIMER};
+use crate::roles::{Fabric, Instance, SwitchHook};
+use crate::rwndq::{Rwndq, RwndqConfig as RwndqParams};
+use crate::units::Duration;
+use crate::Nanos;
+
+#[derive(Deserialize, Serialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct RwndqConfig {
+    /// Control-loop period.
+    pub tick: Option<Duration>,
+    pub target_fraction: Option<f64>,
+    pub base_rtt: Option<Duration>,
+}
+
+impl RwndqConfig {
+    fn resolve(&self, ck: &mut Checks, (rcv_buf, shift): (u64, u8)) -> RwndqParams {
+        let d = RwndqParams::default();
+        RwndqParams {
+            tick: ck.period("tick", self.tick, d.tick, MIN_TIMER),
+            target_fraction: ck.fraction(
+                "target_fraction",
+                self.target_fraction,
+                d.target_fraction,
+            ),
+            base_rtt: ck.positive("base_rtt", self.base_rtt, d.base_rtt),
+            // The receivers' window scale, as every endpoint derives it from the receive buffer.
+            window_shift: shift,
+            max_window_bytes: d.max_window_bytes.max(rcv_buf.min(u32::MAX as u64) as u32),
+            ..d
+        }
+    }
+}
+
+impl Mechanism for RwndqConfig {
+    fn check(&self, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
+        let mut ck = Checks::default();
+        self.resolve(&mut ck, (0, 0));
+        ck.problems
+    }
+
+    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
+        let cfg = self.resolve(&mut Checks::default(), fabric.receiver_window());
+        let mut switches: Vec<Rwndq> = (0..fabric.switches()).map(|_| Rwndq::new(cfg)).collect();
+        for p in fabric.switch_ports() {
+            switches[p.switch as usize].add_port(0, p.port, p.rate_bps, p.buffer_bytes());
+        }
+        let mut inst = Instance::none(fabric);
+        inst.switch_hooks = switches
+            .into_iter()
+            .map(|r| Some(Box::new(r) as Box<dyn SwitchHook<P>>))
+            .collect();
+        inst
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> SwitchHook<P> for Rwndq {
+    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, pkt: &mut P) -> bool {
+        self.on_ack(pkt);
+        false
+    }
+    fn on_forward(&mut self, now: Nanos, port: u32, pkt: &P) {
+        self.on_enqueue(now, port, pkt);
+    }
+    fn on_timer(&mut self, now: Nanos, queue_bytes: &dyn Fn(u32) -> u64) {
+        Rwndq::on_timer(self, now, queue_bytes)
+    }
+    fn poll_at(&self) -> Option<Nanos> {
+        Rwndq::poll_at(self)
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        out("rwnd_rewrites", self.counters().rwnd_rewrites as f64);
+        out(
+            "rwndq_overflow_resets",
+            self.counters().overflow_resets as f64,
+        );
+    }
+}

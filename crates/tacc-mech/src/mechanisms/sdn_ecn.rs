@@ -1,0 +1,142 @@
+//! `kind = "sdn-ecn"`: the SDN-ECN controller app and per-flow byte counters in every switch
+//! (what OpenFlow flow statistics give it).
+
+use rustc_hash::FxHashMap;
+use serde::{Deserialize, Serialize};
+
+use crate::control::{
+    ControlMessage, FlowMod, FlowModCommand, FlowSample, Forward, RuleActions, RuleMatch,
+    StatsReply, StatsRequest,
+};
+use crate::headers::{FlowKey, PacketHeaders};
+use crate::mechanisms::{Checks, Mechanism, Problem, MIN_POLL};
+use crate::roles::{ControllerApp, Fabric, Instance, SwitchHook};
+use crate::sdn_ecn::{InstallMarkRule, SdnEcnConfig as SdnEcnParams, SdnEcnController};
+use crate::units::Duration;
+use crate::Nanos;
+
+#[derive(Deserialize, Serialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct SdnEcnConfig {
+    /// Probe interval.
+    pub interval: Option<Duration>,
+    /// One-way latency of the out-of-band control channel.
+    pub latency: Option<Duration>,
+    pub threshold: Option<f64>,
+    pub max_fraction: Option<f64>,
+    pub rule_timeout: Option<Duration>,
+}
+
+impl SdnEcnConfig {
+    fn resolve(&self, ck: &mut Checks) -> SdnEcnParams {
+        let d = SdnEcnParams::default();
+        SdnEcnParams {
+            probe_interval: ck.period("interval", self.interval, d.probe_interval, MIN_POLL),
+            congestion_threshold: ck.fraction("threshold", self.threshold, d.congestion_threshold),
+            max_marked_fraction: ck.fraction(
+                "max_fraction",
+                self.max_fraction,
+                d.max_marked_fraction,
+            ),
+            rule_priority: d.rule_priority,
+            rule_hard_timeout: ck.positive("rule_timeout", self.rule_timeout, d.rule_hard_timeout),
+        }
+    }
+}
+
+impl Mechanism for SdnEcnConfig {
+    fn check(&self, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
+        let mut ck = Checks::default();
+        self.resolve(&mut ck);
+        ck.problems
+    }
+
+    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
+        let mut app = SdnEcnController::new(self.resolve(&mut Checks::default()));
+        for p in fabric.switch_ports() {
+            app.add_link(0, p.switch, p.port, p.rate_bps);
+        }
+        let mut inst = Instance::none(fabric);
+        inst.controller = Some(Box::new(app));
+        for (switch, hook) in inst.switch_hooks.iter_mut().enumerate() {
+            *hook = Some(Box::new(FlowBytes {
+                switch: switch as u32,
+                bytes: FxHashMap::default(),
+            }));
+        }
+        inst.control_latency = self.latency.map(|d| d.0).unwrap_or(0);
+        inst
+    }
+}
+
+/// Bytes per (output port, flow) of one switch.
+struct FlowBytes {
+    switch: u32,
+    bytes: FxHashMap<(u32, FlowKey), u64>,
+}
+
+impl<P: PacketHeaders + ?Sized> SwitchHook<P> for FlowBytes {
+    fn on_forward(&mut self, _now: Nanos, port: u32, pkt: &P) {
+        *self.bytes.entry((port, FlowKey::of(pkt))).or_default() += pkt.ip_len() as u64;
+    }
+
+    fn flow_stats(&self, out: &mut Vec<FlowSample>) {
+        let start = out.len();
+        out.extend(self.bytes.iter().map(|(&(port, key), &bytes)| FlowSample {
+            switch: self.switch,
+            port,
+            key,
+            bytes,
+        }));
+        out[start..].sort_by_key(|f| (f.port, f.key));
+    }
+}
+
+/// A rule that CE-marks the selected flow and forwards it where it was going.
+fn mark_rule(r: &InstallMarkRule) -> FlowMod {
+    let k = r.key;
+    FlowMod {
+        switch: r.switch,
+        command: FlowModCommand::Add,
+        rule_match: RuleMatch {
+            src: Some(k.src),
+            dst: Some(k.dst),
+            protocol: Some(k.protocol),
+            sport: Some(k.src_port),
+            dport: Some(k.dst_port),
+            flags_mask: 0,
+            flags_value: 0,
+        },
+        priority: r.priority,
+        actions: RuleActions {
+            forward: Forward::Port(r.out_port),
+            set_ce: true,
+            copy_to_controller: false,
+        },
+        hard_timeout: Some(r.hard_timeout),
+    }
+}
+
+impl ControllerApp for SdnEcnController {
+    fn on_stats_reply(&mut self, now: Nanos, reply: &StatsReply, out: &mut Vec<ControlMessage>) {
+        if let StatsReply::Switch { ports, flows, .. } = reply {
+            out.extend(
+                self.on_probe(now, ports, flows)
+                    .iter()
+                    .map(|r| ControlMessage::FlowMod(mark_rule(r))),
+            );
+        }
+    }
+
+    fn on_timer(&mut self, now: Nanos, out: &mut Vec<ControlMessage>) {
+        out.extend(
+            SdnEcnController::on_timer(self, now)
+                .into_iter()
+                .map(|r| ControlMessage::StatsRequest(StatsRequest::Switch { switch: r.switch })),
+        );
+    }
+
+    fn poll_at(&self) -> Option<Nanos> {
+        SdnEcnController::poll_at(self)
+    }
+}

@@ -1,0 +1,266 @@
+//! `kind = "sdn-gcc"`: one SDN-GCC shim per host, the controller app, and at each ToR the
+//! table miss that tells the controller about a new (source, destination) pair.
+
+use rustc_hash::FxHashSet;
+
+use crate::control::{ControlMessage, HostMessage, PacketIn, StatsReply, StatsRequest};
+use crate::headers::{FlowKey, PacketHeaders};
+use crate::mechanisms::limiter::{limiter_config, rate_shims};
+use crate::mechanisms::{Checks, Mechanism, Problem, MIN_POLL, MIN_TIMER};
+use crate::rate_alloc::EgressVerdict;
+use crate::roles::{
+    ControllerApp, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
+};
+use crate::sdn_gcc::{
+    MarkResponse, MarkSplit, RateKeying, SdnGccController, SdnGccControllerConfig, SdnGccShim,
+    SdnGccShimConfig,
+};
+use crate::units::{Duration, Rate};
+use crate::Nanos;
+
+limiter_config! {
+    pub struct SdnGccConfig {
+        /// Timer period of the shim.
+        pub update_interval: Option<Duration>,
+        pub min_rate_fraction: Option<f64>,
+        /// Controller polling interval (Ti).
+        pub interval: Option<Duration>,
+        /// One-way latency of the out-of-band control channel.
+        pub latency: Option<Duration>,
+        /// "all-sources" (Algorithm 4) or "per-destination" (the authors' prototype).
+        pub split: Option<String>,
+        /// "vm" (one rate per VM, Algorithm 3), "destination", or "path" (per ECMP path).
+        pub keying: Option<String>,
+        /// Tc: congestion grace period (default: two controller intervals, 2 x Ti).
+        pub congestion_grace: Option<Duration>,
+        /// scale(C) as a fraction of the NIC rate.
+        pub scale: Option<f64>,
+        /// Prototype response: this cut per mark instead of the mark-rate rule.
+        pub cut_per_mark: Option<Rate>,
+        /// Clear CE before delivering packets to VMs (for tenants that do not use ECN).
+        pub clear_ce: Option<bool>,
+    }
+}
+
+impl SdnGccConfig {
+    fn resolve(&self, ck: &mut Checks) -> (SdnGccShimConfig, SdnGccControllerConfig) {
+        let d = SdnGccShimConfig::default();
+        let keying = match ck.choice("keying", &self.keying, &["vm", "destination", "path"]) {
+            0 => RateKeying::PerVm,
+            1 => RateKeying::PerDestination,
+            _ => RateKeying::PerPath,
+        };
+        let monitor_interval = ck.period(
+            "interval",
+            self.interval,
+            SdnGccControllerConfig::default().monitor_interval,
+            MIN_POLL,
+        );
+        let shim = SdnGccShimConfig {
+            update_interval: ck.period(
+                "update_interval",
+                self.update_interval,
+                d.update_interval,
+                MIN_TIMER,
+            ),
+            // Two controller intervals, whatever Ti is: steady congestion (a notification
+            // every Ti) then never lets a rate climb between two notifications.
+            congestion_grace: ck.positive(
+                "congestion_grace",
+                self.congestion_grace,
+                2 * monitor_interval,
+            ),
+            scale: ck.fraction("scale", self.scale, d.scale),
+            response: match self.cut_per_mark {
+                Some(r) => MarkResponse::PerMark { cut_bps: r.0 },
+                None => d.response,
+            },
+            min_rate_fraction: ck.fraction(
+                "min_rate_fraction",
+                self.min_rate_fraction,
+                d.min_rate_fraction,
+            ),
+            alloc: self.limiter_keys().alloc(ck),
+            keying,
+            clear_ce: self.clear_ce.unwrap_or(false),
+        };
+        let split = if keying == RateKeying::PerPath {
+            if self.split.is_some() {
+                ck.problem("split", "per-path keying splits marks over the flows crossing the port; leave split out");
+            }
+            MarkSplit::PerPath
+        } else {
+            match ck.choice("split", &self.split, &["all-sources", "per-destination"]) {
+                0 => MarkSplit::AllSourcesBehindPort,
+                _ => MarkSplit::SourcesOfEachDestination,
+            }
+        };
+        (
+            shim,
+            SdnGccControllerConfig {
+                monitor_interval,
+                split,
+            },
+        )
+    }
+}
+
+impl Mechanism for SdnGccConfig {
+    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
+        let mut ck = Checks::default();
+        self.resolve(&mut ck);
+        self.limiter_keys().weights(&mut ck, vm_address);
+        ck.problems
+    }
+
+    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
+        let mut ck = Checks::default();
+        let (shim, ctrl) = self.resolve(&mut ck);
+        let weights = self
+            .limiter_keys()
+            .weights(&mut ck, &|n| fabric.vm_address(n));
+        let per_path = shim.keying == RateKeying::PerPath;
+        let mut inst = Instance::none(fabric);
+        inst.shims = rate_shims(
+            fabric,
+            &weights,
+            |rate| SdnGccShim::new(shim, rate),
+            |s, ip, w| s.register_vm(0, ip, w),
+        );
+        // The controller knows the topology: which destinations each switch port reaches.
+        let mut app = SdnGccController::new(ctrl);
+        let vms = fabric.vms();
+        for s in 0..fabric.switches() {
+            for (vm, &(_, ip)) in vms.iter().enumerate() {
+                for &p in fabric.route_ports(s, vm as u32) {
+                    app.register_route(s, p, ip);
+                }
+            }
+        }
+        inst.controller = Some(Box::new(SdnGccApp { app, per_path }));
+        for port in fabric.switch_ports().iter().filter(|p| p.to_host) {
+            inst.switch_hooks[port.switch as usize] = Some(Box::new(FirstPacket {
+                seen: FxHashSet::default(),
+                per_path,
+            }));
+        }
+        inst.control_latency = self.latency.map(|d| d.0).unwrap_or(0);
+        inst
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> HostShim<P> for SdnGccShim {
+    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
+        SdnGccShim::on_egress(self, now, pkt)
+    }
+    fn on_ingress(&mut self, _now: Nanos, pkt: &mut P) -> IngressVerdict {
+        SdnGccShim::on_ingress(self, pkt);
+        IngressVerdict::Deliver
+    }
+    fn on_message(&mut self, now: Nanos, msg: &HostMessage) {
+        if let HostMessage::Congestion(n) = msg {
+            self.on_notification(now, n.to_src, n.from_dst, n.marks);
+        }
+    }
+    fn on_timer(&mut self, now: Nanos) {
+        SdnGccShim::on_timer(self, now)
+    }
+    fn poll_at(&self) -> Option<Nanos> {
+        SdnGccShim::poll_at(self)
+    }
+    fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
+        for (vm, path, bps) in SdnGccShim::rates(self) {
+            out(vm, path, bps);
+        }
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        let k = SdnGccShim::counters(self);
+        out("notifications_received", k.notifications as f64);
+        out("notifications_ignored", k.notifications_ignored as f64);
+        out("notified_marks", k.marks);
+        out("limiter_drops", k.drops as f64);
+        out("ce_cleared", k.ce_cleared as f64);
+    }
+}
+
+/// Reactive forwarding at a ToR: the first packet of a new (source, destination) pair from a
+/// host (of a new flow, when marks are attributed per path) misses the table and goes to the
+/// controller.
+struct FirstPacket {
+    seen: FxHashSet<FlowKey>,
+    per_path: bool,
+}
+
+impl<P: PacketHeaders + ?Sized> SwitchHook<P> for FirstPacket {
+    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, from_host: bool, pkt: &mut P) -> bool {
+        if !from_host {
+            return false;
+        }
+        let key = if self.per_path {
+            FlowKey::of(pkt)
+        } else {
+            FlowKey {
+                src: pkt.src(),
+                dst: pkt.dst(),
+                src_port: 0,
+                dst_port: 0,
+                protocol: 0,
+            }
+        };
+        self.seen.insert(key)
+    }
+}
+
+struct SdnGccApp {
+    app: SdnGccController,
+    per_path: bool,
+}
+
+impl ControllerApp for SdnGccApp {
+    fn on_packet_in(
+        &mut self,
+        now: Nanos,
+        pi: &PacketIn,
+        paths: &dyn PathOracle,
+        _out: &mut Vec<ControlMessage>,
+    ) {
+        let h = &pi.headers;
+        self.app
+            .on_packet_in(now, pi.switch, pi.in_port, h.src, h.dst);
+        if self.per_path {
+            let hops = paths.path(pi.switch, h);
+            if !hops.is_empty() {
+                self.app.register_path(h.src, h.flow_key().id(), &hops);
+            }
+        }
+    }
+
+    fn on_stats_reply(&mut self, now: Nanos, reply: &StatsReply, out: &mut Vec<ControlMessage>) {
+        if let StatsReply::PortMarks {
+            switch,
+            port,
+            marks,
+        } = *reply
+        {
+            out.extend(
+                self.app
+                    .on_port_stats(now, switch, port, marks)
+                    .into_iter()
+                    .map(|n| ControlMessage::ToHost(HostMessage::Congestion(n))),
+            );
+        }
+    }
+
+    fn on_timer(&mut self, now: Nanos, out: &mut Vec<ControlMessage>) {
+        out.extend(self.app.on_timer(now).into_iter().map(|r| {
+            ControlMessage::StatsRequest(StatsRequest::PortMarks {
+                switch: r.switch,
+                port: r.port,
+            })
+        }));
+    }
+
+    fn poll_at(&self) -> Option<Nanos> {
+        self.app.poll_at()
+    }
+}

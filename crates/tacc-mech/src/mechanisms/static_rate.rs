@@ -1,0 +1,96 @@
+//! `kind = "static-rate"`: the static per-VM rate-limit baseline.
+
+use serde::{Deserialize, Serialize};
+
+use crate::headers::PacketHeaders;
+use crate::mechanisms::limiter::bucket_config;
+use crate::mechanisms::{Checks, Mechanism, Problem};
+use crate::rate_alloc::{EgressVerdict, StaticRateLimiter};
+use crate::roles::{Fabric, HostShim, Instance};
+use crate::units::{Duration, Rate};
+use crate::Nanos;
+
+#[derive(Deserialize, Serialize, Debug, Clone, Default)]
+#[serde(deny_unknown_fields)]
+pub struct StaticRateConfig {
+    /// The fixed per-VM rate.
+    pub rate: Option<Rate>,
+    /// VMs limited (default all).
+    pub vms: Option<Vec<String>>,
+    /// "drop" (the papers' default) or "queue" packets that find no tokens.
+    pub on_shortage: Option<String>,
+    /// Bucket depth as time at the bucket's rate.
+    pub burst: Option<Duration>,
+}
+
+impl StaticRateConfig {
+    /// The rate and the limited VMs' addresses (`None`: all).
+    fn resolve(
+        &self,
+        ck: &mut Checks,
+        vm_address: &dyn Fn(&str) -> Option<u32>,
+    ) -> (u64, Option<Vec<u32>>) {
+        let rate = match self.rate {
+            None => {
+                ck.problem("rate", "static-rate needs a rate such as \"500Mbps\"");
+                0
+            }
+            Some(r) if r.0 == 0 => {
+                ck.problem("rate", "must be greater than zero");
+                0
+            }
+            Some(r) => r.0,
+        };
+        let targets = self.vms.as_ref().map(|names| {
+            names
+                .iter()
+                .enumerate()
+                .filter_map(|(i, n)| {
+                    let ip = vm_address(n);
+                    if ip.is_none() {
+                        ck.problem(&format!("vms[{i}]"), format!("no host or VM named {n:?}"));
+                    }
+                    ip
+                })
+                .collect()
+        });
+        (rate, targets)
+    }
+}
+
+impl Mechanism for StaticRateConfig {
+    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
+        let mut ck = Checks::default();
+        bucket_config(&mut ck, &self.on_shortage, self.burst);
+        self.resolve(&mut ck, vm_address);
+        ck.problems
+    }
+
+    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
+        let mut ck = Checks::default();
+        let bucket = bucket_config(&mut ck, &self.on_shortage, self.burst);
+        let (rate, targets) = self.resolve(&mut ck, &|n| fabric.vm_address(n));
+        let vms = fabric.vms();
+        let targets = targets.unwrap_or_else(|| vms.iter().map(|&(_, ip)| ip).collect());
+        let host_of: std::collections::HashMap<u32, u32> =
+            vms.iter().map(|&(h, ip)| (ip, h)).collect();
+        let mut limiters: Vec<StaticRateLimiter> = (0..fabric.hosts())
+            .map(|_| StaticRateLimiter::new(bucket))
+            .collect();
+        for ip in targets {
+            limiters[host_of[&ip] as usize].set_rate(0, ip, rate);
+        }
+        let mut inst = Instance::none(fabric);
+        inst.shims = limiters
+            .into_iter()
+            .map(|l| Some(Box::new(l) as Box<dyn HostShim<P>>))
+            .collect();
+        inst
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> HostShim<P> for StaticRateLimiter {
+    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
+        StaticRateLimiter::on_egress(self, now, pkt.src(), pkt.ip_len() as u64)
+    }
+}

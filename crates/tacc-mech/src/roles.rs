@@ -1,0 +1,177 @@
+//! The mechanism interface: the three roles a mechanism can play, and the fabric it is built
+//! for. A driver (the simulator today, a Linux host agent and an SDN controller tomorrow)
+//! moves packets, time and control messages through these traits and never names a mechanism.
+//!
+//! - [`HostShim`]: in each host's virtual switch, between the VMs and the NIC. Egress and
+//!   ingress hooks return a verdict and may rewrite header fields; a timer; messages from the
+//!   controller in; in-band packets of its own out.
+//! - [`SwitchHook`]: in each switch, on every packet it forwards; per-flow counters for the
+//!   controller's statistics requests.
+//! - [`ControllerApp`]: in the controller: packet-ins, statistics replies and a timer in;
+//!   statistics requests, rule changes and notifications to host shims out
+//!   ([`ControlMessage`]).
+//!
+//! Hooks are generic over the packet representation `P` (the simulator's packet struct, or
+//! [`crate::wire::Ipv4Packet`] over real bytes), so header access stays static while the
+//! roles themselves are trait objects. Every method has a neutral default: a mechanism
+//! implements the hooks it uses.
+
+use crate::control::{ControlMessage, FlowMod, FlowSample, HostMessage, PacketIn, PacketInHeaders};
+use crate::headers::PacketHeaders;
+use crate::rate_alloc::EgressVerdict;
+use crate::units::Size;
+use crate::Nanos;
+
+pub use crate::hygenicc::{FeedbackPacket, IngressVerdict};
+
+/// A mechanism's part in one host's virtual switch (it serves every VM of the host).
+pub trait HostShim<P: PacketHeaders + ?Sized>: Send {
+    /// A packet leaves a local VM for the network.
+    fn on_egress(&mut self, _now: Nanos, _pkt: &mut P) -> EgressVerdict {
+        EgressVerdict::Pass
+    }
+    /// A packet arrives from the network for a local VM.
+    fn on_ingress(&mut self, _now: Nanos, _pkt: &mut P) -> IngressVerdict {
+        IngressVerdict::Deliver
+    }
+    /// A message from the controller about one of the host's VMs.
+    fn on_message(&mut self, _now: Nanos, _msg: &HostMessage) {}
+    /// The timer asked for by [`HostShim::poll_at`] is due (it may be called early).
+    fn on_timer(&mut self, _now: Nanos) {}
+    /// When the shim next needs [`HostShim::on_timer`] or has a packet to send.
+    fn poll_at(&self) -> Option<Nanos> {
+        None
+    }
+    /// A packet of the shim's own (in-band feedback) due at `now`; call until `None`.
+    fn poll_transmit(&mut self, _now: Nanos) -> Option<FeedbackPacket> {
+        None
+    }
+    /// The rates the shim enforces now, as (VM, destination or path or 0, bits/s).
+    fn rates(&self, _out: &mut dyn FnMut(u32, u32, u64)) {}
+    /// Event counters by name, summed over hosts in results.
+    fn counters(&self, _out: &mut dyn FnMut(&'static str, f64)) {}
+}
+
+/// A mechanism's part in one switch.
+pub trait SwitchHook<P: PacketHeaders + ?Sized>: Send {
+    /// A packet enters on `in_port` (`from_host`: the link's far end is a host), before the
+    /// flow table and routing. Returns true to send the controller a packet-in for it (the
+    /// table miss of reactive forwarding).
+    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, _pkt: &mut P) -> bool {
+        false
+    }
+    /// The packet is forwarded to output `port` (before that port's queue).
+    fn on_forward(&mut self, _now: Nanos, _port: u32, _pkt: &P) {}
+    /// The timer asked for by [`SwitchHook::poll_at`]; `queue_bytes(port)` reads a queue.
+    fn on_timer(&mut self, _now: Nanos, _queue_bytes: &dyn Fn(u32) -> u64) {}
+    fn poll_at(&self) -> Option<Nanos> {
+        None
+    }
+    /// Per-flow byte counters, for a [`crate::control::StatsRequest::Switch`] reply.
+    fn flow_stats(&self, _out: &mut Vec<FlowSample>) {}
+    fn counters(&self, _out: &mut dyn FnMut(&'static str, f64)) {}
+}
+
+/// What a controller app may ask of the network it controls besides messages.
+pub trait PathOracle {
+    /// The (switch, output port) hops a packet with these headers takes from `switch` to its
+    /// destination: a controller that knows every switch's ECMP hash can follow a flow.
+    fn path(&self, switch: u32, headers: &PacketInHeaders) -> Vec<(u32, u32)>;
+}
+
+/// A mechanism's controller application.
+pub trait ControllerApp: Send {
+    fn on_packet_in(
+        &mut self,
+        _now: Nanos,
+        _packet_in: &PacketIn,
+        _paths: &dyn PathOracle,
+        _out: &mut Vec<ControlMessage>,
+    ) {
+    }
+    fn on_stats_reply(
+        &mut self,
+        _now: Nanos,
+        _reply: &crate::control::StatsReply,
+        _out: &mut Vec<ControlMessage>,
+    ) {
+    }
+    /// The timer asked for by [`ControllerApp::poll_at`] (it may be called early).
+    fn on_timer(&mut self, _now: Nanos, _out: &mut Vec<ControlMessage>) {}
+    fn poll_at(&self) -> Option<Nanos> {
+        None
+    }
+}
+
+/// One port leaving a switch, as a mechanism sees it when it is built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchPort {
+    pub switch: u32,
+    pub port: u32,
+    pub rate_bps: u64,
+    /// The port's buffer limit.
+    pub buffer: Size,
+    /// The link's far end is a host (the switch is that host's ToR).
+    pub to_host: bool,
+}
+
+impl SwitchPort {
+    /// The buffer in packets, full-size (1500 B) packets where it is given in bytes.
+    pub fn buffer_pkts(&self) -> u64 {
+        match self.buffer {
+            Size::Packets(n) => n,
+            Size::Bytes(b) => b / 1500,
+        }
+    }
+    /// The buffer in bytes, full-size (1500 B) packets where it is given in packets.
+    pub fn buffer_bytes(&self) -> u64 {
+        match self.buffer {
+            Size::Packets(n) => n * 1500,
+            Size::Bytes(b) => b,
+        }
+    }
+}
+
+/// The network a mechanism is built for, as its driver knows it.
+pub trait Fabric {
+    fn hosts(&self) -> u32;
+    /// The nominal rate of a host's NIC.
+    fn nic_rate_bps(&self, host: u32) -> u64;
+    /// Every VM as (host, address), in the fabric's VM order.
+    fn vms(&self) -> Vec<(u32, u32)>;
+    /// The address of a VM by its scenario name (a host's name stands for its first VM).
+    fn vm_address(&self, name: &str) -> Option<u32>;
+    fn switches(&self) -> u32;
+    /// Every port leaving a switch, in port order.
+    fn switch_ports(&self) -> Vec<SwitchPort>;
+    /// The output ports of `switch` towards the `vm`-th VM on shortest paths.
+    fn route_ports(&self, switch: u32, vm: u32) -> &[u32];
+    /// The receive buffer of the tenants' TCP and the window scale it implies.
+    fn receiver_window(&self) -> (u64, u8);
+}
+
+/// A mechanism built for a fabric: every role it plays, where it plays it.
+pub struct Instance<P: PacketHeaders + ?Sized> {
+    /// One per host (`None`: no hook on that host).
+    pub shims: Vec<Option<Box<dyn HostShim<P>>>>,
+    /// One per switch (`None`: no hook in that switch).
+    pub switch_hooks: Vec<Option<Box<dyn SwitchHook<P>>>>,
+    pub controller: Option<Box<dyn ControllerApp>>,
+    /// Rules installed in the switches at the start, before any traffic.
+    pub initial_rules: Vec<FlowMod>,
+    /// One-way latency of the control channel.
+    pub control_latency: Nanos,
+}
+
+impl<P: PacketHeaders + ?Sized> Instance<P> {
+    /// No mechanism: no hook anywhere.
+    pub fn none(fabric: &dyn Fabric) -> Instance<P> {
+        Instance {
+            shims: (0..fabric.hosts()).map(|_| None).collect(),
+            switch_hooks: (0..fabric.switches()).map(|_| None).collect(),
+            controller: None,
+            initial_rules: Vec::new(),
+            control_latency: 0,
+        }
+    }
+}
