@@ -2,11 +2,12 @@
 //!
 //! One [`HygenShim`] sits in each host's virtual switch and plays both roles, since every host
 //! both sends and receives:
-//! - *sender side*: polices each local VM at its share of the NIC ([`RateAllocator`]) and, below
-//!   that, each (VM, destination) pair at an adaptive rate R driven by congestion feedback. The
-//!   paper keeps "a bucket per VM and a rate per VM pair"; here the per-VM bucket enforces the
-//!   share (isolation between tenants) and a per-pair bucket enforces R (so one congested
-//!   destination does not slow the VM's traffic to the others). R is capped by the VM's share.
+//! - *sender side*: polices each local VM at its share of the NIC and, below that, each (VM,
+//!   destination) pair at an adaptive rate R driven by congestion feedback. The paper keeps "a
+//!   bucket per VM and a rate per VM pair"; here the per-VM bucket enforces the share (isolation
+//!   between tenants) and a per-pair bucket enforces R (so one congested destination does not
+//!   slow the VM's traffic to the others). R is capped by the VM's share.
+//!   The buckets and shares are kept by [`KeyedLimiter`]; the rate rule is here.
 //! - *receiver side*: counts CE marks per (source VM, destination VM), hides them from the VM,
 //!   and echoes them to the source's shim, one per reverse packet via the IPv4 reserved bit
 //!   ("IPR"), or in bulk in an explicit feedback packet when no reverse packet went out for
@@ -15,8 +16,7 @@
 use std::collections::BTreeMap;
 
 use crate::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
-use crate::rate_alloc::{AllocatorConfig, DropReason, EgressVerdict, RateAllocator};
-use crate::token_bucket::TokenBucket;
+use crate::rate_alloc::{AllocatorConfig, DropReason, EgressVerdict, KeyedLimiter};
 use crate::wire::{emit, Ipv4Fields};
 use crate::Nanos;
 
@@ -124,16 +124,13 @@ pub struct HygenCounters {
     pub drops_admission: u64,
 }
 
-/// The sender-side state of one (local VM, remote destination) pair.
+/// The sender-side congestion state of one (local VM, remote destination) pair.
 #[derive(Clone, Debug)]
 struct SenderPair {
-    rate_bps: u64,
-    bucket: TokenBucket,
     /// Marks received since the last timer tick.
     feedback: u64,
     congested: bool,
     feedback_time: Nanos,
-    last_sent: Nanos,
 }
 
 /// The receiver-side state of one (remote source, local VM) pair.
@@ -148,9 +145,8 @@ struct ReceiverEntry {
 #[derive(Clone, Debug)]
 pub struct HygenShim {
     config: HygenConfig,
-    alloc: RateAllocator,
     /// Keyed by (local VM, destination).
-    pairs: BTreeMap<(u32, u32), SenderPair>,
+    limiter: KeyedLimiter<SenderPair>,
     /// Keyed by (remote source, local VM).
     receivers: BTreeMap<(u32, u32), ReceiverEntry>,
     next_tick: Option<Nanos>,
@@ -160,9 +156,8 @@ pub struct HygenShim {
 impl HygenShim {
     pub fn new(config: HygenConfig, nic_rate_bps: u64) -> HygenShim {
         HygenShim {
-            alloc: RateAllocator::new(config.alloc, nic_rate_bps),
             config,
-            pairs: BTreeMap::new(),
+            limiter: KeyedLimiter::new(config.alloc, nic_rate_bps),
             receivers: BTreeMap::new(),
             next_tick: None,
             counters: HygenCounters::default(),
@@ -179,30 +174,27 @@ impl HygenShim {
 
     /// Declares a local VM and its weight; unregistered VMs get weight 1 on their first packet.
     pub fn register_vm(&mut self, now: Nanos, vm: u32, weight: u32) {
-        self.alloc.register_vm(now, vm, weight);
-        self.clamp_pairs_to_shares(now);
+        self.limiter.register_vm(now, vm, weight);
     }
 
     /// The VM's current share of the NIC in bits/s (0 while inactive).
     pub fn vm_share_bps(&self, vm: u32) -> u64 {
-        self.alloc.share_bps(vm)
+        self.limiter.share_bps(vm)
     }
 
     /// (VM, share in bits/s) of every known VM, in address order.
     pub fn vm_shares(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.alloc.shares()
+        self.limiter.shares()
     }
 
     /// The adaptive rate of the (VM, destination) pair in bits/s, if the pair is active.
     pub fn pair_rate_bps(&self, vm: u32, dst: u32) -> Option<u64> {
-        self.pairs.get(&(vm, dst)).map(|p| p.rate_bps)
+        self.limiter.rate_bps(vm, dst)
     }
 
     /// (VM, destination, rate in bits/s) of every active pair, in key order.
     pub fn pair_rates(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
-        self.pairs
-            .iter()
-            .map(|(&(vm, dst), p)| (vm, dst, p.rate_bps))
+        self.limiter.rates()
     }
 
     /// A packet leaves a local VM (its source address) for the network.
@@ -212,9 +204,7 @@ impl HygenShim {
         pkt: &mut (impl PacketHeaders + ?Sized),
     ) -> EgressVerdict {
         let (vm, dst) = (pkt.src(), pkt.dst());
-        if self.alloc.touch(now, vm) {
-            self.clamp_pairs_to_shares(now);
-        }
+        self.limiter.activate(now, vm);
         self.next_tick
             .get_or_insert(now + self.config.update_interval);
         if self.config.admission_control
@@ -224,20 +214,13 @@ impl HygenShim {
             self.counters.drops_admission += 1;
             return EgressVerdict::Drop(DropReason::Admission);
         }
-        let share = self.alloc.share_bps(vm);
-        let bucket_config = self.config.alloc.bucket;
-        let pair = self.pairs.entry((vm, dst)).or_insert_with(|| SenderPair {
-            rate_bps: share,
-            bucket: bucket_config.bucket(share, now),
-            feedback: 0,
-            congested: false,
-            feedback_time: now,
-            last_sent: now,
-        });
-        pair.last_sent = now;
         let verdict = self
-            .alloc
-            .admit(now, vm, pkt.ip_len() as u64, Some(&mut pair.bucket));
+            .limiter
+            .admit(now, vm, dst, pkt.ip_len() as u64, || SenderPair {
+                feedback: 0,
+                congested: false,
+                feedback_time: now,
+            });
         match verdict {
             EgressVerdict::Pass => {
                 if pkt.ecn() != Ecn::Ect0 {
@@ -328,46 +311,39 @@ impl HygenShim {
             _ => return,
         }
         self.tick(now);
-        let keep_running = !self.pairs.is_empty() || !self.receivers.is_empty();
+        let keep_running = !self.limiter.is_empty() || !self.receivers.is_empty();
         self.next_tick = keep_running.then_some(now + self.config.update_interval);
     }
 
     fn tick(&mut self, now: Nanos) {
         let idle = self.config.alloc.idle_timeout;
-        let expired = self.alloc.expire_idle(now);
-        self.pairs
-            .retain(|&(vm, _), p| !expired.contains(&vm) && now.saturating_sub(p.last_sent) < idle);
+        self.limiter.expire_idle(now);
         self.receivers
             .retain(|_, e| e.pending_marks > 0 || now.saturating_sub(e.last_mark) < idle);
-        let c = self.alloc.nic_rate_bps() as f64;
+        let c = self.limiter.nic_rate_bps() as f64;
         let fast = (c * self.config.fast_increase) as u64;
         let slow = (c * self.config.slow_increase) as u64;
         let per_mark = c * self.config.decrease_per_mark;
-        for (&(vm, _), pair) in self.pairs.iter_mut() {
-            if now.saturating_sub(pair.feedback_time) >= self.config.congestion_timeout {
+        let config = &self.config;
+        self.limiter.update_all(now, |share, rate, pair| {
+            if now.saturating_sub(pair.feedback_time) >= config.congestion_timeout {
                 pair.congested = false;
             }
             let rate = if !pair.congested {
-                pair.rate_bps.saturating_add(fast)
+                rate.saturating_add(fast)
             } else if pair.feedback > 0 {
-                pair.rate_bps
-                    .saturating_sub((pair.feedback as f64 * per_mark) as u64)
+                rate.saturating_sub((pair.feedback as f64 * per_mark) as u64)
             } else {
-                pair.rate_bps.saturating_add(slow)
+                rate.saturating_add(slow)
             };
             pair.feedback = 0;
-            let share = self.alloc.share_bps(vm);
-            let min_rate = (share as f64 * self.config.min_rate_fraction) as u64;
-            pair.rate_bps = rate.min(share).max(min_rate);
-            self.config
-                .alloc
-                .bucket
-                .retune(&mut pair.bucket, now, pair.rate_bps);
-        }
+            let min_rate = (share as f64 * config.min_rate_fraction) as u64;
+            Some(rate.min(share).max(min_rate))
+        });
     }
 
     fn record_feedback(&mut self, now: Nanos, vm: u32, dst: u32, marks: u64) {
-        if let Some(pair) = self.pairs.get_mut(&(vm, dst)) {
+        if let Some(pair) = self.limiter.state_mut(vm, dst) {
             pair.feedback += marks;
             pair.congested = true;
             pair.feedback_time = now;
@@ -392,27 +368,14 @@ impl HygenShim {
         }
     }
 
-    /// A shrinking share takes effect at once on every pair of the VM.
-    fn clamp_pairs_to_shares(&mut self, now: Nanos) {
-        for (&(vm, _), pair) in self.pairs.iter_mut() {
-            let share = self.alloc.share_bps(vm);
-            if pair.rate_bps > share {
-                pair.rate_bps = share;
-                self.config
-                    .alloc
-                    .bucket
-                    .retune(&mut pair.bucket, now, share);
-            }
-        }
-    }
-
     /// True if some local pair towards `dst` has been cut to R_min and had feedback within
     /// the congestion timeout.
     fn congested_towards(&self, now: Nanos, dst: u32) -> bool {
-        self.pairs.iter().any(|(&(vm, d), p)| {
-            let min_rate = (self.alloc.share_bps(vm) as f64 * self.config.min_rate_fraction) as u64;
+        self.limiter.entries().any(|(vm, d, rate, p)| {
+            let min_rate =
+                (self.limiter.share_bps(vm) as f64 * self.config.min_rate_fraction) as u64;
             let fresh = now.saturating_sub(p.feedback_time) < self.config.congestion_timeout;
-            d == dst && p.congested && fresh && p.rate_bps <= min_rate
+            d == dst && p.congested && fresh && rate <= min_rate
         })
     }
 }

@@ -20,8 +20,9 @@
 //! - [`headers`]: the header fields mechanisms read and write (ECN, reserved flag, IP ID, rwnd).
 //! - [`wire`]: those fields on real bytes, with RFC 1071/1624 checksum maintenance.
 //! - [`token_bucket`]: the per-VM rate limiter shared by HyGenICC, SDN-GCC and static limits.
-//! - [`rate_alloc`]: per-NIC weighted shares of active VMs (E(i)) policed by token buckets, and
-//!   the static per-VM rate-limit baseline.
+//! - [`rate_alloc`]: per-NIC weighted shares of active VMs (E(i)) policed by token buckets, the
+//!   per-key limiter bookkeeping HyGenICC and SDN-GCC share, and the static per-VM rate-limit
+//!   baseline.
 //! - [`hygenicc`]: HyGenICC, the host-to-host shim (sender rate control and receiver ECN echo).
 //! - [`sdn_gcc`]: SDN-GCC, the same rate limiters driven by a controller that polls switch mark
 //!   counters and notifies the sources.
@@ -50,8 +51,8 @@ pub use headers::{Ecn, FlowKey, PacketHeaders};
 pub use hygenicc::{FeedbackPacket, HygenConfig, HygenShim, IngressVerdict};
 pub use mechanisms::MechanismConfig;
 pub use rate_alloc::{
-    AllocatorConfig, BucketConfig, DropReason, EgressVerdict, RateAllocator, ShortagePolicy,
-    StaticRateLimiter,
+    AllocatorConfig, BucketConfig, DropReason, EgressVerdict, KeyedBuckets, KeyedLimiter,
+    RateAllocator, ShortagePolicy, StaticRateLimiter,
 };
 pub use rwndq::{Rwndq, RwndqConfig};
 pub use sdn_ecn::{InstallMarkRule, SdnEcnConfig, SdnEcnController};

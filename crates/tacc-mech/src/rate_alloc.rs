@@ -4,11 +4,13 @@
 //! [`RateAllocator`] splits a NIC's nominal rate C among its *active* VMs in proportion to their
 //! weights (share = C x w / sum of active weights) and polices each VM with a token bucket at its
 //! share. A VM becomes active with its first packet and is deactivated after `idle_timeout`
-//! without one; both events redistribute the shares. HyGenICC and SDN-GCC stack their adaptive
-//! per-destination buckets on top of these per-VM buckets ([`RateAllocator::admit`]).
-//! [`StaticRateLimiter`] is the "static per-VM rate limit at the fair share" baseline: fixed rates,
-//! no activity tracking, no adaptation.
+//! without one; both events redistribute the shares. [`KeyedLimiter`] stacks adaptive per-key
+//! buckets ([`KeyedBuckets`]) on top of these per-VM buckets: the limiter of HyGenICC and
+//! SDN-GCC, whose rate rules drive it. [`StaticRateLimiter`] is the "static per-VM rate limit at
+//! the fair share" baseline: the per-key buckets alone at fixed rates, no activity tracking, no
+//! adaptation.
 
+use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
 use crate::token_bucket::TokenBucket;
@@ -221,8 +223,19 @@ impl RateAllocator {
         inner: Option<&mut TokenBucket>,
     ) -> EgressVerdict {
         self.touch(now, vm);
+        self.police(now, vm, bytes, inner)
+    }
+
+    /// [`RateAllocator::admit`] for a VM the caller has just touched.
+    fn police(
+        &mut self,
+        now: Nanos,
+        vm: u32,
+        bytes: u64,
+        inner: Option<&mut TokenBucket>,
+    ) -> EgressVerdict {
         let policy = self.config.bucket.on_shortage;
-        let slot = self.vms.get_mut(&vm).expect("touched above");
+        let slot = self.vms.get_mut(&vm).expect("touched by the caller");
         match inner {
             Some(inner) => admit_all(&mut [&mut slot.bucket, inner], now, bytes, policy),
             None => admit_all(&mut [&mut slot.bucket], now, bytes, policy),
@@ -289,43 +302,271 @@ impl RateAllocator {
     }
 }
 
+/// Token buckets per rate key (VM, key), each at a rate of its own, with the state `S` a
+/// mechanism keeps beside each. The static baseline uses it alone at fixed rates;
+/// [`KeyedLimiter`] adapts the rates below the VMs' shares.
+#[derive(Clone, Debug)]
+pub struct KeyedBuckets<S> {
+    config: BucketConfig,
+    keys: BTreeMap<(u32, u32), KeyBucket<S>>,
+}
+
+/// The bucket's rate is the key's rate.
+#[derive(Clone, Debug)]
+struct KeyBucket<S> {
+    bucket: TokenBucket,
+    state: S,
+}
+
+impl<S> KeyedBuckets<S> {
+    pub fn new(config: BucketConfig) -> KeyedBuckets<S> {
+        KeyedBuckets {
+            config,
+            keys: BTreeMap::new(),
+        }
+    }
+
+    /// Limits (`vm`, `key`) to `rate_bps` from `now` on; a new key starts with a full bucket
+    /// and `state()`.
+    pub fn set_rate(
+        &mut self,
+        now: Nanos,
+        vm: u32,
+        key: u32,
+        rate_bps: u64,
+        state: impl FnOnce() -> S,
+    ) {
+        match self.keys.entry((vm, key)) {
+            Entry::Occupied(e) => self.config.retune(&mut e.into_mut().bucket, now, rate_bps),
+            Entry::Vacant(e) => {
+                e.insert(KeyBucket {
+                    bucket: self.config.bucket(rate_bps, now),
+                    state: state(),
+                });
+            }
+        }
+    }
+
+    /// The key's rate in bits/s, `None` if it has none.
+    pub fn rate_bps(&self, vm: u32, key: u32) -> Option<u64> {
+        self.keys.get(&(vm, key)).map(|k| k.bucket.rate_bps())
+    }
+
+    /// (VM, key, rate in bits/s, state) of every key, in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (u32, u32, u64, &S)> + '_ {
+        self.keys
+            .iter()
+            .map(|(&(vm, key), k)| (vm, key, k.bucket.rate_bps(), &k.state))
+    }
+
+    /// Polices one packet of `bytes` through the key's bucket; keys without a rate pass.
+    pub fn admit(&mut self, now: Nanos, vm: u32, key: u32, bytes: u64) -> EgressVerdict {
+        match self.keys.get_mut(&(vm, key)) {
+            Some(k) => admit_all(&mut [&mut k.bucket], now, bytes, self.config.on_shortage),
+            None => EgressVerdict::Pass,
+        }
+    }
+}
+
+/// The limiter bookkeeping of HyGenICC and SDN-GCC: each VM policed at its share of the NIC
+/// ([`RateAllocator`]) and, below it, each of its rate keys (a destination, a flow, or 0 for
+/// the whole VM) at an adaptive rate that never exceeds the share. A key comes to life at the
+/// share with the VM's first packet for it and is forgotten once idle; the rate rules stay
+/// with the mechanism, which keeps its per-key state `S` here.
+#[derive(Clone, Debug)]
+pub struct KeyedLimiter<S> {
+    alloc: RateAllocator,
+    keys: KeyedBuckets<Sending<S>>,
+}
+
+#[derive(Clone, Debug)]
+struct Sending<S> {
+    last_sent: Nanos,
+    state: S,
+}
+
+impl<S> KeyBucket<Sending<S>> {
+    /// Runs a rate `rule` of [`KeyedLimiter::update`] on this key.
+    fn apply(
+        &mut self,
+        config: &BucketConfig,
+        now: Nanos,
+        share: u64,
+        rule: impl FnOnce(u64, u64, &mut S) -> Option<u64>,
+    ) {
+        if let Some(rate) = rule(share, self.bucket.rate_bps(), &mut self.state.state) {
+            config.retune(&mut self.bucket, now, rate);
+        }
+    }
+}
+
+impl<S> KeyedLimiter<S> {
+    pub fn new(config: AllocatorConfig, nic_rate_bps: u64) -> KeyedLimiter<S> {
+        KeyedLimiter {
+            alloc: RateAllocator::new(config, nic_rate_bps),
+            keys: KeyedBuckets::new(config.bucket),
+        }
+    }
+
+    pub fn nic_rate_bps(&self) -> u64 {
+        self.alloc.nic_rate_bps()
+    }
+
+    /// Declares a VM and its weight ([`RateAllocator::register_vm`]); keys above a shrunken
+    /// share are cut to it.
+    pub fn register_vm(&mut self, now: Nanos, vm: u32, weight: u32) {
+        self.alloc.register_vm(now, vm, weight);
+        self.clamp_to_shares(now);
+    }
+
+    /// Marks `vm` as sending at `now`; if that activates it, the shares are redistributed and
+    /// keys above a shrunken share are cut to it.
+    pub fn activate(&mut self, now: Nanos, vm: u32) {
+        if self.alloc.touch(now, vm) {
+            self.clamp_to_shares(now);
+        }
+    }
+
+    /// Polices one packet of `bytes` from `vm` for `key` at `now`: activates the VM, creates
+    /// the key at the VM's share with `state()` if it is new, and takes the tokens from the
+    /// VM's share bucket and the key's bucket only if both have them.
+    pub fn admit(
+        &mut self,
+        now: Nanos,
+        vm: u32,
+        key: u32,
+        bytes: u64,
+        state: impl FnOnce() -> S,
+    ) -> EgressVerdict {
+        self.activate(now, vm);
+        let share = self.alloc.share_bps(vm);
+        let config = &self.keys.config;
+        let k = self
+            .keys
+            .keys
+            .entry((vm, key))
+            .or_insert_with(|| KeyBucket {
+                bucket: config.bucket(share, now),
+                state: Sending {
+                    last_sent: now,
+                    state: state(),
+                },
+            });
+        k.state.last_sent = now;
+        self.alloc.police(now, vm, bytes, Some(&mut k.bucket))
+    }
+
+    /// Applies a rate rule to (`vm`, `key`): `rule(share, rate, state)` gets the VM's share
+    /// and the key's rate in bits/s and returns the new rate, if it changes it. False if the
+    /// key is not active.
+    pub fn update(
+        &mut self,
+        now: Nanos,
+        vm: u32,
+        key: u32,
+        rule: impl FnOnce(u64, u64, &mut S) -> Option<u64>,
+    ) -> bool {
+        let share = self.alloc.share_bps(vm);
+        let Some(k) = self.keys.keys.get_mut(&(vm, key)) else {
+            return false;
+        };
+        k.apply(&self.keys.config, now, share, rule);
+        true
+    }
+
+    /// Applies a rate rule, as [`KeyedLimiter::update`], to every key in key order.
+    pub fn update_all(
+        &mut self,
+        now: Nanos,
+        mut rule: impl FnMut(u64, u64, &mut S) -> Option<u64>,
+    ) {
+        for (&(vm, _), k) in self.keys.keys.iter_mut() {
+            k.apply(&self.keys.config, now, self.alloc.share_bps(vm), &mut rule);
+        }
+    }
+
+    /// The mechanism's state of (`vm`, `key`), if the key is active.
+    pub fn state_mut(&mut self, vm: u32, key: u32) -> Option<&mut S> {
+        self.keys
+            .keys
+            .get_mut(&(vm, key))
+            .map(|k| &mut k.state.state)
+    }
+
+    /// Deactivates the VMs idle for the idle timeout ([`RateAllocator::expire_idle`]) and
+    /// forgets their keys and every key that sent nothing for as long.
+    pub fn expire_idle(&mut self, now: Nanos) {
+        let expired = self.alloc.expire_idle(now);
+        let idle = self.alloc.config().idle_timeout;
+        self.keys.keys.retain(|&(vm, _), k| {
+            !expired.contains(&vm) && now.saturating_sub(k.state.last_sent) < idle
+        });
+    }
+
+    /// True if no key is active.
+    pub fn is_empty(&self) -> bool {
+        self.keys.keys.is_empty()
+    }
+
+    /// The VM's current share in bits/s (0 while inactive or unknown).
+    pub fn share_bps(&self, vm: u32) -> u64 {
+        self.alloc.share_bps(vm)
+    }
+
+    /// (VM, share in bits/s) of every registered VM, in address order.
+    pub fn shares(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
+        self.alloc.shares()
+    }
+
+    /// The rate of (`vm`, `key`) in bits/s, if the key is active.
+    pub fn rate_bps(&self, vm: u32, key: u32) -> Option<u64> {
+        self.keys.rate_bps(vm, key)
+    }
+
+    /// (VM, key, rate in bits/s, state) of every active key, in key order.
+    pub fn entries(&self) -> impl Iterator<Item = (u32, u32, u64, &S)> + '_ {
+        self.keys
+            .iter()
+            .map(|(vm, key, rate, k)| (vm, key, rate, &k.state))
+    }
+
+    /// (VM, key, rate in bits/s) of every active key, in key order.
+    pub fn rates(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+        self.keys.iter().map(|(vm, key, rate, _)| (vm, key, rate))
+    }
+
+    /// A shrinking share takes effect at once on every key of the VM.
+    fn clamp_to_shares(&mut self, now: Nanos) {
+        self.update_all(now, |share, rate, _| (rate > share).then_some(share));
+    }
+}
+
 /// The static per-VM rate limit baseline: each VM's traffic is policed at a fixed rate.
 #[derive(Clone, Debug)]
 pub struct StaticRateLimiter {
-    bucket_config: BucketConfig,
-    buckets: BTreeMap<u32, TokenBucket>,
+    buckets: KeyedBuckets<()>,
 }
 
 impl StaticRateLimiter {
     pub fn new(bucket_config: BucketConfig) -> StaticRateLimiter {
         StaticRateLimiter {
-            bucket_config,
-            buckets: BTreeMap::new(),
+            buckets: KeyedBuckets::new(bucket_config),
         }
     }
 
     /// Limits `vm` to `rate_bps` from `now` on.
     pub fn set_rate(&mut self, now: Nanos, vm: u32, rate_bps: u64) {
-        match self.buckets.get_mut(&vm) {
-            Some(bucket) => self.bucket_config.retune(bucket, now, rate_bps),
-            None => {
-                self.buckets
-                    .insert(vm, self.bucket_config.bucket(rate_bps, now));
-            }
-        }
+        self.buckets.set_rate(now, vm, 0, rate_bps, || ());
     }
 
     /// The VM's limit, `None` if it is unlimited.
     pub fn rate_bps(&self, vm: u32) -> Option<u64> {
-        self.buckets.get(&vm).map(TokenBucket::rate_bps)
+        self.buckets.rate_bps(vm, 0)
     }
 
     /// Polices one packet of `bytes` from `vm`; VMs without a rate pass unlimited.
     pub fn on_egress(&mut self, now: Nanos, vm: u32, bytes: u64) -> EgressVerdict {
-        match self.buckets.get_mut(&vm) {
-            Some(bucket) => admit_all(&mut [bucket], now, bytes, self.bucket_config.on_shortage),
-            None => EgressVerdict::Pass,
-        }
+        self.buckets.admit(now, vm, 0, bytes)
     }
 }
 
@@ -461,6 +702,113 @@ mod tests {
         );
     }
 
+    fn limiter() -> KeyedLimiter<u32> {
+        KeyedLimiter::new(
+            AllocatorConfig {
+                bucket: tiny_bucket(ShortagePolicy::Drop),
+                ..Default::default()
+            },
+            GBPS,
+        )
+    }
+
+    #[test]
+    fn a_new_key_starts_at_the_vm_share_with_its_state() {
+        let mut l = limiter();
+        l.activate(0, 1);
+        l.activate(0, 2);
+        assert_eq!(l.admit(0, 1, 7, 1500, || 42), EgressVerdict::Pass);
+        assert_eq!(l.rate_bps(1, 7), Some(500 * MBPS));
+        assert_eq!(
+            l.entries().collect::<Vec<_>>(),
+            vec![(1, 7, 500 * MBPS, &42)]
+        );
+        // The existing key keeps its state.
+        l.admit(24_000, 1, 7, 1500, || 0);
+        assert_eq!(l.state_mut(1, 7), Some(&mut 42));
+    }
+
+    #[test]
+    fn a_packet_needs_tokens_in_both_the_share_and_the_key_bucket() {
+        let mut l = limiter();
+        l.admit(0, 1, 7, 1500, || 0);
+        assert!(l.update(0, 1, 7, |share, rate, _| {
+            assert_eq!((share, rate), (GBPS, GBPS));
+            Some(100 * MBPS)
+        }));
+        // The share bucket (1 Gb/s) refills in 12 us, the key's (100 Mb/s) in 120 us.
+        assert_eq!(
+            l.admit(12_000, 1, 7, 1500, || 0),
+            EgressVerdict::Drop(DropReason::NoTokens)
+        );
+        assert_eq!(l.admit(12_000, 1, 8, 1500, || 0), EgressVerdict::Pass);
+        assert_eq!(l.admit(120_000, 1, 7, 1500, || 0), EgressVerdict::Pass);
+    }
+
+    #[test]
+    fn an_activation_redistributes_and_cuts_keys_above_the_new_share() {
+        let mut l = limiter();
+        l.register_vm(0, 1, 3);
+        l.admit(0, 1, 7, 1500, || 0);
+        l.admit(0, 1, 8, 1500, || 0);
+        l.update(0, 1, 8, |_, _, _| Some(100 * MBPS));
+        assert_eq!(l.rate_bps(1, 7), Some(GBPS));
+        l.admit(1_000, 2, 7, 1500, || 0);
+        assert_eq!(
+            l.shares().collect::<Vec<_>>(),
+            vec![(1, 750 * MBPS), (2, 250 * MBPS)]
+        );
+        assert_eq!(
+            l.rates().collect::<Vec<_>>(),
+            vec![(1, 7, 750 * MBPS), (1, 8, 100 * MBPS), (2, 7, 250 * MBPS)]
+        );
+        // A heavier weight for an active VM takes effect at once too.
+        l.register_vm(2_000, 2, 5);
+        assert_eq!(l.rate_bps(1, 7), Some(375 * MBPS));
+    }
+
+    #[test]
+    fn rules_run_over_every_key_with_its_vm_share() {
+        let mut l = limiter();
+        l.admit(0, 1, 7, 1500, || 1);
+        l.admit(0, 2, 7, 1500, || 2);
+        let mut seen = Vec::new();
+        l.update_all(0, |share, rate, state| {
+            seen.push((share, rate, *state));
+            *state += 10;
+            (*state == 11).then_some(share / 10)
+        });
+        assert_eq!(
+            seen,
+            vec![(500 * MBPS, 500 * MBPS, 1), (500 * MBPS, 500 * MBPS, 2)]
+        );
+        assert_eq!(
+            l.entries().collect::<Vec<_>>(),
+            vec![(1, 7, 50 * MBPS, &11), (2, 7, 500 * MBPS, &12)]
+        );
+        assert!(!l.update(0, 3, 7, |_, _, _| Some(1)), "no such key");
+    }
+
+    #[test]
+    fn idle_keys_and_the_keys_of_idle_vms_are_forgotten() {
+        let mut l = limiter();
+        l.admit(0, 1, 7, 1500, || 0);
+        l.admit(0, 2, 7, 1500, || 0);
+        l.admit(0, 2, 8, 1500, || 0);
+        // VM 2 stays active through key 8 only.
+        l.admit(NS_PER_SEC / 2, 2, 8, 1500, || 0);
+        l.expire_idle(NS_PER_SEC - 1);
+        assert_eq!(l.rates().count(), 3);
+        l.expire_idle(NS_PER_SEC);
+        assert_eq!(l.rates().collect::<Vec<_>>(), vec![(2, 8, 500 * MBPS)]);
+        assert_eq!((l.share_bps(1), l.share_bps(2)), (0, GBPS));
+        l.expire_idle(3 * NS_PER_SEC / 2);
+        assert!(l.is_empty());
+        // A returning VM starts afresh at its share.
+        l.admit(2 * NS_PER_SEC, 1, 7, 1500, || 0);
+        assert_eq!(l.rate_bps(1, 7), Some(GBPS));
+    }
+
     #[test]
     fn static_limits_hold_a_vm_at_its_rate_even_when_alone() {
         let mut s = StaticRateLimiter::new(tiny_bucket(ShortagePolicy::Drop));
@@ -473,5 +821,21 @@ mod tests {
         );
         assert_eq!(s.on_egress(24_000, 1, 1500), EgressVerdict::Pass);
         assert_eq!(s.on_egress(0, 9, 1500), EgressVerdict::Pass, "unlimited VM");
+        assert_eq!(s.rate_bps(9), None);
+    }
+
+    #[test]
+    fn a_new_static_rate_applies_from_then_on() {
+        let mut s = StaticRateLimiter::new(tiny_bucket(ShortagePolicy::Drop));
+        s.set_rate(0, 1, 500 * MBPS);
+        assert_eq!(s.on_egress(0, 1, 1500), EgressVerdict::Pass);
+        // Tokens earned at 500 Mb/s until 12 us (750 B), at 1 Gb/s after.
+        s.set_rate(12_000, 1, GBPS);
+        assert_eq!(s.rate_bps(1), Some(GBPS));
+        assert_eq!(
+            s.on_egress(17_999, 1, 1500),
+            EgressVerdict::Drop(DropReason::NoTokens)
+        );
+        assert_eq!(s.on_egress(18_000, 1, 1500), EgressVerdict::Pass);
     }
 }

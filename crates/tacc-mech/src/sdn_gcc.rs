@@ -13,8 +13,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::headers::{Ecn, FlowKey, PacketHeaders};
-use crate::rate_alloc::{AllocatorConfig, EgressVerdict, RateAllocator};
-use crate::token_bucket::TokenBucket;
+use crate::rate_alloc::{AllocatorConfig, EgressVerdict, KeyedLimiter};
 use crate::Nanos;
 
 /// Which rate a packet or a notification belongs to, below the VM's share.
@@ -111,22 +110,19 @@ pub struct SdnGccShimCounters {
     pub ce_cleared: u64,
 }
 
+/// The congestion state of one rate key.
 #[derive(Clone, Debug)]
-struct RateEntry {
-    rate_bps: u64,
-    bucket: TokenBucket,
+struct Congestion {
     cong_time: Nanos,
     congested: bool,
-    last_sent: Nanos,
 }
 
 /// The SDN-GCC shim of one host NIC.
 #[derive(Clone, Debug)]
 pub struct SdnGccShim {
     config: SdnGccShimConfig,
-    alloc: RateAllocator,
     /// Keyed by (VM, path), the path part as [`RateKeying`] says.
-    rates: BTreeMap<(u32, u32), RateEntry>,
+    limiter: KeyedLimiter<Congestion>,
     next_tick: Option<Nanos>,
     counters: SdnGccShimCounters,
 }
@@ -134,9 +130,8 @@ pub struct SdnGccShim {
 impl SdnGccShim {
     pub fn new(config: SdnGccShimConfig, nic_rate_bps: u64) -> SdnGccShim {
         SdnGccShim {
-            alloc: RateAllocator::new(config.alloc, nic_rate_bps),
             config,
-            rates: BTreeMap::new(),
+            limiter: KeyedLimiter::new(config.alloc, nic_rate_bps),
             next_tick: None,
             counters: SdnGccShimCounters::default(),
         }
@@ -152,36 +147,34 @@ impl SdnGccShim {
 
     /// Declares a local VM and its weight; unregistered VMs get weight 1 on their first packet.
     pub fn register_vm(&mut self, now: Nanos, vm: u32, weight: u32) {
-        self.alloc.register_vm(now, vm, weight);
-        self.clamp_to_shares(now);
+        self.limiter.register_vm(now, vm, weight);
     }
 
     /// The VM's share E(i) in bits/s (0 while inactive).
     pub fn vm_share_bps(&self, vm: u32) -> u64 {
-        self.alloc.share_bps(vm)
+        self.limiter.share_bps(vm)
     }
 
     /// (VM, share E(i) in bits/s) of every known VM, in address order.
     pub fn vm_shares(&self) -> impl Iterator<Item = (u32, u64)> + '_ {
-        self.alloc.shares()
+        self.limiter.shares()
     }
 
     /// The adaptive rate R in bits/s applying to traffic from `vm` to `dst`, if active.
     pub fn rate_bps(&self, vm: u32, dst: u32) -> Option<u64> {
-        self.rates.get(&self.key(vm, dst)).map(|e| e.rate_bps)
+        self.limiter.rate_bps(vm, self.path(dst))
     }
 
     /// (VM, path, rate in bits/s) of every active rate key, in key order.
     pub fn rates(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
-        self.rates
-            .iter()
-            .map(|(&(vm, path), e)| (vm, path, e.rate_bps))
+        self.limiter.rates()
     }
 
-    fn key(&self, vm: u32, dst: u32) -> (u32, u32) {
+    /// The path part of the rate key of traffic towards `dst` (or of a notification naming it).
+    fn path(&self, dst: u32) -> u32 {
         match self.config.keying {
-            RateKeying::PerVm => (vm, 0),
-            RateKeying::PerDestination | RateKeying::PerPath => (vm, dst),
+            RateKeying::PerVm => 0,
+            RateKeying::PerDestination | RateKeying::PerPath => dst,
         }
     }
 
@@ -192,31 +185,21 @@ impl SdnGccShim {
         pkt: &mut (impl PacketHeaders + ?Sized),
     ) -> EgressVerdict {
         let vm = pkt.src();
-        let key = match self.config.keying {
-            RateKeying::PerPath => (vm, FlowKey::of(pkt).id()),
-            _ => self.key(vm, pkt.dst()),
+        let path = match self.config.keying {
+            RateKeying::PerPath => FlowKey::of(pkt).id(),
+            _ => self.path(pkt.dst()),
         };
-        if self.alloc.touch(now, vm) {
-            self.clamp_to_shares(now);
-        }
         self.next_tick
             .get_or_insert(now + self.config.update_interval);
-        let share = self.alloc.share_bps(vm);
-        let bucket_config = self.config.alloc.bucket;
         let grace = self.config.congestion_grace;
-        let entry = self.rates.entry(key).or_insert_with(|| RateEntry {
-            rate_bps: share,
-            bucket: bucket_config.bucket(share, now),
-            // No notification yet: the first mark rate is measured over the longest interval,
-            // the grace period, not over the key's few microseconds of life.
-            cong_time: now.saturating_sub(grace),
-            congested: false,
-            last_sent: now,
-        });
-        entry.last_sent = now;
         let verdict = self
-            .alloc
-            .admit(now, vm, pkt.ip_len() as u64, Some(&mut entry.bucket));
+            .limiter
+            .admit(now, vm, path, pkt.ip_len() as u64, || Congestion {
+                // No notification yet: the first mark rate is measured over the longest
+                // interval, the grace period, not over the key's few microseconds of life.
+                cong_time: now.saturating_sub(grace),
+                congested: false,
+            });
         match verdict {
             EgressVerdict::Pass if pkt.ecn() != Ecn::Ect0 => pkt.set_ecn(Ecn::Ect0),
             EgressVerdict::Drop(_) => self.counters.drops += 1,
@@ -238,30 +221,27 @@ impl SdnGccShim {
     pub fn on_notification(&mut self, now: Nanos, vm: u32, from_dst: u32, marks: f64) {
         self.counters.notifications += 1;
         self.counters.marks += marks;
-        let share = self.alloc.share_bps(vm);
-        let key = self.key(vm, from_dst);
-        let Some(entry) = self.rates.get_mut(&key) else {
+        let path = self.path(from_dst);
+        let scale = self.limiter.nic_rate_bps() as f64 * self.config.scale;
+        let config = &self.config;
+        let known = self.limiter.update(now, vm, path, |share, rate, entry| {
+            let cut = match config.response {
+                MarkResponse::MarkRate { rate_unit } => {
+                    let interval = now
+                        .saturating_sub(entry.cong_time)
+                        .clamp(rate_unit, config.congestion_grace.max(rate_unit));
+                    marks * rate_unit as f64 / interval as f64 * scale
+                }
+                MarkResponse::PerMark { cut_bps } => marks * cut_bps as f64,
+            };
+            let min_rate = (share as f64 * config.min_rate_fraction) as u64;
+            entry.congested = true;
+            entry.cong_time = now;
+            Some(rate.saturating_sub(cut as u64).max(min_rate))
+        });
+        if !known {
             self.counters.notifications_ignored += 1;
-            return;
-        };
-        let scale = self.alloc.nic_rate_bps() as f64 * self.config.scale;
-        let cut = match self.config.response {
-            MarkResponse::MarkRate { rate_unit } => {
-                let interval = now
-                    .saturating_sub(entry.cong_time)
-                    .clamp(rate_unit, self.config.congestion_grace.max(rate_unit));
-                marks * rate_unit as f64 / interval as f64 * scale
-            }
-            MarkResponse::PerMark { cut_bps } => marks * cut_bps as f64,
-        };
-        let min_rate = (share as f64 * self.config.min_rate_fraction) as u64;
-        entry.congested = true;
-        entry.rate_bps = entry.rate_bps.saturating_sub(cut as u64).max(min_rate);
-        entry.cong_time = now;
-        self.config
-            .alloc
-            .bucket
-            .retune(&mut entry.bucket, now, entry.rate_bps);
+        }
     }
 
     /// When the state-update timer next needs to run.
@@ -275,39 +255,16 @@ impl SdnGccShim {
             Some(t) if t <= now => {}
             _ => return,
         }
-        let expired = self.alloc.expire_idle(now);
-        let idle = self.config.alloc.idle_timeout;
-        self.rates
-            .retain(|&(vm, _), e| !expired.contains(&vm) && now.saturating_sub(e.last_sent) < idle);
-        let step = (self.alloc.nic_rate_bps() as f64 * self.config.scale) as u64;
-        for (&(vm, _), entry) in self.rates.iter_mut() {
-            if now.saturating_sub(entry.cong_time) >= self.config.congestion_grace {
+        self.limiter.expire_idle(now);
+        let step = (self.limiter.nic_rate_bps() as f64 * self.config.scale) as u64;
+        let grace = self.config.congestion_grace;
+        self.limiter.update_all(now, |share, rate, entry| {
+            if now.saturating_sub(entry.cong_time) >= grace {
                 entry.congested = false;
             }
-            let share = self.alloc.share_bps(vm);
-            if !entry.congested && entry.rate_bps < share {
-                entry.rate_bps = (entry.rate_bps + step).min(share);
-                self.config
-                    .alloc
-                    .bucket
-                    .retune(&mut entry.bucket, now, entry.rate_bps);
-            }
-        }
-        self.next_tick = (!self.rates.is_empty()).then_some(now + self.config.update_interval);
-    }
-
-    /// A shrinking share takes effect at once on every rate of the VM.
-    fn clamp_to_shares(&mut self, now: Nanos) {
-        for (&(vm, _), entry) in self.rates.iter_mut() {
-            let share = self.alloc.share_bps(vm);
-            if entry.rate_bps > share {
-                entry.rate_bps = share;
-                self.config
-                    .alloc
-                    .bucket
-                    .retune(&mut entry.bucket, now, share);
-            }
-        }
+            (!entry.congested && rate < share).then(|| (rate + step).min(share))
+        });
+        self.next_tick = (!self.limiter.is_empty()).then_some(now + self.config.update_interval);
     }
 }
 
