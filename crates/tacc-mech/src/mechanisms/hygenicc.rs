@@ -1,9 +1,11 @@
 //! `kind = "hygenicc"`: one HyGenICC shim per host; no controller.
 
+use std::collections::BTreeMap;
+
 use crate::headers::PacketHeaders;
 use crate::hygenicc::{FeedbackPacket, HygenConfig, HygenShim, IngressVerdict};
 use crate::mechanisms::limiter::{limiter_config, rate_shims};
-use crate::mechanisms::{Checks, Mechanism, Problem, MIN_TIMER};
+use crate::mechanisms::{Checks, Mechanism, MIN_TIMER};
 use crate::rate_alloc::EgressVerdict;
 use crate::roles::{Fabric, HostShim, Instance};
 use crate::units::Duration;
@@ -23,10 +25,13 @@ limiter_config! {
     }
 }
 
-impl HygenicConfig {
-    fn resolve(&self, ck: &mut Checks) -> HygenConfig {
+impl Mechanism for HygenicConfig {
+    /// The shim's parameters and the VMs' weights by address.
+    type Params = (HygenConfig, BTreeMap<u32, u32>);
+
+    fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = HygenConfig::default();
-        HygenConfig {
+        let cfg = HygenConfig {
             update_interval: ck.period(
                 "update_interval",
                 self.update_interval,
@@ -58,24 +63,15 @@ impl HygenicConfig {
             ),
             alloc: self.limiter_keys().alloc(ck),
             admission_control: self.admission_control.unwrap_or(false),
-        }
-    }
-}
-
-impl Mechanism for HygenicConfig {
-    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
-        let mut ck = Checks::default();
-        self.resolve(&mut ck);
-        self.limiter_keys().weights(&mut ck, vm_address);
-        ck.problems
+        };
+        (cfg, self.limiter_keys().weights(ck, vm_address))
     }
 
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
-        let mut ck = Checks::default();
-        let cfg = self.resolve(&mut ck);
-        let weights = self
-            .limiter_keys()
-            .weights(&mut ck, &|n| fabric.vm_address(n));
+    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
+        &self,
+        (cfg, weights): Self::Params,
+        fabric: &dyn Fabric,
+    ) -> Instance<P> {
         let mut inst = Instance::none(fabric);
         inst.shims = rate_shims(
             fabric,

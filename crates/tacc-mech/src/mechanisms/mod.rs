@@ -33,10 +33,32 @@ pub struct Problem {
 
 /// What every kind does with its table.
 pub trait Mechanism {
-    /// Every problem with the parameters; `vm_address` resolves VM names as the fabric will.
-    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem>;
-    /// The mechanism's roles in `fabric`. Call only on a configuration without problems.
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P>;
+    /// What the table resolves to: the state machines' parameters.
+    type Params;
+
+    /// Turns the table into parameters, recording every problem in `ck`; `vm_address`
+    /// resolves VM names as the fabric will.
+    fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params;
+
+    /// The mechanism's roles in `fabric`.
+    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
+        &self,
+        params: Self::Params,
+        fabric: &dyn Fabric,
+    ) -> Instance<P>;
+
+    /// Every problem with the table.
+    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
+        let mut ck = Checks::default();
+        self.resolve(&mut ck, vm_address);
+        ck.problems
+    }
+
+    /// The mechanism's roles in `fabric`. Call only on a table without problems.
+    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
+        let params = self.resolve(&mut Checks::default(), &|n| fabric.vm_address(n));
+        self.instantiate(params, fabric)
+    }
 }
 
 macro_rules! mechanisms {

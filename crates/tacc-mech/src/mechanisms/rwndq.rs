@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::headers::PacketHeaders;
-use crate::mechanisms::{Checks, Mechanism, Problem, MIN_TIMER};
+use crate::mechanisms::{Checks, Mechanism, MIN_TIMER};
 use crate::roles::{Fabric, Instance, SwitchHook};
 use crate::rwndq::{Rwndq, RwndqConfig as RwndqParams};
 use crate::units::Duration;
@@ -18,8 +18,11 @@ pub struct RwndqConfig {
     pub base_rtt: Option<Duration>,
 }
 
-impl RwndqConfig {
-    fn resolve(&self, ck: &mut Checks, (rcv_buf, shift): (u64, u8)) -> RwndqParams {
+impl Mechanism for RwndqConfig {
+    /// The switch's parameters, but for the receivers' window (the fabric's).
+    type Params = RwndqParams;
+
+    fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = RwndqParams::default();
         RwndqParams {
             tick: ck.period("tick", self.tick, d.tick, MIN_TIMER),
@@ -29,23 +32,24 @@ impl RwndqConfig {
                 d.target_fraction,
             ),
             base_rtt: ck.positive("base_rtt", self.base_rtt, d.base_rtt),
-            // The receivers' window scale, as every endpoint derives it from the receive buffer.
-            window_shift: shift,
-            max_window_bytes: d.max_window_bytes.max(rcv_buf.min(u32::MAX as u64) as u32),
             ..d
         }
     }
-}
 
-impl Mechanism for RwndqConfig {
-    fn check(&self, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
-        let mut ck = Checks::default();
-        self.resolve(&mut ck, (0, 0));
-        ck.problems
-    }
-
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
-        let cfg = self.resolve(&mut Checks::default(), fabric.receiver_window());
+    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
+        &self,
+        params: Self::Params,
+        fabric: &dyn Fabric,
+    ) -> Instance<P> {
+        // The receivers' window scale, as every endpoint derives it from the receive buffer.
+        let (rcv_buf, shift) = fabric.receiver_window();
+        let cfg = RwndqParams {
+            window_shift: shift,
+            max_window_bytes: params
+                .max_window_bytes
+                .max(rcv_buf.min(u32::MAX as u64) as u32),
+            ..params
+        };
         let mut switches: Vec<Rwndq> = (0..fabric.switches()).map(|_| Rwndq::new(cfg)).collect();
         for p in fabric.switch_ports() {
             switches[p.switch as usize].add_port(0, p.port, p.rate_bps, p.buffer_bytes());

@@ -9,7 +9,7 @@ use crate::control::{
     StatsReply, StatsRequest,
 };
 use crate::headers::{FlowKey, PacketHeaders};
-use crate::mechanisms::{Checks, Mechanism, Problem, MIN_POLL};
+use crate::mechanisms::{Checks, Mechanism, MIN_POLL};
 use crate::roles::{ControllerApp, Fabric, Instance, SwitchHook};
 use crate::sdn_ecn::{InstallMarkRule, SdnEcnConfig as SdnEcnParams, SdnEcnController};
 use crate::units::Duration;
@@ -27,8 +27,10 @@ pub struct SdnEcnConfig {
     pub rule_timeout: Option<Duration>,
 }
 
-impl SdnEcnConfig {
-    fn resolve(&self, ck: &mut Checks) -> SdnEcnParams {
+impl Mechanism for SdnEcnConfig {
+    type Params = SdnEcnParams;
+
+    fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = SdnEcnParams::default();
         SdnEcnParams {
             probe_interval: ck.period("interval", self.interval, d.probe_interval, MIN_POLL),
@@ -42,17 +44,13 @@ impl SdnEcnConfig {
             rule_hard_timeout: ck.positive("rule_timeout", self.rule_timeout, d.rule_hard_timeout),
         }
     }
-}
 
-impl Mechanism for SdnEcnConfig {
-    fn check(&self, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
-        let mut ck = Checks::default();
-        self.resolve(&mut ck);
-        ck.problems
-    }
-
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
-        let mut app = SdnEcnController::new(self.resolve(&mut Checks::default()));
+    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
+        &self,
+        params: Self::Params,
+        fabric: &dyn Fabric,
+    ) -> Instance<P> {
+        let mut app = SdnEcnController::new(params);
         for p in fabric.switch_ports() {
             app.add_link(0, p.switch, p.port, p.rate_bps);
         }

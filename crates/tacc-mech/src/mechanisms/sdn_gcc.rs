@@ -1,12 +1,14 @@
 //! `kind = "sdn-gcc"`: one SDN-GCC shim per host, the controller app, and at each ToR the
 //! table miss that tells the controller about a new (source, destination) pair.
 
+use std::collections::BTreeMap;
+
 use rustc_hash::FxHashSet;
 
 use crate::control::{ControlMessage, HostMessage, PacketIn, StatsReply, StatsRequest};
 use crate::headers::{FlowKey, PacketHeaders};
 use crate::mechanisms::limiter::{limiter_config, rate_shims};
-use crate::mechanisms::{Checks, Mechanism, Problem, MIN_POLL, MIN_TIMER};
+use crate::mechanisms::{Checks, Mechanism, MIN_POLL, MIN_TIMER};
 use crate::rate_alloc::EgressVerdict;
 use crate::roles::{
     ControllerApp, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
@@ -42,8 +44,11 @@ limiter_config! {
     }
 }
 
-impl SdnGccConfig {
-    fn resolve(&self, ck: &mut Checks) -> (SdnGccShimConfig, SdnGccControllerConfig) {
+impl Mechanism for SdnGccConfig {
+    /// The shims' and the controller's parameters, and the VMs' weights by address.
+    type Params = (SdnGccShimConfig, SdnGccControllerConfig, BTreeMap<u32, u32>);
+
+    fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = SdnGccShimConfig::default();
         let keying = match ck.choice("keying", &self.keying, &["vm", "destination", "path"]) {
             0 => RateKeying::PerVm,
@@ -95,30 +100,18 @@ impl SdnGccConfig {
                 _ => MarkSplit::SourcesOfEachDestination,
             }
         };
-        (
-            shim,
-            SdnGccControllerConfig {
-                monitor_interval,
-                split,
-            },
-        )
-    }
-}
-
-impl Mechanism for SdnGccConfig {
-    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
-        let mut ck = Checks::default();
-        self.resolve(&mut ck);
-        self.limiter_keys().weights(&mut ck, vm_address);
-        ck.problems
+        let ctrl = SdnGccControllerConfig {
+            monitor_interval,
+            split,
+        };
+        (shim, ctrl, self.limiter_keys().weights(ck, vm_address))
     }
 
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
-        let mut ck = Checks::default();
-        let (shim, ctrl) = self.resolve(&mut ck);
-        let weights = self
-            .limiter_keys()
-            .weights(&mut ck, &|n| fabric.vm_address(n));
+    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
+        &self,
+        (shim, ctrl, weights): Self::Params,
+        fabric: &dyn Fabric,
+    ) -> Instance<P> {
         let per_path = shim.keying == RateKeying::PerPath;
         let mut inst = Instance::none(fabric);
         inst.shims = rate_shims(

@@ -8,7 +8,7 @@ use crate::control::{
     RuleMatch, StatsReply, StatsRequest,
 };
 use crate::headers::{ip_proto, tcp_flags, PacketHeaders};
-use crate::mechanisms::{Checks, Mechanism, Problem, MIN_POLL};
+use crate::mechanisms::{Checks, Mechanism, MIN_POLL};
 use crate::roles::{ControllerApp, Fabric, HostShim, IngressVerdict, Instance, PathOracle};
 use crate::sicc::{SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig};
 use crate::units::Duration;
@@ -34,8 +34,10 @@ pub struct SiccConfig {
 /// Priority of the SYN/FIN copy rules: above any forwarding rule.
 const COPY_RULE_PRIORITY: u16 = 1000;
 
-impl SiccConfig {
-    fn resolve(&self, ck: &mut Checks) -> SiccControllerConfig {
+impl Mechanism for SiccConfig {
+    type Params = SiccControllerConfig;
+
+    fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = SiccControllerConfig::default();
         let cfg = SiccControllerConfig {
             monitor_interval: ck.period("interval", self.interval, d.monitor_interval, MIN_POLL),
@@ -67,17 +69,12 @@ impl SiccConfig {
         }
         cfg
     }
-}
 
-impl Mechanism for SiccConfig {
-    fn check(&self, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
-        let mut ck = Checks::default();
-        self.resolve(&mut ck);
-        ck.problems
-    }
-
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
-        let cfg = self.resolve(&mut Checks::default());
+    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
+        &self,
+        cfg: Self::Params,
+        fabric: &dyn Fabric,
+    ) -> Instance<P> {
         let ports = fabric.switch_ports();
         let mut app = SiccController::new(cfg);
         for p in &ports {

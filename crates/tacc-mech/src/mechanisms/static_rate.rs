@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::headers::PacketHeaders;
 use crate::mechanisms::limiter::bucket_config;
-use crate::mechanisms::{Checks, Mechanism, Problem};
-use crate::rate_alloc::{EgressVerdict, StaticRateLimiter};
+use crate::mechanisms::{Checks, Mechanism};
+use crate::rate_alloc::{BucketConfig, EgressVerdict, StaticRateLimiter};
 use crate::roles::{Fabric, HostShim, Instance};
 use crate::units::{Duration, Rate};
 use crate::Nanos;
@@ -23,13 +23,12 @@ pub struct StaticRateConfig {
     pub burst: Option<Duration>,
 }
 
-impl StaticRateConfig {
-    /// The rate and the limited VMs' addresses (`None`: all).
-    fn resolve(
-        &self,
-        ck: &mut Checks,
-        vm_address: &dyn Fn(&str) -> Option<u32>,
-    ) -> (u64, Option<Vec<u32>>) {
+impl Mechanism for StaticRateConfig {
+    /// The buckets, the rate and the limited VMs' addresses (`None`: all).
+    type Params = (BucketConfig, u64, Option<Vec<u32>>);
+
+    fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
+        let bucket = bucket_config(ck, &self.on_shortage, self.burst);
         let rate = match self.rate {
             None => {
                 ck.problem("rate", "static-rate needs a rate such as \"500Mbps\"");
@@ -54,22 +53,14 @@ impl StaticRateConfig {
                 })
                 .collect()
         });
-        (rate, targets)
-    }
-}
-
-impl Mechanism for StaticRateConfig {
-    fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
-        let mut ck = Checks::default();
-        bucket_config(&mut ck, &self.on_shortage, self.burst);
-        self.resolve(&mut ck, vm_address);
-        ck.problems
+        (bucket, rate, targets)
     }
 
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
-        let mut ck = Checks::default();
-        let bucket = bucket_config(&mut ck, &self.on_shortage, self.burst);
-        let (rate, targets) = self.resolve(&mut ck, &|n| fabric.vm_address(n));
+    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
+        &self,
+        (bucket, rate, targets): Self::Params,
+        fabric: &dyn Fabric,
+    ) -> Instance<P> {
         let vms = fabric.vms();
         let targets = targets.unwrap_or_else(|| vms.iter().map(|&(_, ip)| ip).collect());
         let host_of: std::collections::HashMap<u32, u32> =
