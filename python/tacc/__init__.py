@@ -2,7 +2,8 @@
 
 The engine is Rust (the compiled module `tacc._core`); this package runs scenarios
 through it and reads, tabulates and plots the result directories it writes.
-Reading and plotting results work without the compiled engine.
+Reading and plotting results work without the compiled engine. numpy, pandas and
+matplotlib are imported only by what needs them, so that the CLI starts quickly.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import importlib
 import shutil
 import tempfile
 from collections.abc import Iterable, Mapping
-from importlib import metadata, resources
+from importlib import resources
 from os import PathLike
 from pathlib import Path
 from types import ModuleType
@@ -31,14 +32,10 @@ __all__ = [
     "jain_index",
     "load",
     "run",
+    "run_dir",
     "summary_table",
     "validate",
 ]
-
-try:
-    __version__ = metadata.version("tacc")
-except metadata.PackageNotFoundError:  # a source checkout on PYTHONPATH
-    __version__ = "0+unknown"
 
 Scenario = str | PathLike[str]
 Overrides = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
@@ -67,6 +64,18 @@ def run(
     Without `out` the result goes to a new temporary directory, which is kept.
     Raises ScenarioError for bad input and FileNotFoundError for a missing file.
     """
+    return load(run_dir(scenario, seed, sets, out, progress=progress))
+
+
+def run_dir(
+    scenario: Scenario,
+    seed: int | None = None,
+    sets: Overrides = None,
+    out: str | PathLike[str] | None = None,
+    *,
+    progress: bool = False,
+) -> Path:
+    """Like `run`, but returns the result directory without reading it (no pandas)."""
     path = _scenario_path(scenario)
     engine = _engine()
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tacc-"))
@@ -78,7 +87,7 @@ def run(
         if out is None:
             shutil.rmtree(out_dir, ignore_errors=True)  # an empty temp dir is no use
         raise
-    return load(written)
+    return Path(written)
 
 
 def validate(scenario: Scenario, sets: Overrides = None) -> dict[str, Any]:
@@ -120,4 +129,11 @@ def _engine() -> ModuleType:
 def __getattr__(name: str) -> Any:
     if name == "ScenarioError":
         return _engine().ScenarioError
+    if name == "__version__":
+        # The engine's version is the package's (both come from the Cargo workspace), and
+        # asking it is far quicker than importlib.metadata.
+        try:
+            return _engine().version()
+        except EngineUnavailableError:  # a source checkout without the built engine
+            return "0+unknown"
     raise AttributeError(f"module 'tacc' has no attribute {name!r}")

@@ -1,4 +1,8 @@
-"""Read a tacc result directory into pandas, and summarise it as a text table."""
+"""Read a tacc result directory into pandas, and summarise it as a text table.
+
+pandas is imported only where a table is read or grouped: the CLI's start-up and a
+run's summary do without it.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+if TYPE_CHECKING:
+    import pandas as pd
 
 FLOW_ROW_LIMIT = 40  # above this many flows the table shows per-group aggregates
 PORT_ROW_LIMIT = 20
@@ -98,6 +102,8 @@ def _read_flows(path: Path) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "missing result file", str(path))
     try:
@@ -112,20 +118,22 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _ports_frame(ports: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame(ports) if ports else pd.DataFrame(columns=list(_PORT_FIELDS))
 
 
 def jain_index(values: Iterable[float]) -> float:
     """Jain's fairness index (sum x)^2 / (n sum x^2): 1 is fair, 1/n is one-takes-all."""
-    x = np.asarray(list(values), dtype=float)
-    if x.size == 0:
+    x = [float(v) for v in values]
+    if not x:
         raise ValueError("jain_index of no values")
-    if np.any(x < 0) or not np.all(np.isfinite(x)):
+    if any(v < 0 or not math.isfinite(v) for v in x):
         raise ValueError("jain_index needs finite, non-negative values")
-    squares = float(np.sum(x * x))
+    squares = math.fsum(v * v for v in x)
     if squares == 0.0:
         return 1.0  # everyone got the same share: nothing
-    return float(np.sum(x) ** 2 / (x.size * squares))
+    return math.fsum(x) ** 2 / (len(x) * squares)
 
 
 def summary_table(summary: dict[str, Any], max_flow_rows: int = FLOW_ROW_LIMIT) -> str:
@@ -165,6 +173,9 @@ def _flow_section(flows: list[dict[str, Any]]) -> list[str]:
 
 
 def _group_section(flows: list[dict[str, Any]]) -> list[str]:
+    import numpy as np
+    import pandas as pd
+
     frame = pd.DataFrame(flows)
     frame["group"] = frame["group"].fillna("").replace("", "(none)")
     headers = ["group", "flows", "done", "mean Mb/s", "min Mb/s", "max Mb/s", "mean FCT", "p99 FCT"]

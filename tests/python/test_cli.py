@@ -187,3 +187,39 @@ def test_run_reports_a_bad_unit(engine: None, tmp_path: Path) -> None:
 
     assert_one_line_error(proc)
     assert "units.toml" in proc.stderr and "duration" in proc.stderr
+
+
+HEAVY = ("numpy", "pandas", "matplotlib", "tqdm")
+
+
+def heavy_imports_after(*args: str, cwd: Path | None = None) -> list[str]:
+    """The heavy libraries loaded once `tacc ARGS` has run in a fresh interpreter."""
+    code = (
+        "import json, sys\n"
+        "from tacc.cli import main\n"
+        f"status = main({list(args)!r})\n"
+        f"print(json.dumps([status, [m for m in {HEAVY!r} if m in sys.modules]]))\n"
+    )
+    package_root = str(Path(tacc.__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    status, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert status == 0, proc.stdout
+    return loaded
+
+
+def test_validate_starts_without_the_heavy_libraries(engine: None) -> None:
+    assert heavy_imports_after("validate", "default") == []
+
+
+def test_a_quiet_run_without_plots_needs_no_heavy_library(
+    engine: None, tiny_scenario: Path, tmp_path: Path
+) -> None:
+    loaded = heavy_imports_after("run", str(tiny_scenario), "--out", str(tmp_path / "o"),
+                                 "--no-plot", "--quiet")
+
+    assert loaded == []
+    assert (tmp_path / "o" / "summary.json").is_file()
