@@ -3,7 +3,7 @@
 from typing import TypedDict
 
 class ScenarioError(ValueError):
-    """Bad scenario input; the message is one line, e.g.
+    """Bad scenario input; the message has one line per error, e.g.
     ``scenarios/x.toml:12: flows[1].rate: expected a rate such as "1Gbps", got "fast"``."""
 
 class _ScenarioInfo(TypedDict):

@@ -1,7 +1,8 @@
 """The `tacc` command: run, validate, plot and show scenarios and their results.
 
 Exit status: 0 success, 1 compiled engine missing, 2 bad input (scenario, option,
-file or result directory), 130 interrupted. Errors are one line on stderr.
+file or result directory), 130 interrupted. Each error is one `tacc: error: ...` line on
+stderr; a scenario with several errors gives one line for each.
 """
 
 from __future__ import annotations
@@ -163,15 +164,18 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _fail(exc: BaseException, status: int) -> int:
-    print(f"tacc: error: {_one_line(exc)}", file=sys.stderr)
+    for line in _error_lines(exc):
+        print(f"tacc: error: {line}", file=sys.stderr)
     return status
 
 
-def _one_line(exc: BaseException) -> str:
+def _error_lines(exc: BaseException) -> list[str]:
+    """The exception's message, one error per line (the engine reports every error it
+    finds in a scenario, one per line)."""
     if isinstance(exc, OSError) and exc.filename is not None:
         text = f"{exc.filename}: {exc.strerror or exc}"
     elif isinstance(exc, KeyError):
         text = f"missing key {exc.args[0]!r}" if exc.args else "missing key"
     else:
-        text = str(exc) or type(exc).__name__
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+        text = str(exc)
+    return [line.strip() for line in text.splitlines() if line.strip()] or [type(exc).__name__]

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import tacc
+from tacc import cli
 
 TINY_SCENARIO = """\
 name = "tiny"
@@ -223,3 +224,36 @@ def test_a_quiet_run_without_plots_needs_no_heavy_library(
 
     assert loaded == []
     assert (tmp_path / "o" / "summary.json").is_file()
+
+
+def test_each_line_of_a_scenario_error_is_an_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class ScenarioError(ValueError):
+        pass
+
+    def validate(*_args: object, **_kwargs: object) -> dict[str, object]:
+        raise ScenarioError("bad.toml:3: colour: unknown key\n"
+                            "bad.toml:7: flows[0].rate: expected a rate, got \"fast\"\n")
+
+    monkeypatch.setattr(tacc, "validate", validate)
+
+    status = cli.main(["validate", "bad.toml"])
+
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tacc: error: bad.toml:3: colour: unknown key",
+        'tacc: error: bad.toml:7: flows[0].rate: expected a rate, got "fast"',
+    ]
+
+
+def test_an_error_without_a_message_names_its_kind(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def validate(*_args: object, **_kwargs: object) -> dict[str, object]:
+        raise ValueError()
+
+    monkeypatch.setattr(tacc, "validate", validate)
+
+    assert cli.main(["validate", "x.toml"]) == 2
+    assert capsys.readouterr().err == "tacc: error: ValueError\n"
