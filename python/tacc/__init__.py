@@ -19,6 +19,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from tacc._progress import simulation_bar
 from tacc.results import Result, jain_index, load, summary_table
 
 if TYPE_CHECKING:
@@ -62,6 +63,7 @@ def run(
 
     `sets` overrides scenario keys, e.g. {"topology.senders": 8, "duration": "10ms"}.
     Without `out` the result goes to a new temporary directory, which is kept.
+    `progress` draws a bar of simulated time on stderr when stderr is a terminal.
     Raises ScenarioError for bad input and FileNotFoundError for a missing file.
     """
     return load(run_dir(scenario, seed, sets, out, progress=progress))
@@ -79,14 +81,18 @@ def run_dir(
     path = _scenario_path(scenario)
     engine = _engine()
     out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tacc-"))
+    bar = simulation_bar() if progress else None
     try:
         written = engine.run(
-            str(path), seed=seed, sets=_set_pairs(sets), out=str(out_dir), progress=progress
+            str(path), seed=seed, sets=_set_pairs(sets), out=str(out_dir), progress=bar
         )
     except BaseException:
         if out is None:
             shutil.rmtree(out_dir, ignore_errors=True)  # an empty temp dir is no use
         raise
+    finally:
+        if bar is not None:
+            bar.close()
     return Path(written)
 
 

@@ -106,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
     written = tacc.run_dir(
         args.scenario, seed=args.seed, sets=args.sets, out=out,
-        progress=not args.quiet and sys.stderr.isatty(),
+        progress=not args.quiet,
     )
     if not args.no_plot:
         from tacc.plot import plot_dir

@@ -62,7 +62,7 @@ def test_run_passes_scenario_seed_and_overrides(
                       out=tmp_path / "out")
 
     assert engine.calls == [{
-        "path": str(scenario), "seed": 3, "out": str(tmp_path / "out"), "progress": False,
+        "path": str(scenario), "seed": 3, "out": str(tmp_path / "out"), "progress": None,
         "sets": [("topology.ecn", "true"), ("topology.senders", "4")],
     }]
     assert result.dir == tmp_path / "out"
