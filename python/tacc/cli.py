@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,7 +22,9 @@ from tacc.results import format_seconds, read_summary, summary_table
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(words)
+    args.typed = shlex.join(["tacc", *words])  # the command line, for the reproduction report
     try:
         return args.command(args)
     except KeyboardInterrupt:
@@ -149,12 +152,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.list:
         print(reproduce.registry_table())
         return 0
-    command = "tacc reproduce " + " ".join(
-        [*args.names, *(["--quick"] if args.quick else []), f"--jobs {args.jobs}"]
-    )
     report, results = reproduce.reproduce(
         args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
-        command=command.strip(),
+        command=args.typed,
     )
     rows = [r for e in results for r in e.rows]
     held = sum(1 for r in rows if r.holds)
