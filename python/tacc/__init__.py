@@ -10,20 +10,19 @@ from __future__ import annotations
 
 import errno
 import importlib
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
-from importlib import resources
 from os import PathLike
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from tacc._progress import simulation_bar
-from tacc.results import Result, jain_index, load, summary_table
+from tacc.summary import jain_index, summary_table
 
 if TYPE_CHECKING:
     from tacc._core import ScenarioError as ScenarioError
+    from tacc.results import Result as Result
+    from tacc.results import load as load
 
 # ScenarioError is left out: star-importing it would need the compiled engine.
 __all__ = [
@@ -48,7 +47,9 @@ class EngineUnavailableError(ImportError):
 
 def default_scenario_path() -> Path:
     """The built-in scenario used when none is given (`"default"`)."""
-    return Path(str(resources.files("tacc") / "scenarios" / "default.toml"))
+    # The package is always unpacked on disk (a wheel or the source tree), so its own
+    # folder will do, without importlib.resources and what that imports.
+    return Path(__file__).parent / "scenarios" / "default.toml"
 
 
 def run(
@@ -66,6 +67,8 @@ def run(
     `progress` draws a bar of simulated time on stderr when stderr is a terminal.
     Raises ScenarioError for bad input and FileNotFoundError for a missing file.
     """
+    from tacc.results import load
+
     return load(run_dir(scenario, seed, sets, out, progress=progress))
 
 
@@ -80,7 +83,12 @@ def run_dir(
     """Like `run`, but returns the result directory without reading it (no pandas)."""
     path = _scenario_path(scenario)
     engine = _engine()
-    out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tacc-"))
+    if out is None:
+        import tempfile
+
+        out_dir = Path(tempfile.mkdtemp(prefix="tacc-"))
+    else:
+        out_dir = Path(out)
     bar = simulation_bar() if progress else None
     try:
         written = engine.run(
@@ -88,6 +96,8 @@ def run_dir(
         )
     except BaseException:
         if out is None:
+            import shutil
+
             shutil.rmtree(out_dir, ignore_errors=True)  # an empty temp dir is no use
         raise
     finally:
@@ -135,6 +145,11 @@ def _engine() -> ModuleType:
 def __getattr__(name: str) -> Any:
     if name == "ScenarioError":
         return _engine().ScenarioError
+    if name in ("Result", "load"):
+        # tacc.results (dataclasses, pandas when loading) is not needed to start the CLI.
+        from tacc import results
+
+        return getattr(results, name)
     if name == "__version__":
         # The engine's version is the package's (both come from the Cargo workspace), and
         # asking it is far quicker than importlib.metadata.

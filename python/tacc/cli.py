@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import tacc
-from tacc.results import format_seconds, read_summary, summary_table
+from tacc.summary import format_seconds, read_summary, summary_table
 
 # Each command imports what it needs (pandas, matplotlib, the reproduction) itself, so that
 # `tacc --version` and `tacc validate` start in a fraction of their import time.
