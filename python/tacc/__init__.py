@@ -14,15 +14,20 @@ from collections.abc import Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
 from tacc._progress import simulation_bar
 from tacc.summary import jain_index, summary_table
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Any
+
     from tacc._core import ScenarioError as ScenarioError
     from tacc.results import Result as Result
     from tacc.results import load as load
+
+    Scenario = str | PathLike[str]
+    Overrides = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 
 # ScenarioError is left out: star-importing it would need the compiled engine.
 __all__ = [
@@ -36,9 +41,6 @@ __all__ = [
     "summary_table",
     "validate",
 ]
-
-Scenario = str | PathLike[str]
-Overrides = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 
 
 class EngineUnavailableError(ImportError):

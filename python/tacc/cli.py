@@ -17,8 +17,8 @@ from pathlib import Path
 import tacc
 from tacc.summary import format_seconds, read_summary, summary_table
 
-# Each command imports what it needs (pandas, matplotlib, the reproduction) itself, so that
-# `tacc --version` and `tacc validate` start in a fraction of their import time.
+# Each command imports what it needs (pandas, matplotlib, the reproduction) itself: importing
+# them up front would take most of the time of `tacc --version` or `tacc validate`.
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,12 +6,14 @@ a run with many flows needs pandas.
 from __future__ import annotations
 
 import errno
-import json
 import math
 from collections.abc import Iterable, Sequence
 from os import PathLike
 from pathlib import Path
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from typing import Any
 
 FLOW_ROW_LIMIT = 40  # above this many flows the table shows per-group aggregates
 PORT_ROW_LIMIT = 20
@@ -24,6 +26,8 @@ _SUMMARY_KEYS = (
 
 def read_summary(directory: str | PathLike[str]) -> dict[str, Any]:
     """Only summary.json of a result directory: cheap even for huge runs."""
+    import json  # only here: `tacc run --quiet` never reads it back
+
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(errno.ENOENT, "no such result directory", str(root))
