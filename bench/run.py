@@ -5,6 +5,12 @@ wall second and peak RSS for each scenario in bench/scenarios, each run in a fre
     .venv/bin/python bench/run.py --scaling [--runs N]
     .venv/bin/python bench/run.py --memory [--memory-duration 60s]
 
+Beside the engine's figures, each scenario is also run N times as a user types it,
+`tacc run SCENARIO --no-plot --quiet` (the tacc command beside this Python), timed from
+outside as a whole process: "CLI s" is that wall time, "CLI ovh s" what it adds to the
+engine's own time in the same runs (summary.json's wall_seconds): interpreter start-up,
+imports, loading the scenario and writing the results.
+
 Prints a table and writes bench/results.json. Figures are machine-dependent: compare ratios
 measured in the same run, not absolute numbers across machines. --with-ns3 also installs the
 Debian ns-3 packages (apt), builds bench/ns3/dumbbell.cc, runs the dumbbell scenarios in ns-3
@@ -83,6 +89,24 @@ def measure(scenario: Path, runs: int, sets: list[tuple[str, str]] | None = None
         "completed": samples[0]["completed"],
         "conservation_ok": all(s["conservation_ok"] for s in samples),
     }
+
+
+def measure_cli(scenario: Path, runs: int) -> dict:
+    """Whole-process wall time of `tacc run SCENARIO --no-plot --quiet`, and what it adds to
+    the engine's wall_seconds of the same run (medians)."""
+    tacc = Path(sys.executable).with_name("tacc")
+    if not tacc.is_file():
+        sys.exit(f"bench/run.py: no tacc command beside {sys.executable} (run make setup)")
+    walls, overheads = [], []
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory() as out:
+            t0 = time.perf_counter()
+            subprocess.run([str(tacc), "run", str(scenario), "--no-plot", "--quiet", "--out", out], check=True)
+            wall = time.perf_counter() - t0
+            engine = json.loads((Path(out) / "summary.json").read_text())["wall_seconds"]
+        walls.append(wall)
+        overheads.append(wall - engine)
+    return {"cli_wall_s": statistics.median(walls), "cli_overhead_s": statistics.median(overheads)}
 
 
 NS3 = HERE / "ns3"
@@ -262,10 +286,12 @@ def run_memory(duration: str, period: float = 0.5) -> None:
 
 
 HEADER = f"{'scenario':<24} {'wall s':>8} {'events':>12} {'events/s':>12} {'sim s/wall s':>12} {'RSS MB':>8} {'py ovh':>7}"
+CLI_HEADER = f" {'CLI s':>8} {'CLI ovh s':>9}"
 
 
 def print_row(r: dict) -> None:
-    print(f"{r['scenario']:<24} {r['wall_s']:>8.3f} {r['events']:>12,} {r['events_per_s']:>12,.0f} {r['sim_s_per_wall_s']:>12.2f} {r['peak_rss_mb']:>8.1f} {r['python_overhead']:>6.1%}", flush=True)
+    cli = f" {r['cli_wall_s']:>8.3f} {r['cli_overhead_s']:>9.3f}" if "cli_wall_s" in r else ""
+    print(f"{r['scenario']:<24} {r['wall_s']:>8.3f} {r['events']:>12,} {r['events_per_s']:>12,.0f} {r['sim_s_per_wall_s']:>12.2f} {r['peak_rss_mb']:>8.1f} {r['python_overhead']:>6.1%}{cli}", flush=True)
 
 
 def main() -> None:
@@ -284,8 +310,8 @@ def main() -> None:
             run_memory(args.memory_duration)
         return
     scenarios = args.scenarios or sorted((HERE / "scenarios").glob("*.toml"))
-    rows = [measure(s, args.runs) for s in scenarios]
-    print(HEADER)
+    rows = [measure(s, args.runs) | measure_cli(s, args.runs) for s in scenarios]
+    print(HEADER + CLI_HEADER)
     for r in rows:
         print_row(r)
     for r in rows:

@@ -2,26 +2,32 @@
 
 The engine is Rust (the compiled module `tacc._core`); this package runs scenarios
 through it and reads, tabulates and plots the result directories it writes.
-Reading and plotting results work without the compiled engine.
+Reading and plotting results work without the compiled engine. numpy, pandas and
+matplotlib are imported only by what needs them, so that the CLI starts quickly.
 """
 
 from __future__ import annotations
 
 import errno
 import importlib
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping
-from importlib import metadata, resources
 from os import PathLike
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
-from tacc.results import Result, jain_index, load, summary_table
+from tacc._progress import simulation_bar
+from tacc.summary import jain_index, summary_table
 
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
+    from typing import Any
+
     from tacc._core import ScenarioError as ScenarioError
+    from tacc.results import Result as Result
+    from tacc.results import load as load
+
+    Scenario = str | PathLike[str]
+    Overrides = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 
 # ScenarioError is left out: star-importing it would need the compiled engine.
 __all__ = [
@@ -31,17 +37,10 @@ __all__ = [
     "jain_index",
     "load",
     "run",
+    "run_dir",
     "summary_table",
     "validate",
 ]
-
-try:
-    __version__ = metadata.version("tacc")
-except metadata.PackageNotFoundError:  # a source checkout on PYTHONPATH
-    __version__ = "0+unknown"
-
-Scenario = str | PathLike[str]
-Overrides = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 
 
 class EngineUnavailableError(ImportError):
@@ -50,7 +49,9 @@ class EngineUnavailableError(ImportError):
 
 def default_scenario_path() -> Path:
     """The built-in scenario used when none is given (`"default"`)."""
-    return Path(str(resources.files("tacc") / "scenarios" / "default.toml"))
+    # The package is always unpacked on disk (a wheel or the source tree), so its own
+    # folder will do, without importlib.resources and what that imports.
+    return Path(__file__).parent / "scenarios" / "default.toml"
 
 
 def run(
@@ -65,20 +66,46 @@ def run(
 
     `sets` overrides scenario keys, e.g. {"topology.senders": 8, "duration": "10ms"}.
     Without `out` the result goes to a new temporary directory, which is kept.
+    `progress` draws a bar of simulated time on stderr when stderr is a terminal.
     Raises ScenarioError for bad input and FileNotFoundError for a missing file.
     """
+    from tacc.results import load
+
+    return load(run_dir(scenario, seed, sets, out, progress=progress))
+
+
+def run_dir(
+    scenario: Scenario,
+    seed: int | None = None,
+    sets: Overrides = None,
+    out: str | PathLike[str] | None = None,
+    *,
+    progress: bool = False,
+) -> Path:
+    """Like `run`, but returns the result directory without reading it (no pandas)."""
     path = _scenario_path(scenario)
     engine = _engine()
-    out_dir = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="tacc-"))
+    if out is None:
+        import tempfile
+
+        out_dir = Path(tempfile.mkdtemp(prefix="tacc-"))
+    else:
+        out_dir = Path(out)
+    bar = simulation_bar() if progress else None
     try:
         written = engine.run(
-            str(path), seed=seed, sets=_set_pairs(sets), out=str(out_dir), progress=progress
+            str(path), seed=seed, sets=_set_pairs(sets), out=str(out_dir), progress=bar
         )
     except BaseException:
         if out is None:
+            import shutil
+
             shutil.rmtree(out_dir, ignore_errors=True)  # an empty temp dir is no use
         raise
-    return load(written)
+    finally:
+        if bar is not None:
+            bar.close()
+    return Path(written)
 
 
 def validate(scenario: Scenario, sets: Overrides = None) -> dict[str, Any]:
@@ -120,4 +147,16 @@ def _engine() -> ModuleType:
 def __getattr__(name: str) -> Any:
     if name == "ScenarioError":
         return _engine().ScenarioError
+    if name in ("Result", "load"):
+        # tacc.results (dataclasses, pandas when loading) is not needed to start the CLI.
+        from tacc import results
+
+        return getattr(results, name)
+    if name == "__version__":
+        # The engine's version is the package's (both come from the Cargo workspace), and
+        # asking it is far quicker than importlib.metadata.
+        try:
+            return _engine().version()
+        except EngineUnavailableError:  # a source checkout without the built engine
+            return "0+unknown"
     raise AttributeError(f"module 'tacc' has no attribute {name!r}")

@@ -1,9 +1,10 @@
 """Typed stub of the compiled engine (Rust, built by maturin from crates/tacc-py)."""
 
+from collections.abc import Callable
 from typing import TypedDict
 
 class ScenarioError(ValueError):
-    """Bad scenario input; the message is one line, e.g.
+    """Bad scenario input; the message has one line per error, e.g.
     ``scenarios/x.toml:12: flows[1].rate: expected a rate such as "1Gbps", got "fast"``."""
 
 class _ScenarioInfo(TypedDict):
@@ -20,10 +21,14 @@ def run(
     seed: int | None = None,
     sets: list[tuple[str, str]] = ...,
     out: str,
-    progress: bool = False,
+    progress: Callable[[int, int], object] | None = None,
 ) -> str:
     """Load the scenario at `path`, apply `sets` overrides (dotted key, TOML literal
-    or bare string), run it and write the result directory `out`; returns `out`."""
+    or bare string), run it and write the result directory `out`; returns `out`.
+
+    `progress(now_ns, end_ns)` is called every 2^20 events and once at the end, with the
+    simulated time reached and the run's end. The first exception it raises stops the
+    calls and is raised when the run is over (the run itself goes on to the end)."""
 
 def validate(path: str, *, sets: list[tuple[str, str]] = ...) -> _ScenarioInfo:
     """Check the scenario as `run` would, without running it."""

@@ -1,23 +1,30 @@
 """The `tacc` command: run, validate, plot and show scenarios and their results.
 
 Exit status: 0 success, 1 compiled engine missing, 2 bad input (scenario, option,
-file or result directory), 130 interrupted. Errors are one line on stderr.
+file or result directory), 130 interrupted. Each error is one `tacc: error: ...` line on
+stderr; a scenario with several errors gives one line for each.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import tacc
-from tacc.results import format_seconds, read_summary, summary_table
+from tacc.summary import format_seconds, read_summary, summary_table
+
+# Each command imports what it needs (pandas, matplotlib, the reproduction) itself: importing
+# them up front would take most of the time of `tacc --version` or `tacc validate`.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    args = _parser().parse_args(words)
+    args.typed = shlex.join(["tacc", *words])  # the command line, for the reproduction report
     try:
         return args.command(args)
     except KeyboardInterrupt:
@@ -100,18 +107,18 @@ def _key_value(text: str) -> tuple[str, str]:
 
 def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
-    result = tacc.run(
+    written = tacc.run_dir(
         args.scenario, seed=args.seed, sets=args.sets, out=out,
-        progress=not args.quiet and sys.stderr.isatty(),
+        progress=not args.quiet,
     )
     if not args.no_plot:
-        from tacc.plot import plot_result  # matplotlib is slow to import; only here
+        from tacc.plot import plot_dir
 
-        plot_result(result)
+        plot_dir(written)
     if not args.quiet:
-        print(summary_table(result.summary))
-        print(f"\nwrote {result.dir}:")
-        for path in sorted(p for p in result.dir.iterdir() if p.is_file()):
+        print(summary_table(read_summary(written)))
+        print(f"\nwrote {written}:")
+        for path in sorted(p for p in written.iterdir() if p.is_file()):
             print(f"  {path}")
     return 0
 
@@ -145,12 +152,9 @@ def _reproduce(args: argparse.Namespace) -> int:
     if args.list:
         print(reproduce.registry_table())
         return 0
-    command = "tacc reproduce " + " ".join(
-        [*args.names, *(["--quick"] if args.quick else []), f"--jobs {args.jobs}"]
-    )
     report, results = reproduce.reproduce(
         args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
-        command=command.strip(),
+        command=args.typed,
     )
     rows = [r for e in results for r in e.rows]
     held = sum(1 for r in rows if r.holds)
@@ -160,15 +164,18 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _fail(exc: BaseException, status: int) -> int:
-    print(f"tacc: error: {_one_line(exc)}", file=sys.stderr)
+    for line in _error_lines(exc):
+        print(f"tacc: error: {line}", file=sys.stderr)
     return status
 
 
-def _one_line(exc: BaseException) -> str:
+def _error_lines(exc: BaseException) -> list[str]:
+    """The exception's message, one error per line (the engine reports every error it
+    finds in a scenario, one per line)."""
     if isinstance(exc, OSError) and exc.filename is not None:
         text = f"{exc.filename}: {exc.strerror or exc}"
     elif isinstance(exc, KeyError):
         text = f"missing key {exc.args[0]!r}" if exc.args else "missing key"
     else:
-        text = str(exc) or type(exc).__name__
-    return "; ".join(line.strip() for line in text.splitlines() if line.strip())
+        text = str(exc)
+    return [line.strip() for line in text.splitlines() if line.strip()] or [type(exc).__name__]

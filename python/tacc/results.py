@@ -1,26 +1,20 @@
-"""Read a tacc result directory into pandas, and summarise it as a text table."""
+"""Read a tacc result directory into pandas DataFrames (`load`); pandas is imported when a
+directory is loaded, not with this module.
+"""
 
 from __future__ import annotations
 
 import errno
-import json
-import math
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-import pandas as pd
+from tacc.summary import read_summary
 
-FLOW_ROW_LIMIT = 40  # above this many flows the table shows per-group aggregates
-PORT_ROW_LIMIT = 20
+if TYPE_CHECKING:
+    import pandas as pd
 
-_SUMMARY_KEYS = (
-    "scenario", "seed", "sim_seconds", "wall_seconds", "events",
-    "flows", "ports", "conservation",
-)
 _CSV_COLUMNS = {
     "flows.csv": ("name", "group", "goodput_mbps", "fct"),
     "goodput.csv": ("time_s", "flow", "goodput_mbps"),
@@ -68,28 +62,6 @@ def load(directory: str | PathLike[str]) -> Result:
     )
 
 
-def read_summary(directory: str | PathLike[str]) -> dict[str, Any]:
-    """Only summary.json of a result directory: cheap even for huge runs."""
-    root = Path(directory)
-    if not root.is_dir():
-        raise FileNotFoundError(errno.ENOENT, "no such result directory", str(root))
-    path = root / "summary.json"
-    if not path.is_file():
-        raise FileNotFoundError(
-            errno.ENOENT, "not a tacc result directory (no summary.json)", str(root)
-        )
-    try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON: {exc}") from exc
-    if not isinstance(summary, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    missing = [key for key in _SUMMARY_KEYS if key not in summary]
-    if missing:
-        raise ValueError(f"{path}: missing {', '.join(missing)}")
-    return summary
-
-
 def _read_flows(path: Path) -> pd.DataFrame:
     flows = _read_csv(path)
     # An empty group cell means "no group"; keep it a string so grouping sees it.
@@ -98,6 +70,8 @@ def _read_flows(path: Path) -> pd.DataFrame:
 
 
 def _read_csv(path: Path) -> pd.DataFrame:
+    import pandas as pd
+
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "missing result file", str(path))
     try:
@@ -112,171 +86,6 @@ def _read_csv(path: Path) -> pd.DataFrame:
 
 
 def _ports_frame(ports: list[dict[str, Any]]) -> pd.DataFrame:
+    import pandas as pd
+
     return pd.DataFrame(ports) if ports else pd.DataFrame(columns=list(_PORT_FIELDS))
-
-
-def jain_index(values: Iterable[float]) -> float:
-    """Jain's fairness index (sum x)^2 / (n sum x^2): 1 is fair, 1/n is one-takes-all."""
-    x = np.asarray(list(values), dtype=float)
-    if x.size == 0:
-        raise ValueError("jain_index of no values")
-    if np.any(x < 0) or not np.all(np.isfinite(x)):
-        raise ValueError("jain_index needs finite, non-negative values")
-    squares = float(np.sum(x * x))
-    if squares == 0.0:
-        return 1.0  # everyone got the same share: nothing
-    return float(np.sum(x) ** 2 / (x.size * squares))
-
-
-def summary_table(summary: dict[str, Any], max_flow_rows: int = FLOW_ROW_LIMIT) -> str:
-    """Fixed-width text report of a run: flows (or flow groups), busy ports, totals."""
-    flows = summary["flows"]
-    lines = [_title_line(summary), ""]
-    if len(flows) > max_flow_rows:
-        lines += _group_section(flows)
-    else:
-        lines += _flow_section(flows)
-    lines += ["", *_port_section(summary["ports"]), ""]
-    lines += [_conservation_line(summary["conservation"]), _events_line(summary)]
-    return "\n".join(lines)
-
-
-def _title_line(summary: dict[str, Any]) -> str:
-    source = summary.get("scenario_file")
-    origin = f" from {source}" if source else ""
-    return f"scenario {summary['scenario']} (seed {summary['seed']}){origin}"
-
-
-def _flow_section(flows: list[dict[str, Any]]) -> list[str]:
-    headers = ["flow", "transport", "start", "end", "goodput Mb/s", "FCT", "retx/TO"]
-    rows = [
-        [
-            str(f["name"]),
-            _transport_label(f),
-            format_seconds(f.get("start")),
-            format_seconds(f.get("end")),
-            f"{f['goodput_mbps']:.1f}",
-            format_seconds(f.get("fct")),
-            f"{f.get('retransmits', 0)}/{f.get('timeouts', 0)}",
-        ]
-        for f in flows
-    ]
-    return [f"flows ({len(flows)})", *_render(headers, rows, text_columns=2), _fairness_line(flows)]
-
-
-def _group_section(flows: list[dict[str, Any]]) -> list[str]:
-    frame = pd.DataFrame(flows)
-    frame["group"] = frame["group"].fillna("").replace("", "(none)")
-    headers = ["group", "flows", "done", "mean Mb/s", "min Mb/s", "max Mb/s", "mean FCT", "p99 FCT"]
-    rows = []
-    for group, members in frame.groupby("group", sort=True):
-        goodput = members["goodput_mbps"]
-        fct = members["fct"].dropna().to_numpy(dtype=float)
-        rows.append([
-            str(group),
-            f"{len(members):,}",
-            f"{int(members['completed'].sum()):,}",
-            f"{goodput.mean():.1f}",
-            f"{goodput.min():.1f}",
-            f"{goodput.max():.1f}",
-            format_seconds(fct.mean() if fct.size else None),
-            format_seconds(np.percentile(fct, 99) if fct.size else None),
-        ])
-    title = f"flows ({len(flows):,}, by group; FCT over completed flows)"
-    return [title, *_render(headers, rows), _fairness_line(flows)]
-
-
-def _fairness_line(flows: list[dict[str, Any]]) -> str:
-    if not flows:
-        return "  no flows"
-    index = jain_index(f["goodput_mbps"] for f in flows)
-    return f"  goodput fairness (Jain index, all flows): {index:.3f}"
-
-
-def _transport_label(flow: dict[str, Any]) -> str:
-    label = str(flow.get("transport", "?"))
-    if flow.get("cc"):
-        label += f"/{flow['cc']}"
-    if flow.get("ecn"):
-        label += "+ecn"
-    return label
-
-
-def _port_section(ports: list[dict[str, Any]]) -> list[str]:
-    busy = [p for p in ports if p.get("enqueued", 0) > 0]
-    # Bottlenecks first: the deepest queues, then the most utilised links.
-    busy.sort(key=lambda p: (p["max_backlog_pkts"], p["utilization"]), reverse=True)
-    title = f"ports with traffic ({len(busy)} of {len(ports)})"
-    if len(busy) > PORT_ROW_LIMIT:
-        title += f", the {PORT_ROW_LIMIT} with the deepest queues"
-    if not busy:
-        return [title]
-    headers = ["port", "rate", "util %", "mean backlog", "max backlog", "drops", "marks"]
-    rows = [
-        [
-            str(p["name"]),
-            format_rate(p["rate_bps"]),
-            f"{100 * p['utilization']:.1f}",
-            f"{p['mean_backlog_pkts']:.1f}",
-            f"{p['max_backlog_pkts']:,}",
-            f"{p['dropped']:,}",
-            f"{p['marked']:,}",
-        ]
-        for p in busy[:PORT_ROW_LIMIT]
-    ]
-    return [title, *_render(headers, rows)]
-
-
-def _conservation_line(c: dict[str, Any]) -> str:
-    verdict = "ok" if c["ok"] else "VIOLATED"
-    return (
-        f"packet conservation: sent {c['sent']:,} = delivered {c['delivered']:,}"
-        f" + dropped {c['dropped']:,} + in flight {c['in_flight']:,}: {verdict}"
-    )
-
-
-def _events_line(summary: dict[str, Any]) -> str:
-    events, wall = summary["events"], summary["wall_seconds"]
-    rate = f"{events / wall:,.0f} events/s" if wall > 0 else "- events/s"
-    return (
-        f"events {events:,}, simulated {format_seconds(summary['sim_seconds'])}"
-        f" in {wall:.3f}s wall ({rate})"
-    )
-
-
-def _render(
-    headers: Sequence[str], rows: Sequence[Sequence[str]], text_columns: int = 1
-) -> list[str]:
-    """Indented columns: the leading text columns left-aligned, the numbers right-aligned."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
-
-    def line(cells: Sequence[str]) -> str:
-        padded = [
-            c.ljust(w) if i < text_columns else c.rjust(w)
-            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
-        ]
-        return ("  " + "  ".join(padded)).rstrip()
-
-    return [line(headers), line(["-" * w for w in widths]), *map(line, rows)]
-
-
-def format_seconds(seconds: float | None) -> str:
-    """Human time with a unit suited to data-center scales: 850us, 12.500ms, 1.250s."""
-    if seconds is None or (isinstance(seconds, float) and math.isnan(seconds)):
-        return "-"
-    if seconds == 0:
-        return "0"
-    if abs(seconds) >= 1:
-        return f"{seconds:.3f}s"
-    if abs(seconds) >= 1e-3:
-        return f"{seconds * 1e3:.3f}ms"
-    return f"{seconds * 1e6:.1f}us"
-
-
-def format_rate(bps: float) -> str:
-    """Link rate in the scenario files' own notation: 1Gbps, 100Mbps."""
-    if bps >= 1e9:
-        return f"{bps / 1e9:g}Gbps"
-    if bps >= 1e6:
-        return f"{bps / 1e6:g}Mbps"
-    return f"{bps:g}bps"

@@ -37,6 +37,9 @@ class FakeEngine(types.ModuleType):
         self.calls.append({"path": path, **kwargs})
         return {"name": "x", "duration_s": 0.01, "hosts": 2, "switches": 1, "links": 2, "flows": 1}
 
+    def version(self) -> str:
+        return "9.8.7"
+
 
 @pytest.fixture
 def scenario(tmp_path: Path) -> Path:
@@ -59,7 +62,7 @@ def test_run_passes_scenario_seed_and_overrides(
                       out=tmp_path / "out")
 
     assert engine.calls == [{
-        "path": str(scenario), "seed": 3, "out": str(tmp_path / "out"), "progress": False,
+        "path": str(scenario), "seed": 3, "out": str(tmp_path / "out"), "progress": None,
         "sets": [("topology.ecn", "true"), ("topology.senders", "4")],
     }]
     assert result.dir == tmp_path / "out"
@@ -124,6 +127,19 @@ def test_scenario_error_comes_from_the_engine(engine: FakeEngine) -> None:
     assert tacc.ScenarioError is engine.ScenarioError
 
 
+def test_version_is_the_engines(engine: FakeEngine) -> None:
+    assert tacc.__version__ == "9.8.7"
+
+
+def test_run_dir_returns_the_directory_unread(
+    engine: FakeEngine, scenario: Path, tmp_path: Path
+) -> None:
+    written = tacc.run_dir(scenario, out=tmp_path / "out")
+
+    assert written == tmp_path / "out"
+    assert (written / "summary.json").is_file()
+
+
 def test_without_the_engine_only_running_fails(
     monkeypatch: pytest.MonkeyPatch, scenario: Path, result_dir: Path
 ) -> None:
@@ -134,3 +150,4 @@ def test_without_the_engine_only_running_fails(
         tacc.run(scenario)
     with pytest.raises(tacc.EngineUnavailableError):
         _ = tacc.ScenarioError
+    assert tacc.__version__ == "0+unknown"

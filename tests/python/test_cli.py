@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 import tacc
+from tacc import cli
 
 TINY_SCENARIO = """\
 name = "tiny"
@@ -187,3 +188,72 @@ def test_run_reports_a_bad_unit(engine: None, tmp_path: Path) -> None:
 
     assert_one_line_error(proc)
     assert "units.toml" in proc.stderr and "duration" in proc.stderr
+
+
+HEAVY = ("numpy", "pandas", "matplotlib", "tqdm")
+
+
+def heavy_imports_after(*args: str, cwd: Path | None = None) -> list[str]:
+    """The heavy libraries loaded once `tacc ARGS` has run in a fresh interpreter."""
+    code = (
+        "import json, sys\n"
+        "from tacc.cli import main\n"
+        f"status = main({list(args)!r})\n"
+        f"print(json.dumps([status, [m for m in {HEAVY!r} if m in sys.modules]]))\n"
+    )
+    package_root = str(Path(tacc.__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    status, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert status == 0, proc.stdout
+    return loaded
+
+
+def test_validate_starts_without_the_heavy_libraries(engine: None) -> None:
+    assert heavy_imports_after("validate", "default") == []
+
+
+def test_a_quiet_run_without_plots_needs_no_heavy_library(
+    engine: None, tiny_scenario: Path, tmp_path: Path
+) -> None:
+    loaded = heavy_imports_after("run", str(tiny_scenario), "--out", str(tmp_path / "o"),
+                                 "--no-plot", "--quiet")
+
+    assert loaded == []
+    assert (tmp_path / "o" / "summary.json").is_file()
+
+
+def test_each_line_of_a_scenario_error_is_an_error_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    class ScenarioError(ValueError):
+        pass
+
+    def validate(*_args: object, **_kwargs: object) -> dict[str, object]:
+        raise ScenarioError("bad.toml:3: colour: unknown key\n"
+                            "bad.toml:7: flows[0].rate: expected a rate, got \"fast\"\n")
+
+    monkeypatch.setattr(tacc, "validate", validate)
+
+    status = cli.main(["validate", "bad.toml"])
+
+    assert status == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tacc: error: bad.toml:3: colour: unknown key",
+        'tacc: error: bad.toml:7: flows[0].rate: expected a rate, got "fast"',
+    ]
+
+
+def test_an_error_without_a_message_names_its_kind(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def validate(*_args: object, **_kwargs: object) -> dict[str, object]:
+        raise ValueError()
+
+    monkeypatch.setattr(tacc, "validate", validate)
+
+    assert cli.main(["validate", "x.toml"]) == 2
+    assert capsys.readouterr().err == "tacc: error: ValueError\n"

@@ -9,7 +9,7 @@ import pytest
 
 import tacc
 from tacc.plot import plot_dir
-from tacc.results import read_summary
+from tacc.summary import read_summary
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

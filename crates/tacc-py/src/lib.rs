@@ -1,13 +1,12 @@
 //! Python bindings: the module `tacc._core`. Only this crate knows about Python; scenario
-//! errors become `tacc._core.ScenarioError` (a ValueError) carrying the one-line message.
+//! errors become `tacc._core.ScenarioError` (a ValueError) carrying the message, one line
+//! per error.
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::time::Instant;
 
 create_exception!(
     _core,
@@ -29,76 +28,35 @@ fn prepare(
     tacc_sim::load(&text, path, sets, seed).map_err(scenario_err)
 }
 
-/// A progress bar on stderr, drawn only for runs that take more than two seconds.
-struct Progress {
-    enabled: bool,
-    started: Instant,
-    drawn: bool,
-}
-
-impl Progress {
-    fn update(&mut self, now: u64, end: u64) {
-        if !self.enabled || self.started.elapsed().as_secs_f64() < 2.0 {
-            return;
-        }
-        let frac = if end == 0 {
-            1.0
-        } else {
-            now as f64 / end as f64
-        };
-        let wall = self.started.elapsed().as_secs_f64();
-        let left = if frac > 0.0 {
-            wall * (1.0 - frac) / frac
-        } else {
-            0.0
-        };
-        let width = 30;
-        let filled = (frac * width as f64) as usize;
-        eprint!(
-            "\r[{}{}] {:5.1}%  sim {:.2}/{:.2} s  ~{:.0} s left ",
-            "#".repeat(filled),
-            ".".repeat(width - filled),
-            frac * 100.0,
-            now as f64 / 1e9,
-            end as f64 / 1e9,
-            left
-        );
-        let _ = std::io::stderr().flush();
-        self.drawn = true;
-    }
-    fn finish(&self) {
-        if self.drawn {
-            eprintln!();
-        }
-    }
-}
-
+/// `progress(now_ns, end_ns)`, when given, is called from the engine's progress hook (every
+/// 2^20 events and at the end) with the GIL held again; the bar is Python's to draw. The first
+/// exception it raises ends the calls and is raised once the run is over (the engine cannot be
+/// stopped midway).
 #[pyfunction]
-#[pyo3(signature = (path, *, seed=None, sets=Vec::new(), out, progress=false))]
+#[pyo3(signature = (path, *, seed=None, sets=Vec::new(), out, progress=None))]
 fn run(
     py: Python<'_>,
     path: &str,
     seed: Option<u64>,
     sets: Vec<(String, String)>,
     out: &str,
-    progress: bool,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<String> {
     let prepared = prepare(path, seed, &sets)?;
     let out_dir = out.to_string();
-    let enabled = progress && std::io::stderr().is_terminal();
     py.detach(move || {
-        let mut bar = Progress {
-            enabled,
-            started: Instant::now(),
-            drawn: false,
-        };
+        let mut failed: Option<PyErr> = None;
         let result = tacc_sim::run_into(prepared, Path::new(&out_dir), &mut |now, end| {
-            bar.update(now, end)
+            if let (Some(callback), None) = (&progress, &failed) {
+                failed = Python::attach(|py| callback.call1(py, (now, end)).err());
+            }
         });
-        bar.finish();
         result
             .map_err(|e| PyOSError::new_err(format!("cannot write results to {out_dir}: {e}")))?;
-        Ok(out_dir)
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(out_dir),
+        }
     })
 }
 

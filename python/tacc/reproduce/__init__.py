@@ -1,0 +1,107 @@
+"""Reproduce the papers' experiments: a registry, a parallel runner with a cache, figures and
+a report.
+
+`tacc reproduce [PAPER|FIGURE ...] [--quick] [--jobs N] [--engine local|ray] [--out DIR]`
+
+Every experiment (one figure of a paper, or a group of panels) is a scenario file under
+`tacc/scenarios/papers/` (shipped in the package; TACC_SCENARIO_DIR points elsewhere) plus
+a list of variants, each a list of `--set` overrides of that file. The experiments are data,
+declared one module per paper: `hygenicc`, `sdn_gcc`, `sicc`, `sdn_ecn` (the tagged-flow
+dumbbell that HyGenICC and SDN-GCC share is in `tagged`), each with its variants, report rows
+and metric functions, and a `PAPER` table of the numbers the paper prints, transcribed from
+PAPERS.md. The rest does not depend on any paper:
+
+- `registry`: what an experiment, a variant and a report row are, and the helpers the
+  papers' modules declare them with;
+- `runner`: tasks, cache keys (scenario text, overrides, seed, tacc version and engine
+  build), execution in a local process pool or on a Ray cluster;
+- `stats`: mean and 95% CI over seeds, Welch's test of whether two means differ by more
+  than the seeds' spread;
+- `plots`: the kinds of figure (PNG and SVG);
+- `report`: evaluation of every row from the result files, REPORT.md and report.html, which
+  record the command as typed and the engine that ran it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from tacc.reproduce import hygenicc, sdn_ecn, sdn_gcc, sicc
+from tacc.reproduce.registry import PAPER_NAMES, Experiment, ReproduceError, scenario_dir
+from tacc.reproduce.report import ExperimentResult, evaluate, write_report
+from tacc.reproduce.runner import SCALE_ENV, execute, plan, ray_available
+
+__all__ = [
+    "BY_ID",
+    "EXPERIMENTS",
+    "PAPER_NAMES",
+    "SCALE_ENV",
+    "Experiment",
+    "ExperimentResult",
+    "ReproduceError",
+    "registry_table",
+    "reproduce",
+    "scenario_dir",
+    "select",
+]
+
+EXPERIMENTS: list[Experiment] = [
+    *hygenicc.EXPERIMENTS, *sdn_gcc.EXPERIMENTS, *sicc.EXPERIMENTS, *sdn_ecn.EXPERIMENTS,
+]
+BY_ID = {e.id: e for e in EXPERIMENTS}
+
+
+def select(names: Sequence[str]) -> list[Experiment]:
+    """Experiments by paper name or figure id (all when empty), in registry order."""
+    if not names:
+        return list(EXPERIMENTS)
+    chosen: set[str] = set()
+    for name in names:
+        key = name.lower()
+        if key in BY_ID:
+            chosen.add(key)
+        elif key in PAPER_NAMES:
+            chosen |= {e.id for e in EXPERIMENTS if e.paper == key}
+        else:
+            raise ReproduceError(
+                f"unknown paper or figure {name!r}; choose from: "
+                + ", ".join([*PAPER_NAMES, *BY_ID])
+            )
+    return [e for e in EXPERIMENTS if e.id in chosen]
+
+
+def reproduce(names: Sequence[str] = (), *, quick: bool = False, jobs: int = 1,
+              engine: str = "local", out: Path = Path("out/reproduce"),
+              command: str = "tacc reproduce") -> tuple[Path, list[ExperimentResult]]:
+    """Run (or take from the cache) the selected experiments and write the report; returns
+    REPORT.md's path and the evaluated experiments. `command` is recorded in the report."""
+    experiments = select(names)
+    if engine not in ("local", "ray"):
+        raise ReproduceError(f"unknown engine {engine!r}; choose local or ray")
+    if engine == "ray" and not ray_available():
+        raise ReproduceError("--engine ray needs the optional package ray "
+                             "(pip install 'ray[default]'); use --engine local")
+    if jobs < 1:
+        raise ReproduceError("--jobs must be at least 1")
+    for exp in experiments:
+        if not exp.scenario_path.is_file():
+            raise FileNotFoundError(2, "no such scenario file", str(exp.scenario_path))
+    start = time.monotonic()
+    tasks, dirs, scales = plan(experiments, out, quick)
+    execute(tasks, jobs, engine)
+    results = [evaluate(e, dirs[e.id], out, scales[e.id]) for e in experiments]
+    md, _html = write_report(results, out, quick=quick, wall=time.monotonic() - start,
+                             command=command, engine=engine)
+    return md, results
+
+
+def registry_table() -> str:
+    """One line per experiment: id, paper, scenario, variants, seeds."""
+    lines = []
+    for e in EXPERIMENTS:
+        n = len(e.build(1.0))
+        lines.append(f"{e.id:18} {e.paper:9} {e.scenario:26} {n:3} variants x {e.seeds} seeds"
+                     f" ({len(e.rows())} report rows)")
+    return "\n".join(lines)

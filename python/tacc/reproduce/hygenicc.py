@@ -1,0 +1,138 @@
+"""HyGenICC (papers 001/003 and 000 sections III-V): Figs. 2-4, one tagged TCP flow against
+one competitor under four systems, and Fig. 5, 4 and 8 senders under HyGenICC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tacc.reproduce import plots
+from tacc.reproduce.registry import Experiment, Row, Variant, inline, near, values
+from tacc.reproduce.tagged import (
+    COMPETITOR_LABEL,
+    COMPETITORS,
+    tagged_metrics,
+    tagged_variants,
+)
+from tacc.results import Result
+
+# Transcribed from PAPERS.md (section 1). Nothing here is a tacc result.
+PAPER: dict[str, Any] = {
+    # Figs. 2-4 (2 senders): qualitative, the share is "about 500 Mb/s".
+    "hygenicc_share_2": 500.0,
+    "hygenicc_static_rate": 500.0,
+    # Fig. 3/5: converges to these shares "within about 1 s".
+    "hygenicc_fig5_share": {4: 250.0, 8: 125.0},
+    "hygenicc_fig5_convergence_s": 1.0,
+}
+
+# HyGenICC Figs. 2-4 --------------------------------------------------------------------------
+
+HYG_SYSTEMS = [
+    ("a", [("tcp.ecn", "false")]),
+    ("b", [("tcp.ecn", "true")]),
+    ("c", [("mechanism", inline(kind="static-rate", rate="500Mbps", on_shortage="queue"))]),
+    ("d", [("mechanism", inline(kind="hygenicc", on_shortage="queue"))]),
+]
+HYG_PANEL = {
+    "a": "(a) no rate limit, no ECN", "b": "(b) no rate limit, TCP with ECN",
+    "c": "(c) static 500 Mb/s per VM", "d": "(d) HyGenICC",
+}
+HYG_CAUSE = (
+    "ns-2 vs tacc modelling: tacc's hosts have NIC transmit jitter and vNIC/NIC queues; "
+    "every TCP flow, the competitors included, is window-limited to 20 segments (ns-2 "
+    "window_) in every variant"
+)
+
+
+def _hyg24_rows() -> list[Row]:
+    share = PAPER["hygenicc_share_2"]
+    rows: list[Row] = []
+    for c in COMPETITORS:
+        rows.append(Row(
+            f"(d) HyGenICC: tagged goodput 5-10 s {COMPETITOR_LABEL[c]}", f"about {share:g}",
+            share, "Mb/s", lambda m, c=c: values(m, f"d/{c}", "overlap"),
+            near(0.2 * share, share), HYG_CAUSE))
+        rows.append(Row(
+            f"(d) HyGenICC: link utilization {COMPETITOR_LABEL[c]}", "link stays full", 100.0,
+            "%", lambda m, c=c: values(m, f"d/{c}", "utilization"),
+            lambda v, _m: v >= 90.0, HYG_CAUSE))
+    for c in ("dctcp", "udp"):
+        rows.append(Row(
+            f"(a) no limit: tagged goodput 5-10 s {COMPETITOR_LABEL[c]}", "almost nothing",
+            share, "Mb/s", lambda m, c=c: values(m, f"a/{c}", "overlap"),
+            lambda v, _m: v < 0.2 * share,
+            "every flow, the competitor included, is limited to 20 segments (ns-2's window_, "
+            "see the scenario header): one DCTCP flow with 20 segments in flight cannot hold "
+            "the queue at K, so the non-ECT tagged flow, dropped only at K or above, keeps "
+            "much of its share (next row); against line-rate UDP it starves"))
+    rows.append(Row(
+        "(a) no limit vs DCTCP: time with the queue at K or above, 5-10 s (tacc only)", "-",
+        None, "%", lambda m: values(m, "a/dctcp", "above_k"), lambda v, _m: None))
+    rows.append(Row(
+        "(b) ECN: tagged goodput 5-10 s vs TCP", "reaches its share", share, "Mb/s",
+        lambda m: values(m, "b/tcp", "overlap"), near(0.2 * share, share), HYG_CAUSE))
+    for c in ("dctcp", "udp"):
+        rows.append(Row(
+            f"(b) ECN: tagged goodput 5-10 s {COMPETITOR_LABEL[c]}", "below its share", share,
+            "Mb/s", lambda m, c=c: values(m, f"b/{c}", "overlap"),
+            lambda v, _m: v < 0.8 * share, HYG_CAUSE))
+    for c in COMPETITORS:
+        rows.append(Row(
+            f"(c) static: tagged goodput alone 10-15 s {COMPETITOR_LABEL[c]}",
+            f"{PAPER['hygenicc_static_rate']:g} (not work-conserving)", 1000.0, "Mb/s",
+            lambda m, c=c: values(m, f"c/{c}", "alone"),
+            near(0.1 * PAPER["hygenicc_static_rate"], PAPER["hygenicc_static_rate"]),
+            HYG_CAUSE))
+    return rows
+
+
+# HyGenICC Fig. 5 ------------------------------------------------------------------------------
+
+def _hyg5_build(scale: float) -> list[Variant]:
+    out = []
+    for n in (4, 8):
+        out += tagged_variants(
+            scale, 15, 5, 10, n,
+            [(f"n{n}", [("mechanism", inline(kind="hygenicc", on_shortage="queue"))])])
+    return out
+
+
+def _hyg5_metrics(result: Result, scale: float) -> dict[str, float]:
+    n = len(result.flows)
+    return tagged_metrics(5, 10, 15, n)(result, scale)
+
+
+def _hyg5_rows() -> list[Row]:
+    rows = []
+    for n, share in PAPER["hygenicc_fig5_share"].items():
+        for c in COMPETITORS:
+            rows.append(Row(
+                f"{n} senders: tagged goodput 5-10 s {COMPETITOR_LABEL[c]}", f"{share:g}",
+                share, "Mb/s", lambda m, n=n, c=c: values(m, f"n{n}/{c}", "overlap"),
+                near(0.2 * share, share), HYG_CAUSE))
+        rows.append(Row(
+            f"{n} senders: time to reach 80% of the share vs UDP",
+            f"within about {PAPER['hygenicc_fig5_convergence_s']:g} s", None, "s",
+            lambda m, n=n: values(m, f"n{n}/udp", "convergence_s"),
+            lambda v, _m: v <= 1.0, HYG_CAUSE))
+    return rows
+
+
+PANELS = {**HYG_PANEL, "n4": "HyGenICC, 4 senders", "n8": "HyGenICC, 8 senders"}
+_plot = plots.tagged(PANELS, COMPETITOR_LABEL, "overlap", "mean while sharing")
+
+EXPERIMENTS: list[Experiment] = [
+    Experiment(
+        "hygenicc-fig2-4", "hygenicc",
+        "HyGenICC Figs. 2-4: tagged TCP (5-15 s) vs 1 competitor (0-10 s), 1 Gb/s",
+        "hygenicc_fig2-5.toml",
+        lambda s: tagged_variants(s, 15, 5, 10, 2, HYG_SYSTEMS),
+        tagged_metrics(5, 10, 15, 2), _hyg24_rows, _plot,
+        notes="Systems (a)-(d) x competitor TCP / DCTCP / UDP. " + HYG_CAUSE + ".",
+    ),
+    Experiment(
+        "hygenicc-fig5", "hygenicc",
+        "HyGenICC Fig. 5: 4 and 8 senders, tagged TCP (5-15 s)", "hygenicc_fig2-5.toml",
+        _hyg5_build, _hyg5_metrics, _hyg5_rows, _plot,
+    ),
+]

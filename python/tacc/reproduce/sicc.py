@@ -1,0 +1,275 @@
+"""SICC (paper 002): mice's flow completion times next to elephants under TCP-RED/ECN, SICC,
+RWNDQ and DCTCP, on the dumbbell at three elephant:mice ratios and on the 144- and
+288-server trees, and SICC's sensitivity to its poll interval T."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import numpy as np
+import pandas as pd
+
+from tacc.reproduce import plots
+from tacc.reproduce.registry import (
+    Experiment,
+    Less,
+    Row,
+    Variant,
+    fct_values,
+    inline,
+    mean_of,
+    quoted,
+    time_lit,
+    values,
+    vs,
+)
+from tacc.results import Result
+
+SICC_SYSTEMS: list[tuple[str, list[tuple[str, str]]]] = [
+    ("tcp", []),
+    ("sicc", [("mechanism", inline(kind="sicc", initial_window=2.0, evaluate_on_syn=True))]),
+    ("rwndq", [("mechanism", inline(kind="rwndq"))]),
+    ("dctcp", [("tcp.cc", '"dctcp"'), ("queue", inline(kind="red-ecn", limit="83pkt",
+                                                       k="15pkt"))]),
+]
+SICC_LABEL = {"tcp": "TCP-RED/ECN", "sicc": "SICC", "rwndq": "RWNDQ", "dctcp": "DCTCP"}
+RATIOS = {"1:3": (20, 60), "1:1": (40, 40), "3:1": (60, 20)}
+SICC_CAUSE = (
+    "the settings follow the authors' ns-2 scripts: the TCP-RED/ECN baseline is ns-2's RED "
+    "at its automatic thresholds, which never mark in an 83-packet buffer (a drop-tail "
+    "baseline), SICC and RWNDQ run on drop-tail queues, DCTCP marks at K = 15. A mouse that "
+    "SICC clamps to a one-segment window has no later segment to raise duplicate ACKs, so "
+    "each of its losses is repaired only by the 200 ms timeout, and 80 one-segment windows "
+    "plus the standing queue still overflow the buffer when the mice's data arrives (rows "
+    "below); DCTCP keeps the queue near K = 15 and leaves the mice room. SICC reacts to SYN "
+    "copies (evaluate_on_syn), see the scenario header; mice that never finish count as 2 s "
+    "as in the authors' scripts"
+)
+
+
+def _sicc_time_sets(scale: float, n_incast: int = 1) -> list[tuple[str, str]]:
+    # the last epoch starts at 3.92 s x scale: keep at least 0.5 s after it so that shortened
+    # runs do not count mice cut off by the end of the run as unfinished (2 s)
+    sets = [("duration", time_lit(max(5 * scale, 3.92 * scale + 0.5)))]
+    for k in range(n_incast):
+        sets.append((f"incast[{k}].interval", time_lit(0.98 * scale)))
+    return sets
+
+
+def _sicc_dumbbell_build(scale: float) -> list[Variant]:
+    out = []
+    for ratio, (el, mice) in RATIOS.items():
+        base = _sicc_time_sets(scale) + [
+            ("flows[0].count", str(el)), ("incast[0].count", str(mice)),
+            ("incast[0].workers", quoted(f"s{{i+{el}}}")),
+        ]
+        for system, sets in SICC_SYSTEMS:
+            out.append(Variant(f"{ratio}/{system}", tuple(base + sets), panel=ratio,
+                               series=system))
+    return out
+
+
+def _sicc_tree_build(n_incast: int) -> Callable[[float], list[Variant]]:
+    def build(scale: float) -> list[Variant]:
+        base = _sicc_time_sets(scale, n_incast)
+        return [Variant(system, tuple(base + sets), series=system)  # one panel
+                for system, sets in SICC_SYSTEMS]
+    return build
+
+
+def _mice_frames(result: Result) -> tuple[pd.DataFrame, pd.DataFrame]:
+    f = result.flows
+    mice = f[f["group"].str.startswith("mice")].copy()
+    mice["fct_s"] = fct_values(mice)
+    mice["worker"] = mice["name"].str.rsplit(".", n=1).str[0]
+    elephants = f[f["group"].str.startswith("elephant")]
+    return mice, elephants
+
+
+def per_mouse(result: Result) -> pd.DataFrame:
+    """Per mouse (worker): AFCT over its epochs, p99 and std of its FCTs, retransmissions."""
+    mice, _ = _mice_frames(result)
+    g = mice.groupby("worker")
+    return pd.DataFrame({
+        "afct": g["fct_s"].mean(),
+        "p99": g["fct_s"].quantile(0.99),
+        "std": g["fct_s"].std(ddof=0),
+        "drops": g["retransmits"].sum(),
+    })
+
+
+def _sicc_metrics(result: Result, scale: float) -> dict[str, float]:
+    mice, elephants = _mice_frames(result)
+    per = per_mouse(result)
+    return {
+        "mice_afct": float(per["afct"].mean()),
+        "mice_p99": float(np.percentile(mice["fct_s"], 99)),
+        "mice_std": float(mice["fct_s"].std(ddof=0)),
+        "mice_retransmits": float(mice["retransmits"].sum()),
+        "mice_rto_hit": float((mice["fct_s"] >= 0.2).sum()),
+        "mice_unfinished": float(mice["fct"].isna().sum()),
+        "elephant_goodput": float(elephants["goodput_mbps"].mean()),
+        "elephant_total": float(elephants["goodput_mbps"].sum()),
+        "bottleneck_overflow_drops": float(
+            max(p["dropped_overflow"] for p in result.summary["ports"])),
+    }
+
+
+def _sicc_claims(prefix: str, ratios: Iterable[str]) -> list[Row]:
+    rows = []
+    for ratio in ratios:
+        p = f"{ratio}/" if ratio else ""
+        tag = f"{ratio} " if ratio else ""
+        for other in ("tcp", "dctcp"):
+            for metric, what in (("mice_afct", "mice AFCT"), ("mice_p99", "mice p99 FCT")):
+                rows.append(Row(
+                    f"{prefix}{tag}{what}: SICC < {SICC_LABEL[other]}", "SICC better", None,
+                    "s", lambda m, p=p, metric=metric: values(m, f"{p}sicc", metric),
+                    Less(f"{p}sicc", f"{p}{other}", metric), SICC_CAUSE,
+                    text=lambda m, p=p, o=other, metric=metric: vs(
+                        m, f"{p}sicc", f"{p}{o}", metric, "s")))
+        rows.append(Row(
+            f"{prefix}{tag}mice AFCT: RWNDQ <= SICC", "SICC slightly worse than RWNDQ", None, "s",
+            lambda m, p=p: values(m, f"{p}rwndq", "mice_afct"),
+            Less(f"{p}rwndq", f"{p}sicc", "mice_afct", 1.0 + 1e-9), SICC_CAUSE,
+            text=lambda m, p=p: vs(m, f"{p}rwndq", f"{p}sicc", "mice_afct", "s")))
+        rows.append(Row(
+            f"{prefix}{tag}elephant goodput: SICC >= 90% of TCP-RED/ECN", "elephants unharmed",
+            None, "Mb/s", lambda m, p=p: values(m, f"{p}sicc", "elephant_goodput"),
+            lambda v, m, p=p: v >= 0.9 * float(np.mean(values(m, f"{p}tcp", "elephant_goodput"))),
+            SICC_CAUSE,
+            text=lambda m, p=p: vs(m, f"{p}sicc", f"{p}tcp", "elephant_goodput", "Mb/s")))
+    return rows
+
+
+# What explains the mice's FCTs: counts summed over all mice (or the bottleneck port) of a run.
+SICC_EVIDENCE = {
+    "bottleneck_overflow_drops": "bottleneck overflow drops",
+    "mice_retransmits": "mice retransmissions",
+    "mice_rto_hit": "mice that waited out an RTO (FCT >= RTOmin 200 ms)",
+    "mice_unfinished": "mice unfinished at the end",
+}
+
+
+def _sicc_dumbbell_rows() -> list[Row]:
+    rows = _sicc_claims("", RATIOS)
+    systems = [s for s, _ in SICC_SYSTEMS]
+    names = " / ".join(SICC_LABEL[s] for s in systems)
+    for ratio in RATIOS:
+        for metric, what in SICC_EVIDENCE.items():
+            rows.append(Row(
+                f"{ratio} {what} (tacc only; {names})", "-", None, "",
+                lambda m, r=ratio, k=metric: values(m, f"{r}/sicc", k), lambda v, _m: None,
+                text=lambda m, r=ratio, k=metric: " / ".join(
+                    f"{mean_of(m, f'{r}/{s}', k):.0f}" for s in systems)))
+    rows.append(Row(
+        "3:1 mice AFCT: DCTCP worst of the four", "DCTCP worst at 3:1", None, "s",
+        lambda m: values(m, "3:1/dctcp", "mice_afct"),
+        lambda v, m: all(v >= float(np.mean(values(m, f"3:1/{s}", "mice_afct")))
+                         for s, _ in SICC_SYSTEMS),
+        SICC_CAUSE))
+    return rows
+
+
+def _sicc_tree_rows() -> list[Row]:
+    rows = []
+    for system in ("sicc", "rwndq"):
+        rows.append(Row(
+            f"mice AFCT: {SICC_LABEL[system]} < DCTCP", f"{SICC_LABEL[system]} beats DCTCP",
+            None, "s", lambda m, s=system: values(m, s, "mice_afct"),
+            Less(system, "dctcp", "mice_afct"),
+            SICC_CAUSE + "; the paper's host pairs and flow counts are not given",
+            text=lambda m, s=system: vs(m, s, "dctcp", "mice_afct", "s")))
+    rows.append(Row(
+        "elephant goodput: SICC >= 90% of TCP-RED/ECN", "elephants unharmed", None, "Mb/s",
+        lambda m: values(m, "sicc", "elephant_goodput"),
+        lambda v, m: v >= 0.9 * float(np.mean(values(m, "tcp", "elephant_goodput"))), SICC_CAUSE,
+        text=lambda m: vs(m, "sicc", "tcp", "elephant_goodput", "Mb/s")))
+    return rows
+
+
+# T sweep: T = 1 .. 100 RTTs of 100 us.
+SWEEP_RTTS = (1, 2, 10, 20, 25, 30, 50, 100)
+SWEEP_SERIES = {"syn": True, "poll": False}
+SWEEP_LABEL = {"syn": "SICC (ON test on SYN copies too)", "poll": "SICC (poll every T only)"}
+
+
+def _sweep_build(scale: float) -> list[Variant]:
+    el, mice = RATIOS["1:1"]
+    base = _sicc_time_sets(scale) + [
+        ("flows[0].count", str(el)), ("incast[0].count", str(mice)),
+        ("incast[0].workers", quoted(f"s{{i+{el}}}")),
+    ]
+    out = [Variant("tcp", tuple(base), panel="sweep", series="tcp")]
+    for series, on_syn in SWEEP_SERIES.items():
+        for n in SWEEP_RTTS:
+            mech = inline(kind="sicc", initial_window=2.0, evaluate_on_syn=on_syn,
+                          interval=f"{n * 100}us")
+            out.append(Variant(f"{series}/T{n}", tuple(base + [("mechanism", mech)]),
+                               panel=str(n), series=series))
+    return out
+
+
+def _sweep_rows() -> list[Row]:
+    rows = []
+    for series in SWEEP_SERIES:
+        for n in SWEEP_RTTS:
+            if n > 25:
+                continue
+            rows.append(Row(
+                f"{SWEEP_LABEL[series]}, T = {n} RTT: mice AFCT < TCP-RED/ECN",
+                "good up to about 25 RTTs", None, "s",
+                lambda m, s=series, n=n: values(m, f"{s}/T{n}", "mice_afct"),
+                Less(f"{series}/T{n}", "tcp", "mice_afct"), SICC_CAUSE,
+                text=lambda m, s=series, n=n: vs(m, f"{s}/T{n}", "tcp", "mice_afct", "s")))
+        rows.append(Row(
+            f"{SWEEP_LABEL[series]}: elephant goodput at every T >= 90% of TCP-RED/ECN",
+            "elephant goodput unaffected", None, "Mb/s",
+            lambda m, s=series: [min(np.mean(values(m, f"{s}/T{n}", "elephant_goodput"))
+                                     for n in SWEEP_RTTS)],
+            lambda v, m: v >= 0.9 * float(np.mean(values(m, "tcp", "elephant_goodput"))),
+            SICC_CAUSE))
+    return rows
+
+
+def _mice_cdfs(frames: list[Result]) -> dict[str, np.ndarray]:
+    per = pd.concat([per_mouse(r) for r in frames])
+    elephants = pd.concat([_mice_frames(r)[1]["goodput_mbps"] for r in frames])
+    return {"afct": per["afct"].to_numpy() * 1e3, "p99": per["p99"].to_numpy() * 1e3,
+            "drops": per["drops"].to_numpy(), "goodput": elephants.to_numpy()}
+
+
+_plot_mice = plots.cdfs(
+    [("afct", "mice AFCT (ms)"), ("p99", "per-mouse p99 FCT (ms)"),
+     ("drops", "mice retransmissions"), ("goodput", "elephant goodput (Mb/s)")],
+    _mice_cdfs, labels=SICC_LABEL,
+)
+
+EXPERIMENTS: list[Experiment] = [
+    Experiment(
+        "sicc-dumbbell", "sicc",
+        "SICC dumbbell: 80 flows, elephants:mice 1:3 / 1:1 / 3:1", "sicc_dumbbell.toml",
+        _sicc_dumbbell_build, _sicc_metrics, _sicc_dumbbell_rows, _plot_mice,
+        notes=SICC_CAUSE + ".",
+    ),
+    Experiment(
+        "sicc-tree144", "sicc", "SICC tree: 3 ToR x 48 servers (144)", "sicc_tree144.toml",
+        _sicc_tree_build(3), _sicc_metrics, _sicc_tree_rows, _plot_mice, seeds=5,
+    ),
+    Experiment(
+        "sicc-tree288", "sicc", "SICC tree: 6 ToR x 48 servers (288)", "sicc_tree288.toml",
+        _sicc_tree_build(6), _sicc_metrics, _sicc_tree_rows, _plot_mice, seeds=3,
+    ),
+    Experiment(
+        "sicc-sweep", "sicc", "SICC sensitivity to T (1-100 RTTs), dumbbell 1:1",
+        "sicc_dumbbell.toml", _sweep_build, _sicc_metrics, _sweep_rows,
+        plots.sweep(SWEEP_RTTS, SWEEP_LABEL, lambda series, n: f"{series}/T{n}",
+                    [("mice_afct", "mice AFCT (ms)", 1e3),
+                     ("elephant_goodput", "elephant goodput (Mb/s)", 1.0)],
+                    baseline="tcp", baseline_label=SICC_LABEL["tcp"],
+                    xlabel="T (RTTs of 100 us)"),
+        seeds=2,
+        notes="With the ON test on SYN copies the poll interval only matters for the OFF "
+              "decision; the poll-only series shows the interval's effect on its own.",
+    ),
+]
