@@ -29,7 +29,7 @@ pub mod tcp;
 pub mod topology;
 pub mod units;
 
-use scenario::ScenarioError;
+use scenario::{ScenarioError, ScenarioErrors};
 use std::path::Path;
 
 /// What a caller gets back from [`load`]: the checked world, ready to run.
@@ -45,8 +45,11 @@ pub fn load(
     file: &str,
     sets: &[(String, String)],
     seed: Option<u64>,
-) -> Result<Prepared, ScenarioError> {
-    let loaded = scenario::parse(text, file, sets)?;
+) -> Result<Prepared, ScenarioErrors> {
+    let parsed = scenario::parse(text, file, sets);
+    let Some(loaded) = parsed.loaded else {
+        return Err(ScenarioErrors::new(parsed.errors));
+    };
     let seed = seed.unwrap_or(loaded.scenario.seed);
     let model = model::Model::build(&loaded, seed)?;
     Ok(Prepared {
