@@ -6,8 +6,8 @@
 //! - [`tcp`], [`cc`]: a TCP endpoint state machine (handshake, SACK recovery, RTO, ECN, rwnd)
 //!   and its congestion controls (NewReno, Cubic, DCTCP).
 //! - [`queue`]: port queue disciplines (drop-tail, RED-ECN at K, classic RED).
-//! - [`scenario`], [`topology`], [`model`]: TOML schema, topology builders and routing, and the
-//!   world built from them (validated).
+//! - [`scenario`], [`validate`], [`topology`], [`model`]: TOML schema, the semantic checks,
+//!   topology builders and routing, and the world built from a checked scenario.
 //! - [`event_queue`], [`sim`]: the event loop: (time, insertion sequence) ordered, integer
 //!   nanoseconds.
 //! - [`output`]: summary.json and CSV tables.
@@ -28,6 +28,7 @@ pub mod sim;
 pub mod tcp;
 pub mod topology;
 pub mod units;
+pub mod validate;
 
 use scenario::{ScenarioError, ScenarioErrors};
 use std::path::Path;
@@ -39,7 +40,7 @@ pub struct Prepared {
     pub mechanism: scenario::MechanismCfg,
 }
 
-/// Parses and checks a scenario; `seed` overrides the file's seed.
+/// Parses and checks a scenario, reporting every error found; `seed` overrides the file's seed.
 pub fn load(
     text: &str,
     file: &str,
@@ -47,8 +48,12 @@ pub fn load(
     seed: Option<u64>,
 ) -> Result<Prepared, ScenarioErrors> {
     let parsed = scenario::parse(text, file, sets);
-    let Some(loaded) = parsed.loaded else {
-        return Err(ScenarioErrors::new(parsed.errors));
+    let mut errors = parsed.errors;
+    if let Some(loaded) = &parsed.loaded {
+        errors.extend(validate::check(loaded));
+    }
+    let Some(loaded) = parsed.loaded.filter(|_| errors.is_empty()) else {
+        return Err(ScenarioErrors::new(errors));
     };
     let seed = seed.unwrap_or(loaded.scenario.seed);
     let model = model::Model::build(&loaded, seed)?;

@@ -1,5 +1,5 @@
 //! The simulated world built from a scenario: ports, hosts, VMs, endpoints, flows and apps.
-//! Building it is where a scenario's names, times and references are checked.
+//! It is built from a scenario [`crate::validate`] has checked.
 
 use crate::cc::CcKind;
 use crate::mechanism::{Control, HostShim, Shim, SwitchMech};
@@ -8,7 +8,7 @@ use crate::queue::{Qdisc, RedParams};
 use crate::rng::Rng;
 use crate::rules::{Actions, FlowTable, Forward, Match, Rule};
 use crate::scenario::{
-    HostSet, IncastCfg, Loaded, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport,
+    HostSet, IncastCfg, Loaded, QueueCfg, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport,
 };
 use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
@@ -378,12 +378,92 @@ impl Fib {
 /// Source ports are allocated from here up, wrapping round: a VM can source this many flows
 /// at once with distinct 5-tuples.
 const FIRST_PORT: u16 = 10_000;
-const MAX_GOODPUT_BINS: u64 = 1_000_000;
-const MAX_QUEUE_SAMPLES: u64 = 10_000_000;
-const PORTS_PER_VM: u32 = u16::MAX as u32 + 1 - FIRST_PORT as u32;
+pub(crate) const PORTS_PER_VM: u32 = u16::MAX as u32 + 1 - FIRST_PORT as u32;
 
 pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
 pub const DATAMINING_CDF: &str = include_str!("../data/datamining.cdf");
+
+/// VM names in VM order (each host's VMs in turn): the host's name when it has one VM,
+/// "host/v" when it has several.
+pub(crate) fn vm_names(g: &Graph) -> Vec<String> {
+    let mut names = Vec::with_capacity(g.hosts.len() * g.vms_per_host as usize);
+    for host in &g.hosts {
+        for v in 0..g.vms_per_host {
+            names.push(if g.vms_per_host == 1 {
+                host.clone()
+            } else {
+                format!("{host}/{v}")
+            });
+        }
+    }
+    names
+}
+
+/// The names a scenario may use for a VM: its own, and for a host with several VMs the host's
+/// name for the first of them.
+pub(crate) fn vm_index(g: &Graph, names: &[String]) -> HashMap<String, u32> {
+    let mut index: HashMap<String, u32> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.clone(), i as u32))
+        .collect();
+    if g.vms_per_host > 1 {
+        for (h, host) in g.hosts.iter().enumerate() {
+            index.insert(host.clone(), h as u32 * g.vms_per_host);
+        }
+    }
+    index
+}
+
+/// A rule's protocol match: "tcp", "udp" or an IP protocol number.
+pub(crate) fn protocol_number(name: &str) -> Option<u8> {
+    match name {
+        "tcp" => Some(6),
+        "udp" => Some(17),
+        x => x.parse().ok(),
+    }
+}
+
+/// A rule's TCP flag condition, "syn" (set) or "!ack" (clear): (negated, the flag's bit).
+pub(crate) fn tcp_flag(condition: &str) -> Option<(bool, u8)> {
+    use tacc_mech::headers::tcp_flags as F;
+    let (neg, name) = match condition.strip_prefix('!') {
+        Some(n) => (true, n),
+        None => (false, condition),
+    };
+    let bit = match name {
+        "fin" => F::FIN,
+        "syn" => F::SYN,
+        "rst" => F::RST,
+        "psh" => F::PSH,
+        "ack" => F::ACK,
+        "ece" => F::ECE,
+        "cwr" => F::CWR,
+        _ => return None,
+    };
+    Some((neg, bit))
+}
+
+/// A traffic source's flow sizes (`key` is its `cdf` key): a shipped distribution or a file
+/// next to the scenario.
+pub(crate) fn read_cdf(l: &Loaded, key: &str, cdf: &str) -> Result<Cdf, ScenarioError> {
+    let text = match cdf {
+        "websearch" => WEBSEARCH_CDF.to_string(),
+        "datamining" => DATAMINING_CDF.to_string(),
+        file => {
+            let base = std::path::Path::new(&l.file)
+                .parent()
+                .unwrap_or(std::path::Path::new("."));
+            std::fs::read_to_string(base.join(file)).map_err(|e| {
+                l.error(
+                    key,
+                    format!("expected \"websearch\", \"datamining\" or a readable CDF file: {e}"),
+                )
+            })?
+        }
+    };
+    Cdf::parse(&text).map_err(|e| l.error(key, e))
+}
 
 /// Expands "{i}" and "{i+K}" in a flow-group name pattern.
 pub fn expand(pattern: &str, i: u32) -> String {
@@ -587,104 +667,13 @@ impl Model {
         }
     }
 
+    /// Builds the world from a scenario that [`crate::validate::check`] accepted.
     pub fn build(l: &Loaded, seed: u64) -> Result<Model, ScenarioError> {
         let s = &l.scenario;
         let graph = topology::build(&s.topology).map_err(|(k, m)| l.error(&k, m))?;
-        if s.duration.0 == 0 {
-            return Err(l.error("duration", "must be greater than zero"));
-        }
-        // Both tables are dense over the run: bound them before a typo asks for billions of rows.
-        for (key, step, most) in [
-            (
-                "output.goodput_bin",
-                s.output.goodput_bin.0,
-                MAX_GOODPUT_BINS,
-            ),
-            (
-                "output.queue_sample",
-                s.output.queue_sample.0,
-                MAX_QUEUE_SAMPLES,
-            ),
-        ] {
-            if step == 0 {
-                return Err(l.error(key, "must be greater than zero"));
-            }
-            let n = s.duration.0.div_ceil(step);
-            if n > most {
-                return Err(l.error(
-                    key,
-                    format!("gives {n} rows per series over the run; at most {most}: choose a coarser step"),
-                ));
-            }
-        }
-        let t = &s.tcp;
-        let mss = t.mss.map_or(TcpConfig::default().mss as u64, |b| b.0);
-        let tcp_checks = [
-            (
-                "tcp.mss",
-                (88..=65_495).contains(&mss),
-                "between 88B (Linux's smallest MSS) and 65495B (a 65535-byte IPv4 packet)",
-            ),
-            (
-                "tcp.init_cwnd",
-                t.init_cwnd != Some(0),
-                "at least 1 segment",
-            ),
-            (
-                "tcp.rcv_buf",
-                t.rcv_buf.is_none_or(|b| b.0 >= mss),
-                "at least one segment (tcp.mss)",
-            ),
-            ("tcp.dupthresh", t.dupthresh != Some(0), "at least 1"),
-            (
-                "tcp.dctcp_g",
-                t.dctcp_g.is_none_or(|g| g > 0.0 && g <= 1.0),
-                "a gain in (0, 1]",
-            ),
-        ];
-        for (key, ok, expected) in tcp_checks {
-            if !ok {
-                return Err(l.error(key, format!("must be {expected}")));
-            }
-        }
-        let rto_max = TcpConfig::default().rto_max;
-        for (key, value, zero_ok) in [
-            ("tcp.rto_min", s.tcp.rto_min, true),
-            ("tcp.rto_init", s.tcp.rto_init, false),
-        ] {
-            let Some(d) = value else { continue };
-            if d.0 == 0 && !zero_ok {
-                return Err(l.error(key, "must be greater than zero"));
-            }
-            if d.0 > rto_max {
-                let most = format!("at most {}s (the RTO ceiling)", rto_max / 1_000_000_000);
-                return Err(l.error(key, most));
-            }
-        }
         let duration = s.duration.0;
         let q = &s.queue;
-        if q.limit.is_zero() {
-            return Err(l.error("queue.limit", "must be greater than zero"));
-        }
-        let red = RedParams {
-            min_th: q.min_th.map(size_value).unwrap_or(5.0),
-            max_th: q.max_th.map(size_value).unwrap_or(15.0),
-            max_p: q.max_p.unwrap_or(0.1),
-            weight: q.weight.unwrap_or(0.002),
-            ecn: q.ecn,
-            pkt_time_ns: 0,
-        };
-        if q.kind == QueueKind::Red
-            && !(red.min_th < red.max_th
-                && (0.0..=1.0).contains(&red.max_p)
-                && red.weight > 0.0
-                && red.weight <= 1.0)
-        {
-            return Err(l.error(
-                "queue",
-                "classic RED needs min_th < max_th, 0 <= max_p <= 1 and 0 < weight <= 1",
-            ));
-        }
+        let red = red_params(q);
         let k = q.k.unwrap_or(Size::Packets(20));
         let mut ports = Vec::with_capacity(graph.links.len() * 2);
         for i in 0..graph.links.len() * 2 {
@@ -730,18 +719,9 @@ impl Model {
             .enumerate()
             .map(|(i, p)| (p.name.clone(), i as u32))
             .collect();
-        for (oi, o) in q.overrides.iter().enumerate() {
-            for (pi, name) in o.ports.iter().enumerate() {
-                let Some(&p) = port_index.get(name) else {
-                    return Err(l.error(
-                        &format!("queue.overrides[{oi}].ports[{pi}]"),
-                        format!(
-                            "no port named {name:?} (ports are named like {:?})",
-                            ports[0].name
-                        ),
-                    ));
-                };
-                let qd = &mut ports[p as usize].qdisc;
+        for o in &q.overrides {
+            for name in &o.ports {
+                let qd = &mut ports[port_index[name] as usize].qdisc;
                 if let Some(kind) = o.kind {
                     qd.kind = kind;
                 }
@@ -771,39 +751,22 @@ impl Model {
             Size::Packets(n) => n,
             Size::Bytes(b) => b / 1500,
         };
-        let mut vms = Vec::new();
-        for (h, host) in hosts.iter().enumerate() {
-            for v in 0..graph.vms_per_host {
-                let name = if graph.vms_per_host == 1 {
-                    host.name.clone()
-                } else {
-                    format!("{}/{v}", host.name)
-                };
-                let ip = IP_BASE + 1 + vms.len() as u32;
-                vms.push(Vm {
-                    name,
-                    host: h as u32,
-                    ip,
-                    next_port: FIRST_PORT,
-                    vnic: VecDeque::new(),
-                    vnic_free_at: 0,
-                    vnic_busy: false,
-                    vnic_limit: nic_limit_pkts,
-                });
-            }
-        }
-        let mut vm_index: HashMap<String, u32> = vms
-            .iter()
+        let vm_names = vm_names(&graph);
+        let vm_index = vm_index(&graph, &vm_names);
+        let vms: Vec<Vm> = vm_names
+            .into_iter()
             .enumerate()
-            .map(|(i, v)| (v.name.clone(), i as u32))
+            .map(|(i, name)| Vm {
+                name,
+                host: i as u32 / graph.vms_per_host,
+                ip: IP_BASE + 1 + i as u32,
+                next_port: FIRST_PORT,
+                vnic: VecDeque::new(),
+                vnic_free_at: 0,
+                vnic_busy: false,
+                vnic_limit: nic_limit_pkts,
+            })
             .collect();
-        if graph.vms_per_host > 1 {
-            for (i, v) in vms.iter().enumerate() {
-                if v.name.ends_with("/0") {
-                    vm_index.insert(hosts[v.host as usize].name.clone(), i as u32);
-                }
-            }
-        }
         let switch_salt = (0..graph.switches.len() as u64)
             .map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ seed)
             .collect();
@@ -812,24 +775,8 @@ impl Model {
                 .filter(|&p| matches!(ports[p as usize].from, NodeRef::Switch(_)))
                 .collect(),
             HostSet::Named(n) if n == "all" => (0..ports.len() as u32).collect(),
-            HostSet::Named(n) => {
-                return Err(l.error(
-                    "output.ports",
-                    format!("expected \"switches\", \"all\" or a list of port names, got {n:?}"),
-                ))
-            }
-            HostSet::List(names) => {
-                let mut v = Vec::new();
-                for (i, n) in names.iter().enumerate() {
-                    v.push(*port_index.get(n).ok_or_else(|| {
-                        l.error(
-                            &format!("output.ports[{i}]"),
-                            format!("no port named {n:?}"),
-                        )
-                    })?);
-                }
-                v
-            }
+            HostSet::Named(n) => unreachable!("validated: output.ports = {n:?}"),
+            HostSet::List(names) => names.iter().map(|n| port_index[n]).collect(),
         };
         let fib = Fib::new(&graph, &vms);
         let mut m = Model {
@@ -871,116 +818,10 @@ impl Model {
             .map(|_| SwitchMech::default())
             .collect();
         m.tables = vec![FlowTable::default(); m.graph.switches.len()];
-        let find_vm = |path: &str, name: &str| -> Result<u32, ScenarioError> {
-            vm_index
-                .get(name)
-                .copied()
-                .ok_or_else(|| l.error(path, format!("no host or VM named {name:?}")))
-        };
-        let check_time = |path: &str, t: u64| -> Result<(), ScenarioError> {
-            if t >= duration {
-                Err(l.error(
-                    path,
-                    format!(
-                        "is at or after the end of the run ({} s)",
-                        duration as f64 / 1e9
-                    ),
-                ))
-            } else {
-                Ok(())
-            }
-        };
-        let mut static_flows = vec![0u32; m.vms.len()];
-        for (fi, fc) in s.flows.iter().enumerate() {
-            let path = |k: &str| format!("flows[{fi}].{k}");
-            check_time(&path("start"), fc.start.0)?;
-            if let Some(stop) = fc.stop {
-                if stop.0 <= fc.start.0 {
-                    return Err(l.error(&path("stop"), "must be after start"));
-                }
-            }
-            let count = fc.count.unwrap_or(1);
-            if count == 0 {
-                return Err(l.error(&path("count"), "must be greater than zero"));
-            }
-            if count > PORTS_PER_VM {
-                return Err(l.error(
-                    &path("count"),
-                    format!("at most {PORTS_PER_VM} (the source ports of a VM), got {count}"),
-                ));
-            }
-            match fc.transport {
-                Transport::Tcp => {
-                    for (k, present) in [
-                        ("rate", fc.rate.is_some()),
-                        ("packet_size", fc.packet_size.is_some()),
-                        ("on", fc.on.is_some()),
-                        ("off", fc.off.is_some()),
-                        ("reply_size", fc.reply_size.is_some()),
-                    ] {
-                        if present {
-                            return Err(l.error(
-                                &path(k),
-                                "only applies to UDP flows (transport = \"udp\")",
-                            ));
-                        }
-                    }
-                }
-                Transport::Udp => {
-                    for (k, present) in [
-                        ("bytes", fc.bytes.is_some()),
-                        ("cc", fc.cc.is_some()),
-                        ("drop_segments", !fc.drop_segments.is_empty()),
-                    ] {
-                        if present {
-                            return Err(l.error(&path(k), "only applies to TCP flows"));
-                        }
-                    }
-                    match fc.rate {
-                        None => {
-                            return Err(
-                                l.error(&path("rate"), "a UDP flow needs a rate such as \"1Gbps\"")
-                            )
-                        }
-                        Some(r) if r.0 == 0 => {
-                            return Err(l.error(&path("rate"), "must be greater than zero"))
-                        }
-                        _ => {}
-                    }
-                    if fc.on.is_some() != fc.off.is_some() {
-                        return Err(l.error(&path("on"), "an on/off source needs both on and off"));
-                    }
-                    if fc.on.is_some_and(|d| d.0 == 0) || fc.off.is_some_and(|d| d.0 == 0) {
-                        return Err(
-                            l.error(&path("on"), "on and off periods must be greater than zero")
-                        );
-                    }
-                }
-            }
-            if fc.bytes.is_some_and(|b| b.0 == 0) {
-                return Err(l.error(&path("bytes"), "must be greater than zero"));
-            }
-            for i in 0..count {
-                let (src_name, dst_name) = (expand(&fc.src, i), expand(&fc.dst, i));
-                let src = find_vm(&path("src"), &src_name)?;
-                let dst = find_vm(&path("dst"), &dst_name)?;
-                static_flows[src as usize] += 1;
-                if static_flows[src as usize] > PORTS_PER_VM {
-                    return Err(l.error(
-                        &path("count"),
-                        format!("{src_name:?} would source more than {PORTS_PER_VM} flows (its source ports)"),
-                    ));
-                }
-                let (hs, hd) = (m.vms[src as usize].host, m.vms[dst as usize].host);
-                if hs == hd {
-                    return Err(l.error(&path("dst"), format!("{src_name:?} and {dst_name:?} are on the same host; flows must cross the network")));
-                }
-                if !m.reachable(src, dst) {
-                    return Err(l.error(
-                        &path("dst"),
-                        format!("{dst_name:?} is unreachable from {src_name:?}"),
-                    ));
-                }
+        for fc in &s.flows {
+            for i in 0..fc.count.unwrap_or(1) {
+                let src = vm_index[&expand(&fc.src, i)];
+                let dst = vm_index[&expand(&fc.dst, i)];
                 let name = if fc.count.is_some() {
                     format!("{}.{i}", fc.name)
                 } else {
@@ -1002,101 +843,58 @@ impl Model {
                         m.flows[f as usize].drop_segments = fc.drop_segments.clone();
                         f
                     }
-                    Transport::Udp => {
-                        let size = fc.packet_size.map(|b| b.0).unwrap_or(1500);
-                        if !(64..=65535).contains(&size) {
-                            return Err(l.error(&path("packet_size"), "expected 64B to 65535B"));
-                        }
-                        let reply = fc.reply_size.map(|b| b.0);
-                        if reply.is_some_and(|r| !(64..=65535).contains(&r)) {
-                            return Err(l.error(&path("reply_size"), "expected 64B to 65535B"));
-                        }
-                        m.add_udp_flow(
-                            name,
-                            fc.name.clone(),
-                            src,
-                            dst,
-                            fc.start.0,
-                            fc.rate.unwrap().0,
-                            size as u32,
-                            fc.on.map(|d| d.0),
-                            fc.off.map(|d| d.0),
-                            reply.map(|r| r as u32),
-                        )
-                    }
+                    Transport::Udp => m.add_udp_flow(
+                        name,
+                        fc.name.clone(),
+                        src,
+                        dst,
+                        fc.start.0,
+                        fc.rate.expect("validated: a UDP flow has a rate").0,
+                        fc.packet_size.map_or(1500, |b| b.0 as u32),
+                        fc.on.map(|d| d.0),
+                        fc.off.map(|d| d.0),
+                        fc.reply_size.map(|b| b.0 as u32),
+                    ),
                 };
                 m.flows[f as usize].stop = fc.stop.map(|d| d.0);
             }
         }
-        for (ai, ic) in s.incast.iter().enumerate() {
-            m.add_incast(l, ai, ic, &find_vm, &check_time)?;
+        for ic in &s.incast {
+            m.add_incast(l, ic, &vm_index);
         }
         for (ti, tc) in s.traffic.iter().enumerate() {
-            m.add_traffic(l, ti, tc, &find_vm, &check_time)?;
+            m.add_traffic(l, ti, tc, &vm_index)?;
         }
-        for (ri, rc) in s.rules.iter().enumerate() {
-            let rule = m.rule_from(l, ri, rc, &find_vm, &port_index)?;
-            check_time(&format!("rules[{ri}].at"), rc.at.0)?;
+        for rc in &s.rules {
+            let rule = m.rule_from(rc, &vm_index, &port_index);
             m.pending_rules.push(rule);
         }
+        let find_vm = |path: &str, name: &str| -> Result<u32, ScenarioError> {
+            vm_index
+                .get(name)
+                .copied()
+                .ok_or_else(|| l.error(path, format!("no host or VM named {name:?}")))
+        };
         crate::mechanism::install(&mut m, l, &find_vm)?;
         Ok(m)
     }
 
     fn rule_from(
         &self,
-        l: &Loaded,
-        ri: usize,
         rc: &crate::scenario::RuleCfg,
-        find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>,
+        vm_index: &HashMap<String, u32>,
         ports: &HashMap<String, u32>,
-    ) -> Result<(u32, u64, Rule), ScenarioError> {
-        use tacc_mech::headers::tcp_flags as F;
-        let path = |k: &str| format!("rules[{ri}].{k}");
+    ) -> (u32, u64, Rule) {
         let sw = self
             .graph
             .switches
             .iter()
             .position(|n| *n == rc.switch)
-            .ok_or_else(|| l.error(&path("switch"), format!("no switch named {:?}", rc.switch)))?
-            as u32;
-        let ip = |k: &str, n: &Option<String>| -> Result<Option<u32>, ScenarioError> {
-            n.as_ref()
-                .map(|n| find_vm(&path(k), n).map(|v| self.vms[v as usize].ip))
-                .transpose()
-        };
-        let protocol = match rc.protocol.as_deref() {
-            None => None,
-            Some("tcp") => Some(6),
-            Some("udp") => Some(17),
-            Some(x) => Some(x.parse::<u8>().map_err(|_| {
-                l.error(
-                    &path("protocol"),
-                    format!("expected \"tcp\", \"udp\" or a number 0-255, got {x:?}"),
-                )
-            })?),
-        };
+            .expect("validated: the rule's switch exists") as u32;
+        let ip = |n: &Option<String>| n.as_ref().map(|n| self.vms[vm_index[n] as usize].ip);
         let (mut mask, mut value) = (0u8, 0u8);
         for f in &rc.tcp_flags {
-            let (neg, name) = match f.strip_prefix('!') {
-                Some(n) => (true, n),
-                None => (false, f.as_str()),
-            };
-            let bit = match name {
-                "fin" => F::FIN,
-                "syn" => F::SYN,
-                "rst" => F::RST,
-                "psh" => F::PSH,
-                "ack" => F::ACK,
-                "ece" => F::ECE,
-                "cwr" => F::CWR,
-                _ => {
-                    return Err(l.error(
-                        &path("tcp_flags"),
-                        format!("expected flag names like \"syn\" or \"!ack\", got {f:?}"),
-                    ))
-                }
-            };
+            let (neg, bit) = tcp_flag(f).expect("validated: TCP flag conditions parse");
             mask |= bit;
             if !neg {
                 value |= bit;
@@ -1105,29 +903,15 @@ impl Model {
         let forward = match rc.forward.as_str() {
             "normal" => Forward::Normal,
             "drop" => Forward::Drop,
-            name => {
-                let p = *ports.get(name).ok_or_else(|| {
-                    l.error(
-                        &path("forward"),
-                        format!("expected \"normal\", \"drop\" or a port name, got {name:?}"),
-                    )
-                })?;
-                if self.ports[p as usize].from != NodeRef::Switch(sw) {
-                    return Err(l.error(
-                        &path("forward"),
-                        format!("port {name:?} does not leave switch {:?}", rc.switch),
-                    ));
-                }
-                Forward::Port(p)
-            }
+            name => Forward::Port(ports[name]),
         };
-        if rc.hard_timeout.is_some_and(|t| t.0 == 0) {
-            return Err(l.error(&path("hard_timeout"), "must be greater than zero"));
-        }
         let m = Match {
-            src: ip("src", &rc.src)?,
-            dst: ip("dst", &rc.dst)?,
-            protocol,
+            src: ip(&rc.src),
+            dst: ip(&rc.dst),
+            protocol: rc
+                .protocol
+                .as_deref()
+                .map(|p| protocol_number(p).expect("validated: the protocol parses")),
             sport: rc.sport,
             dport: rc.dport,
             flags_mask: mask,
@@ -1145,16 +929,7 @@ impl Model {
             packets: 0,
             bytes: 0,
         };
-        Ok((sw, rc.at.0, rule))
-    }
-
-    /// Whether VM `to` can be reached from VM `from`.
-    fn reachable(&self, from: u32, to: u32) -> bool {
-        let nic = self.hosts[self.vms[from as usize].host as usize].nic_port as usize;
-        match self.ports[nic].to {
-            NodeRef::Switch(s) => !self.fib.ports(s, to as usize).is_empty(),
-            NodeRef::Host(h) => h == self.vms[to as usize].host,
-        }
+        (sw, rc.at.0, rule)
     }
 
     /// The egress ports of switch `s` towards VM `vm` on shortest paths (empty: unreachable).
@@ -1195,44 +970,14 @@ impl Model {
         f
     }
 
-    fn add_incast(
-        &mut self,
-        l: &Loaded,
-        ai: usize,
-        ic: &IncastCfg,
-        find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>,
-        check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>,
-    ) -> Result<(), ScenarioError> {
-        let path = |k: &str| format!("incast[{ai}].{k}");
-        check_time(&path("start"), ic.start.0)?;
-        if ic.count == 0 {
-            return Err(l.error(&path("count"), "must be greater than zero"));
-        }
-        if ic.bytes.0 == 0 {
-            return Err(l.error(&path("bytes"), "must be greater than zero"));
-        }
-        if ic.epochs == 0 {
-            return Err(l.error(&path("epochs"), "must be greater than zero"));
-        }
-        if ic.interval.is_some_and(|i| i.0 == 0) {
-            return Err(l.error(&path("interval"), "must be greater than zero"));
-        }
-        let agg = find_vm(&path("aggregator"), &ic.aggregator)?;
-        let mut workers = Vec::new();
-        for i in 0..ic.count {
-            let w = find_vm(&path("workers"), &expand(&ic.workers, i))?;
-            if self.vms[w as usize].host == self.vms[agg as usize].host {
-                return Err(l.error(&path("workers"), "a worker shares the aggregator's host"));
-            }
-            if !self.reachable(w, agg) {
-                return Err(l.error(&path("aggregator"), "is unreachable from a worker"));
-            }
-            workers.push(w);
-        }
+    fn add_incast(&mut self, l: &Loaded, ic: &IncastCfg, vm_index: &HashMap<String, u32>) {
+        let workers = (0..ic.count)
+            .map(|i| vm_index[&expand(&ic.workers, i)])
+            .collect();
         let tcp = Model::tcp_config(&l.scenario.tcp, ic.cc, ic.ecn);
         self.apps.push(App::Incast(Incast {
             name: ic.name.clone(),
-            aggregator: agg,
+            aggregator: vm_index[&ic.aggregator],
             workers,
             bytes: ic.bytes.0,
             epochs: ic.epochs,
@@ -1243,54 +988,22 @@ impl Model {
             outstanding: 0,
             tcp,
         }));
-        Ok(())
     }
 
+    /// Adds a traffic source; its CDF file is read again here, and may have changed since.
     fn add_traffic(
         &mut self,
         l: &Loaded,
         ti: usize,
         tc: &TrafficCfg,
-        find_vm: &dyn Fn(&str, &str) -> Result<u32, ScenarioError>,
-        check_time: &dyn Fn(&str, u64) -> Result<(), ScenarioError>,
+        vm_index: &HashMap<String, u32>,
     ) -> Result<(), ScenarioError> {
-        let path = |k: &str| format!("traffic[{ti}].{k}");
-        check_time(&path("start"), tc.start.0)?;
-        if !(tc.load > 0.0 && tc.load <= 1.0) {
-            return Err(l.error(
-                &path("load"),
-                format!("expected a fraction in (0, 1], got {}", tc.load),
-            ));
-        }
         let vms: Vec<u32> = match &tc.hosts {
             HostSet::Named(n) if n == "all" => (0..self.vms.len() as u32).collect(),
-            HostSet::Named(n) => vec![find_vm(&path("hosts"), n)?],
-            HostSet::List(names) => names
-                .iter()
-                .map(|n| find_vm(&path("hosts"), n))
-                .collect::<Result<_, _>>()?,
+            HostSet::Named(n) => vec![vm_index[n]],
+            HostSet::List(names) => names.iter().map(|n| vm_index[n]).collect(),
         };
-        if vms.len() < 2 {
-            return Err(l.error(&path("hosts"), "needs at least two hosts"));
-        }
-        let text = match tc.cdf.as_str() {
-            "websearch" => WEBSEARCH_CDF.to_string(),
-            "datamining" => DATAMINING_CDF.to_string(),
-            file => {
-                let base = std::path::Path::new(&l.file)
-                    .parent()
-                    .unwrap_or(std::path::Path::new("."));
-                std::fs::read_to_string(base.join(file)).map_err(|e| {
-                    l.error(
-                        &path("cdf"),
-                        format!(
-                            "expected \"websearch\", \"datamining\" or a readable CDF file: {e}"
-                        ),
-                    )
-                })?
-            }
-        };
-        let cdf = Cdf::parse(&text).map_err(|e| l.error(&path("cdf"), e))?;
+        let cdf = read_cdf(l, &format!("traffic[{ti}].cdf"), &tc.cdf)?;
         // Poisson arrivals: every host offers `load` of its link on average.
         let host_rate = self.ports
             [self.hosts[self.vms[vms[0] as usize].host as usize].nic_port as usize]
@@ -1311,9 +1024,19 @@ impl Model {
     }
 }
 
-fn size_value(s: Size) -> f64 {
-    match s {
+/// Classic RED's parameters from the queue table, with their defaults (the packet time is
+/// each port's own).
+pub(crate) fn red_params(q: &QueueCfg) -> RedParams {
+    let size = |s: Size| match s {
         Size::Packets(n) | Size::Bytes(n) => n as f64,
+    };
+    RedParams {
+        min_th: q.min_th.map_or(5.0, size),
+        max_th: q.max_th.map_or(15.0, size),
+        max_p: q.max_p.unwrap_or(0.1),
+        weight: q.weight.unwrap_or(0.002),
+        ecn: q.ecn,
+        pkt_time_ns: 0,
     }
 }
 

@@ -610,12 +610,44 @@ pub struct Loaded {
     pub file: String,
     text: String,
     sets: Vec<String>,
+    /// Lists that lost unreadable elements: the list's key and the file's index of each element
+    /// kept, so that errors name elements as the file numbers them.
+    renumbered: Vec<(String, Vec<usize>)>,
+    /// Tables and list elements with schema errors. Their keys in error were left out, so
+    /// their semantic checks would be about values the file does not hold.
+    misread: Vec<String>,
 }
 
 impl Loaded {
     /// An error about `path` (e.g. "flows[2].src"), located in the file or in a --set.
     pub fn error(&self, path: &str, message: impl Into<String>) -> ScenarioError {
-        located(&self.file, &self.text, &self.sets, path, message.into())
+        let path = self.renumber(path);
+        located(&self.file, &self.text, &self.sets, &path, message.into())
+    }
+
+    /// Whether `path` lies in a table or list element that had schema errors.
+    pub(crate) fn misread(&self, path: &str) -> bool {
+        let path = self.renumber(path);
+        self.misread.iter().any(|table| within(&path, table))
+    }
+
+    /// `path` with its list index as the file numbers it.
+    fn renumber(&self, path: &str) -> String {
+        for (list, kept) in &self.renumbered {
+            let Some(rest) = path
+                .strip_prefix(list.as_str())
+                .and_then(|r| r.strip_prefix('['))
+            else {
+                continue;
+            };
+            let Some((index, rest)) = rest.split_once(']') else {
+                continue;
+            };
+            if let Some(i) = index.parse::<usize>().ok().and_then(|i| kept.get(i)) {
+                return format!("{list}[{i}]{rest}");
+            }
+        }
+        path.to_string()
     }
 }
 
@@ -754,8 +786,10 @@ fn apply_set(root: &mut toml::Table, path: &str, raw: &str) -> Result<(), String
     Ok(())
 }
 
-/// A scenario file as read: the scenario, or every error in its schema (unknown, missing and
-/// mistyped keys).
+/// A scenario file as read: the scenario and every error in its schema (unknown, missing and
+/// mistyped keys). With errors, `loaded` still holds what could be read (the keys in error left
+/// out, lists without their unreadable elements) so that semantic checks can find more; it is
+/// `None` when no scenario could be made of the file (bad TOML, or a required key unreadable).
 pub struct Parsed {
     pub loaded: Option<Loaded>,
     pub errors: Vec<ScenarioError>,
@@ -786,6 +820,8 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
         text,
         sets: &set_keys,
         errors: Vec::new(),
+        misread: Vec::new(),
+        renumbered: Vec::new(),
     };
     for (k, v) in sets {
         if let Err(m) = apply_set(&mut table, k, v) {
@@ -803,9 +839,9 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
     };
     let name = r.optional(&mut top, "name");
     let description = r.optional(&mut top, "description");
-    let duration = r.required(&mut top, "duration");
+    let duration = r.required(&mut top, "duration", &[]);
     let seed = r.optional(&mut top, "seed").unwrap_or(1);
-    let topology = r.required(&mut top, "topology");
+    let topology = r.required(&mut top, "topology", &TOPOLOGY_STAND_INS);
     let queue = r.queue(top.take("queue"));
     let nic = r.optional(&mut top, "nic").unwrap_or_default();
     let tcp = r.optional(&mut top, "tcp").unwrap_or_default();
@@ -821,10 +857,15 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
             "unknown field `{key}`, expected one of {}",
             expected.join(", ")
         );
-        r.report(key, message);
+        r.report(key, key, message);
     }
-    let errors = r.errors;
-    let (Some(duration), Some(topology), true) = (duration, topology, errors.is_empty()) else {
+    let Reader {
+        errors,
+        misread,
+        renumbered,
+        ..
+    } = r;
+    let (Some(duration), Some(topology)) = (duration, topology) else {
         return Parsed {
             loaded: None,
             errors,
@@ -851,12 +892,20 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
         file: file.to_string(),
         text: text.to_string(),
         sets: set_keys,
+        renumbered,
+        misread,
     };
     Parsed {
         loaded: Some(loaded),
         errors,
     }
 }
+
+/// Stand-ins for a topology's rates and delays that do not parse, by the start of their error:
+/// they shape neither the topology's names nor its routes, so the rest of the file can still
+/// be checked against those.
+const TOPOLOGY_STAND_INS: [(&str, &str); 2] =
+    [("expected a rate", "1Gbps"), ("expected a duration", "1us")];
 
 /// The top-level table: its keys are taken one by one, and what is left is unknown.
 struct Keys {
@@ -967,18 +1016,30 @@ struct Reader<'a> {
     text: &'a str,
     sets: &'a [String],
     errors: Vec<ScenarioError>,
+    misread: Vec<String>,
+    renumbered: Vec<(String, Vec<usize>)>,
 }
 
 impl Reader<'_> {
-    fn report(&mut self, path: &str, message: String) {
+    /// An error at `path` in `table` (a top-level key or a list element).
+    fn report(&mut self, table: &str, path: &str, message: String) {
         let e = located(self.file, self.text, self.sets, path, message);
         self.errors.push(e);
+        if !self.misread.iter().any(|t| t == table) {
+            self.misread.push(table.to_string());
+        }
     }
 
     /// `value`, the top-level key or list element `table`, as a `T`. Each error is reported,
-    /// its key left out and the rest read again, so that one table's errors are all found.
-    /// None if the table cannot be made without the keys in error.
-    fn read<T: DeserializeOwned>(&mut self, table: &str, mut value: toml::Value) -> Option<T> {
+    /// its key left out (or, for an error starting as one of `stand_ins` does, given that
+    /// stand-in value) and the rest read again, so that one table's errors are all found. None
+    /// if the table cannot be made without the keys in error.
+    fn read<T: DeserializeOwned>(
+        &mut self,
+        table: &str,
+        mut value: toml::Value,
+        stand_ins: &[(&str, &str)],
+    ) -> Option<T> {
         let mut edited: Vec<Vec<Step>> = Vec::new();
         loop {
             let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
@@ -992,7 +1053,7 @@ impl Reader<'_> {
                 key_at.push(Step::Key(key.to_string()));
                 // A key left out after an error of its own is not reported missing as well.
                 if !edited.contains(&key_at) {
-                    self.report(&joined(table, &at), message);
+                    self.report(table, &joined(table, &at), message);
                 }
                 return None;
             }
@@ -1000,7 +1061,7 @@ impl Reader<'_> {
                 match culprit::<T>(&value, &message) {
                     Some(key) => at.push(Step::Key(key)),
                     None => {
-                        self.report(table, message);
+                        self.report(table, table, message);
                         return None;
                     }
                 }
@@ -1008,23 +1069,41 @@ impl Reader<'_> {
             // The key holding the error: a bad element in a list of values takes the list out.
             let last_key = at.iter().rposition(|s| matches!(s, Step::Key(_)));
             let key_at = at[..last_key.map_or(0, |i| i + 1)].to_vec();
-            self.report(&joined(table, &at), message);
+            // Each key is edited once, so this ends.
+            if edited.contains(&key_at) {
+                return None;
+            }
+            self.report(table, &joined(table, &at), message.clone());
             let (holder, key) = holder(&mut value, &key_at)?;
-            holder.remove(key);
+            let stand_in = match holder.get(key) {
+                Some(toml::Value::String(_)) => {
+                    stand_ins.iter().find(|(m, _)| message.starts_with(m))
+                }
+                _ => None,
+            };
+            match stand_in {
+                Some((_, v)) => holder.insert(key.to_string(), toml::Value::String(v.to_string())),
+                None => holder.remove(key),
+            };
             edited.push(key_at);
         }
     }
 
     fn optional<T: DeserializeOwned>(&mut self, top: &mut Keys, key: &'static str) -> Option<T> {
         let value = top.take(key)?;
-        self.read(key, value)
+        self.read(key, value, &[])
     }
 
-    fn required<T: DeserializeOwned>(&mut self, top: &mut Keys, key: &'static str) -> Option<T> {
+    fn required<T: DeserializeOwned>(
+        &mut self,
+        top: &mut Keys,
+        key: &'static str,
+        stand_ins: &[(&str, &str)],
+    ) -> Option<T> {
         match top.take(key) {
-            Some(value) => self.read(key, value),
+            Some(value) => self.read(key, value, stand_ins),
             None => {
-                self.report("", format!("missing field `{key}`"));
+                self.report(key, "", format!("missing field `{key}`"));
                 None
             }
         }
@@ -1035,13 +1114,18 @@ impl Reader<'_> {
         let items = match value {
             None => return Vec::new(),
             Some(toml::Value::Array(items)) => items,
-            Some(other) => return self.read(key, other).unwrap_or_default(),
+            Some(other) => return self.read(key, other, &[]).unwrap_or_default(),
         };
-        let mut read = Vec::new();
+        let n = items.len();
+        let (mut read, mut kept) = (Vec::new(), Vec::new());
         for (i, item) in items.into_iter().enumerate() {
-            if let Some(x) = self.read(&format!("{key}[{i}]"), item) {
+            if let Some(x) = self.read(&format!("{key}[{i}]"), item, &[]) {
                 read.push(x);
+                kept.push(i);
             }
+        }
+        if kept.len() < n {
+            self.renumbered.push((key.to_string(), kept));
         }
         read
     }
@@ -1053,12 +1137,12 @@ impl Reader<'_> {
             Some(toml::Value::Table(mut t)) => {
                 let overrides = t.remove("overrides");
                 let mut q: QueueCfg = self
-                    .read("queue", toml::Value::Table(t))
+                    .read("queue", toml::Value::Table(t), &[])
                     .unwrap_or_default();
                 q.overrides = self.list("queue.overrides", overrides);
                 q
             }
-            Some(other) => self.read("queue", other).unwrap_or_default(),
+            Some(other) => self.read("queue", other, &[]).unwrap_or_default(),
         }
     }
 }

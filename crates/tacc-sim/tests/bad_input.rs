@@ -252,6 +252,38 @@ fn errors(text: &str) -> Vec<String> {
 }
 
 #[test]
+fn independent_mistakes_are_all_reported_in_file_order() {
+    let text = base(&format!(
+        "{FLOW}colour = \"red\"\n[[flows]]\nname = \"g\"\nsrc = \"s1\"\ndst = \"r7\"\n"
+    ))
+    .replace("link_rate = \"1Gbps\"", "link_rate = \"1Gbit\"");
+    let e = errors(&text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    for (e, expected) in e.iter().zip([
+        "bad.toml:7: topology.link_rate: expected a rate such as \"1Gbps\" or \"500Mbps\", got \"1Gbit\"",
+        "bad.toml:17: flows[0].colour: unknown field `colour`",
+        "bad.toml:21: flows[1].dst: no host or VM named \"r7\"",
+    ]) {
+        assert!(e.starts_with(expected), "expected {expected:?}, got {e:?}");
+    }
+}
+
+#[test]
+fn an_unreadable_list_element_does_not_shift_the_others_numbers() {
+    let text = base(&format!(
+        "{}[[flows]]\nname = \"g\"\nsrc = \"s1\"\ndst = \"r7\"\n",
+        FLOW.replace("src = \"s0\"", "src = 0")
+    ));
+    assert_eq!(
+        errors(&text),
+        [
+            "bad.toml:15: flows[0].src: invalid type: integer `0`, expected a string",
+            "bad.toml:20: flows[1].dst: no host or VM named \"r7\"",
+        ]
+    );
+}
+
+#[test]
 fn misplaced_tables_are_reported_at_their_headers() {
     let e = errors(&format!("[scenario]\n{}", base(FLOW)));
     assert!(
