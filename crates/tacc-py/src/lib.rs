@@ -1,6 +1,6 @@
 //! Python bindings: the module `tacc._core`. Only this crate knows about Python; scenario
-//! errors become `tacc._core.ScenarioError` (a ValueError) carrying the message, one line
-//! per error.
+//! errors become `tacc._core.ScenarioError` (a ValueError) whose message has one line per
+//! error.
 
 use pyo3::create_exception;
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -15,7 +15,7 @@ create_exception!(
     "A scenario file or override is invalid."
 );
 
-fn scenario_err(e: tacc_sim::scenario::ScenarioError) -> PyErr {
+fn scenario_err(e: impl std::fmt::Display) -> PyErr {
     ScenarioError::new_err(e.to_string())
 }
 

@@ -23,6 +23,7 @@ fn main() {
         usage();
     };
     let prepared = tacc_sim::read_scenario(std::path::Path::new(file))
+        .map_err(tacc_sim::scenario::ScenarioErrors::from)
         .and_then(|text| tacc_sim::load(&text, file, &sets, None));
     let prepared = match prepared {
         Ok(p) => p,

@@ -6,14 +6,15 @@
 //! - [`tcp`], [`cc`]: a TCP endpoint state machine (handshake, SACK recovery, RTO, ECN, rwnd)
 //!   and its congestion controls (NewReno, Cubic, DCTCP).
 //! - [`queue`]: port queue disciplines (drop-tail, RED-ECN at K, classic RED).
-//! - [`scenario`], [`topology`], [`model`]: TOML schema, topology builders and routing, and the
-//!   world built from them (validated).
+//! - [`scenario`], [`validate`], [`topology`], [`model`]: TOML schema, the semantic checks,
+//!   topology builders and routing, and the world built from a checked scenario.
 //! - [`event_queue`], [`sim`]: the event loop: (time, insertion sequence) ordered, integer
 //!   nanoseconds.
 //! - [`output`]: summary.json and CSV tables.
 //!
 //! A run is a pure function of (scenario text, overrides, seed).
 
+pub mod build;
 pub mod cc;
 pub mod event_queue;
 pub mod mechanism;
@@ -28,8 +29,9 @@ pub mod sim;
 pub mod tcp;
 pub mod topology;
 pub use tacc_mech::units;
+pub mod validate;
 
-use scenario::ScenarioError;
+use scenario::{ScenarioError, ScenarioErrors};
 use std::path::Path;
 
 /// What a caller gets back from [`load`]: the checked world, ready to run.
@@ -39,14 +41,21 @@ pub struct Prepared {
     pub mechanism: tacc_mech::MechanismConfig,
 }
 
-/// Parses and checks a scenario; `seed` overrides the file's seed.
+/// Parses and checks a scenario, reporting every error found; `seed` overrides the file's seed.
 pub fn load(
     text: &str,
     file: &str,
     sets: &[(String, String)],
     seed: Option<u64>,
-) -> Result<Prepared, ScenarioError> {
-    let loaded = scenario::parse(text, file, sets)?;
+) -> Result<Prepared, ScenarioErrors> {
+    let parsed = scenario::parse(text, file, sets);
+    let mut errors = parsed.errors;
+    if let Some(loaded) = &parsed.loaded {
+        errors.extend(validate::check(loaded));
+    }
+    let Some(loaded) = parsed.loaded.filter(|_| errors.is_empty()) else {
+        return Err(ScenarioErrors::new(errors));
+    };
     let seed = seed.unwrap_or(loaded.scenario.seed);
     let model = model::Model::build(&loaded, seed)?;
     Ok(Prepared {

@@ -5,6 +5,7 @@
 
 use crate::cc::CcKind;
 use crate::units::{Bytes, Duration, Rate, Size};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::fmt;
 use tacc_mech::MechanismConfig;
@@ -32,44 +33,73 @@ impl fmt::Display for ScenarioError {
 
 impl std::error::Error for ScenarioError {}
 
+/// Every error found in a scenario, in file order (overrides last).
+#[derive(Debug, Clone)]
+pub struct ScenarioErrors(pub Vec<ScenarioError>);
+
+/// Errors shown; a file with more is likely mistaken throughout, and the first ones say how.
+const SHOWN: usize = 20;
+
+impl ScenarioErrors {
+    pub fn new(mut errors: Vec<ScenarioError>) -> ScenarioErrors {
+        errors.sort_by(|a, b| {
+            (a.line.is_none(), a.line, &a.field).cmp(&(b.line.is_none(), b.line, &b.field))
+        });
+        ScenarioErrors(errors)
+    }
+}
+
+impl From<ScenarioError> for ScenarioErrors {
+    fn from(e: ScenarioError) -> Self {
+        ScenarioErrors(vec![e])
+    }
+}
+
+/// One error a line, the first [`SHOWN`] of them.
+impl fmt::Display for ScenarioErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().take(SHOWN).enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        match self.0.len().saturating_sub(SHOWN) {
+            0 => Ok(()),
+            1 => write!(f, "\n... and 1 more error"),
+            n => write!(f, "\n... and {n} more errors"),
+        }
+    }
+}
+
+impl std::error::Error for ScenarioErrors {}
+
 fn default_one() -> u32 {
     1
 }
 
-#[derive(Deserialize, Debug, Clone)]
-#[serde(deny_unknown_fields)]
+/// The whole file. It is read key by key (see [`parse`]), so that every key's errors are found;
+/// each table below is read by serde.
+#[derive(Debug, Clone)]
 pub struct Scenario {
     /// Name shown in results; defaults to the file stem.
     pub name: Option<String>,
     pub description: Option<String>,
     /// Simulated time.
     pub duration: Duration,
-    #[serde(default = "default_seed")]
+    /// Default 1.
     pub seed: u64,
     pub topology: Topology,
-    #[serde(default)]
     pub queue: QueueCfg,
-    #[serde(default)]
     pub nic: NicCfg,
-    #[serde(default)]
     pub tcp: TcpCfg,
-    #[serde(default)]
     pub flows: Vec<FlowCfg>,
-    #[serde(default)]
     pub incast: Vec<IncastCfg>,
-    #[serde(default)]
     pub traffic: Vec<TrafficCfg>,
-    #[serde(default)]
     pub rules: Vec<RuleCfg>,
-    #[serde(default)]
     /// The mechanism under test: `kind` and that kind's keys (see `tacc_mech::mechanisms`).
     pub mechanism: MechanismConfig,
-    #[serde(default)]
     pub output: OutputCfg,
-}
-
-fn default_seed() -> u64 {
-    1
 }
 
 #[derive(Deserialize, Debug, Clone)]
@@ -425,29 +455,65 @@ pub struct Loaded {
     pub file: String,
     text: String,
     sets: Vec<String>,
+    /// Lists that lost unreadable elements: the list's key and the file's index of each element
+    /// kept, so that errors name elements as the file numbers them.
+    renumbered: Vec<(String, Vec<usize>)>,
+    /// Tables and list elements with schema errors. Their keys in error were left out, so
+    /// their semantic checks would be about values the file does not hold.
+    misread: Vec<String>,
 }
 
 impl Loaded {
     /// An error about `path` (e.g. "flows[2].src"), located in the file or in a --set.
     pub fn error(&self, path: &str, message: impl Into<String>) -> ScenarioError {
-        let from_set = self
-            .sets
-            .iter()
-            .any(|s| path.starts_with(s.as_str()) || s.starts_with(path));
-        ScenarioError {
-            file: if from_set {
-                format!("{} (--set)", self.file)
-            } else {
-                self.file.clone()
-            },
-            line: if from_set {
-                None
-            } else {
-                locate(&self.text, path)
-            },
-            field: path.to_string(),
-            message: message.into(),
+        let path = self.renumber(path);
+        located(&self.file, &self.text, &self.sets, &path, message.into())
+    }
+
+    /// Whether `path` lies in a table or list element that had schema errors.
+    pub(crate) fn misread(&self, path: &str) -> bool {
+        let path = self.renumber(path);
+        self.misread.iter().any(|table| within(&path, table))
+    }
+
+    /// `path` with its list index as the file numbers it.
+    fn renumber(&self, path: &str) -> String {
+        for (list, kept) in &self.renumbered {
+            let Some(rest) = path
+                .strip_prefix(list.as_str())
+                .and_then(|r| r.strip_prefix('['))
+            else {
+                continue;
+            };
+            let Some((index, rest)) = rest.split_once(']') else {
+                continue;
+            };
+            if let Some(i) = index.parse::<usize>().ok().and_then(|i| kept.get(i)) {
+                return format!("{list}[{i}]{rest}");
+            }
         }
+        path.to_string()
+    }
+}
+
+/// Whether `path` is `outer` or a key or element inside it.
+fn within(path: &str, outer: &str) -> bool {
+    path.strip_prefix(outer)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+}
+
+/// An error about `path`, located in the file, or in the overrides when one of them set it.
+fn located(file: &str, text: &str, sets: &[String], path: &str, message: String) -> ScenarioError {
+    let from_set = !path.is_empty() && sets.iter().any(|s| within(path, s) || within(s, path));
+    ScenarioError {
+        file: if from_set {
+            format!("{file} (--set)")
+        } else {
+            file.to_string()
+        },
+        line: if from_set { None } else { locate(text, path) },
+        field: path.to_string(),
+        message,
     }
 }
 
@@ -455,60 +521,61 @@ fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
 
-/// Finds the line of a key path such as `flows[2].src` or `topology.kind` in TOML text.
+/// Finds the line of a key path such as `flows[2].src` or `topology.kind` in TOML text: where
+/// the key is written, or else the header of its table, or else where the nearest enclosing
+/// key is written (a key of an inline table is found at the line of that table's key).
 pub fn locate(text: &str, path: &str) -> Option<usize> {
-    let parts: Vec<&str> = path.split('.').collect();
-    let (key, tables) = parts.split_last()?;
-    let key = key.split('[').next().unwrap_or(key);
-    // the table header the key lives under, e.g. "flows" with index 2
-    let (header, index) = match tables.last() {
-        Some(t) => {
-            let name = t.split('[').next().unwrap_or(t);
-            let idx = t
-                .split('[')
-                .nth(1)
-                .and_then(|s| s.trim_end_matches(']').parse::<usize>().ok());
-            (
-                tables[..tables.len() - 1]
-                    .iter()
-                    .map(|s| s.split('[').next().unwrap_or(s))
-                    .chain([name])
-                    .collect::<Vec<_>>()
-                    .join("."),
-                idx,
-            )
-        }
-        None => (String::new(), None),
+    if path.is_empty() {
+        return None;
+    }
+    let steps: Vec<(&str, Option<usize>)> = path
+        .split('.')
+        .map(|seg| match seg.split_once('[') {
+            Some((name, rest)) => (name, rest.trim_end_matches(']').parse().ok()),
+            None => (seg, None),
+        })
+        .collect();
+    (1..=steps.len())
+        .rev()
+        .find_map(|n| written_at(text, &steps[..n]))
+}
+
+/// The line where the last of `steps` is written: as `key = ...` in its table, or as the
+/// header `[table.key]` (for an indexed step, the i-th `[[table.key]]`).
+fn written_at(text: &str, steps: &[(&str, Option<usize>)]) -> Option<usize> {
+    let (&(key, index), tables) = steps.split_last()?;
+    let table = tables.iter().map(|s| s.0).collect::<Vec<_>>().join(".");
+    let table_index = tables.last().and_then(|s| s.1);
+    let own = if table.is_empty() {
+        key.to_string()
+    } else {
+        format!("{table}.{key}")
     };
-    let mut in_table = header.is_empty();
-    let mut seen = 0usize;
-    let mut header_line = None;
+    let (mut in_table, mut tables_seen, mut own_seen) = (tables.is_empty(), 0, 0);
     for (n, raw) in text.lines().enumerate() {
         let line = raw.trim();
         if line.starts_with('[') {
-            let name = line.trim_matches(|c| c == '[' || c == ']').trim();
+            let is_list = line.starts_with("[[");
+            let name = line.split('#').next().unwrap_or("");
+            let name = name.trim().trim_matches(|c| c == '[' || c == ']').trim();
             in_table = false;
-            if name == header {
-                if line.starts_with("[[") {
-                    in_table = index.is_none_or(|i| i == seen);
-                    seen += 1;
-                } else {
-                    in_table = true;
+            if name == table {
+                in_table = !is_list || table_index.is_none_or(|i| i == tables_seen);
+                tables_seen += usize::from(is_list);
+            }
+            if name == own {
+                if !is_list || index.is_none_or(|i| i == own_seen) {
+                    return Some(n + 1);
                 }
-                if in_table {
-                    header_line = Some(n + 1);
-                }
+                own_seen += 1;
             }
             continue;
         }
-        if in_table {
-            let k = line.split('=').next().unwrap_or("").trim();
-            if k == key {
-                return Some(n + 1);
-            }
+        if in_table && line.split('=').next().unwrap_or("").trim() == key {
+            return Some(n + 1);
         }
     }
-    header_line
+    None
 }
 
 /// Sets `path` (dotted, with [i] indices) in a TOML table to `value` (TOML literal or bare string).
@@ -564,69 +631,142 @@ fn apply_set(root: &mut toml::Table, path: &str, raw: &str) -> Result<(), String
     Ok(())
 }
 
-/// Parses scenario text strictly and applies `--set key=value` overrides.
-pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Result<Loaded, ScenarioError> {
-    let err = |line, field: &str, message: String| ScenarioError {
-        file: file.to_string(),
-        line,
-        field: field.to_string(),
-        message,
+/// A scenario file as read: the scenario and every error in its schema (unknown, missing and
+/// mistyped keys). With errors, `loaded` still holds what could be read (the keys in error left
+/// out, lists without their unreadable elements) so that semantic checks can find more; it is
+/// `None` when no scenario could be made of the file (bad TOML, or a required key unreadable).
+pub struct Parsed {
+    pub loaded: Option<Loaded>,
+    pub errors: Vec<ScenarioError>,
+}
+
+/// Parses scenario text strictly, with `--set key=value` overrides applied. Each top-level key
+/// and each element of a list of tables is read on its own, so one mistake does not hide the
+/// others.
+pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
+    let mut table: toml::Table = match toml::from_str(text) {
+        Ok(t) => t,
+        Err(e) => {
+            let error = ScenarioError {
+                file: file.to_string(),
+                line: e.span().map(|s| line_of(text, s.start)),
+                field: String::new(),
+                message: e.message().to_string(),
+            };
+            return Parsed {
+                loaded: None,
+                errors: vec![error],
+            };
+        }
     };
-    let mut table: toml::Table = toml::from_str(text).map_err(|e| {
-        let line = e.span().map(|s| line_of(text, s.start));
-        err(line, "", e.message().to_string())
-    })?;
+    let set_keys: Vec<String> = sets.iter().map(|(k, _)| k.clone()).collect();
+    let mut r = Reader {
+        file,
+        text,
+        sets: &set_keys,
+        errors: Vec::new(),
+        misread: Vec::new(),
+        renumbered: Vec::new(),
+    };
     for (k, v) in sets {
-        apply_set(&mut table, k, v)
-            .map_err(|m| err(None, k, format!("cannot apply --set: {m}")))?;
+        if let Err(m) = apply_set(&mut table, k, v) {
+            r.errors.push(ScenarioError {
+                file: file.to_string(),
+                line: None,
+                field: k.clone(),
+                message: format!("cannot apply --set: {m}"),
+            });
+        }
     }
-    let loaded_sets: Vec<String> = sets.iter().map(|(k, _)| k.clone()).collect();
-    let kind = table
+    let mut top = Keys {
+        table,
+        known: Vec::new(),
+    };
+    let name = r.optional(&mut top, "name");
+    let description = r.optional(&mut top, "description");
+    let duration = r.required(&mut top, "duration", &[]);
+    let seed = r.optional(&mut top, "seed").unwrap_or(1);
+    let topology = r.required(&mut top, "topology", &TOPOLOGY_STAND_INS);
+    let queue = r.queue(top.take("queue"));
+    let nic = r.optional(&mut top, "nic").unwrap_or_default();
+    let tcp = r.optional(&mut top, "tcp").unwrap_or_default();
+    let flows = r.list("flows", top.take("flows"));
+    let incast = r.list("incast", top.take("incast"));
+    let traffic = r.list("traffic", top.take("traffic"));
+    let rules = r.list("rules", top.take("rules"));
+    let kind = top
+        .table
         .get("mechanism")
         .and_then(|m| m.get("kind"))
         .and_then(|k| k.as_str())
         .map(String::from);
-    let scenario: Scenario =
-        serde_path_to_error::deserialize(toml::Value::Table(table)).map_err(|e| {
-            let path = e.path().to_string();
-            let mut message = e.inner().to_string();
-            if let Some(i) = message.find("\nin `") {
-                message.truncate(i);
-            }
-            let message = message.replace('\n', " ");
-            let tmp = Loaded {
-                scenario: placeholder(),
-                file: file.to_string(),
-                text: text.to_string(),
-                sets: loaded_sets.clone(),
-            };
-            let path = if path == "." { String::new() } else { path };
-            let (path, message) = foreign_mechanism_key(path, message, kind.as_deref());
-            let mut e = tmp.error(&path, message);
-            if e.line.is_none() && !e.file.ends_with("(--set)") {
-                e.line = unknown_key_line(text, &e.message);
-            }
-            e
-        })?;
-    Ok(Loaded {
+    let first = r.errors.len();
+    let mechanism = r.optional(&mut top, "mechanism").unwrap_or_default();
+    if let Some(kind) = kind {
+        for e in &mut r.errors[first..] {
+            foreign_mechanism_key(e, &kind);
+        }
+    }
+    let output = r.optional(&mut top, "output").unwrap_or_default();
+    let expected: Vec<String> = top.known.iter().map(|k| format!("`{k}`")).collect();
+    for key in top.table.keys() {
+        let message = format!(
+            "unknown field `{key}`, expected one of {}",
+            expected.join(", ")
+        );
+        r.report(key, key, message);
+    }
+    let Reader {
+        errors,
+        misread,
+        renumbered,
+        ..
+    } = r;
+    let (Some(duration), Some(topology)) = (duration, topology) else {
+        return Parsed {
+            loaded: None,
+            errors,
+        };
+    };
+    let scenario = Scenario {
+        name,
+        description,
+        duration,
+        seed,
+        topology,
+        queue,
+        nic,
+        tcp,
+        flows,
+        incast,
+        traffic,
+        rules,
+        mechanism,
+        output,
+    };
+    let loaded = Loaded {
         scenario,
         file: file.to_string(),
         text: text.to_string(),
-        sets: loaded_sets,
-    })
+        sets: set_keys,
+        renumbered,
+        misread,
+    };
+    Parsed {
+        loaded: Some(loaded),
+        errors,
+    }
 }
 
 /// serde reports a key of another mechanism kind as an unknown field of `[mechanism]`; this
-/// names the key and says which kind it does not apply to, and that kind's keys.
-fn foreign_mechanism_key(path: String, message: String, kind: Option<&str>) -> (String, String) {
-    let (Some(kind), "mechanism") = (kind, path.as_str()) else {
-        return (path, message);
-    };
-    let Some((key, rest)) = message
+/// says which kind it does not apply to, and that kind's keys.
+fn foreign_mechanism_key(e: &mut ScenarioError, kind: &str) {
+    let Some((key, rest)) = e
+        .message
         .strip_prefix("unknown field `")
         .and_then(|m| m.split_once('`'))
     else {
-        return (path, message);
+        return;
     };
     let keys = match rest
         .split_once("expected one of ")
@@ -635,41 +775,253 @@ fn foreign_mechanism_key(path: String, message: String, kind: Option<&str>) -> (
         Some((_, keys)) => keys.replace('`', ""),
         None => "none".to_string(),
     };
-    (
-        format!("mechanism.{key}"),
-        format!("does not apply to kind {kind:?} (its keys: {keys})"),
-    )
+    e.field = format!("mechanism.{key}");
+    e.message = format!("does not apply to kind {kind:?} (its keys: {keys})");
 }
 
-/// For "unknown field `x`" errors at the top level, the line where `x` is written.
-fn unknown_key_line(text: &str, message: &str) -> Option<usize> {
-    let key = message.split('`').nth(1)?;
-    text.lines()
-        .position(|l| l.split('=').next().map(str::trim) == Some(key))
-        .map(|n| n + 1)
+/// Stand-ins for a topology's rates and delays that do not parse, by the start of their error:
+/// they shape neither the topology's names nor its routes, so the rest of the file can still
+/// be checked against those.
+const TOPOLOGY_STAND_INS: [(&str, &str); 2] =
+    [("expected a rate", "1Gbps"), ("expected a duration", "1us")];
+
+/// The top-level table: its keys are taken one by one, and what is left is unknown.
+struct Keys {
+    table: toml::Table,
+    known: Vec<&'static str>,
 }
 
-fn placeholder() -> Scenario {
-    Scenario {
-        name: None,
-        description: None,
-        duration: Duration(0),
-        seed: 1,
-        topology: Topology::Explicit {
-            hosts: vec![],
-            switches: vec![],
-            links: vec![],
-            vms_per_host: 1,
-        },
-        queue: QueueCfg::default(),
-        nic: NicCfg::default(),
-        tcp: TcpCfg::default(),
-        flows: vec![],
-        incast: vec![],
-        traffic: vec![],
-        rules: vec![],
-        mechanism: MechanismConfig::default(),
-        output: OutputCfg::default(),
+impl Keys {
+    fn take(&mut self, key: &'static str) -> Option<toml::Value> {
+        self.known.push(key);
+        self.table.remove(key)
+    }
+}
+
+/// A step of a key path: a table's key, an element of a list, or something else serde names.
+#[derive(Clone, PartialEq)]
+enum Step {
+    Key(String),
+    Index(usize),
+    Other(String),
+}
+
+fn steps(path: &serde_path_to_error::Path) -> Vec<Step> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .map(|s| match s {
+            Segment::Map { key } => Step::Key(key.clone()),
+            Segment::Seq { index } => Step::Index(*index),
+            Segment::Enum { variant } => Step::Other(variant.clone()),
+            Segment::Unknown => Step::Other("?".into()),
+        })
+        .collect()
+}
+
+/// `table` followed by `steps`, as errors name keys: "flows[1].rate".
+fn joined(table: &str, steps: &[Step]) -> String {
+    let mut path = table.to_string();
+    for s in steps {
+        match s {
+            Step::Key(k) | Step::Other(k) => {
+                path.push('.');
+                path.push_str(k);
+            }
+            Step::Index(i) => path.push_str(&format!("[{i}]")),
+        }
+    }
+    path
+}
+
+/// The table holding the key at `at`, and the key.
+fn holder<'a>(
+    value: &'a mut toml::Value,
+    at: &'a [Step],
+) -> Option<(&'a mut toml::Table, &'a str)> {
+    let (Step::Key(key), parents) = at.split_last()? else {
+        return None;
+    };
+    let mut v = value;
+    for s in parents {
+        v = match (s, v) {
+            (Step::Key(k), toml::Value::Table(t)) => t.get_mut(k)?,
+            (Step::Index(i), toml::Value::Array(a)) => a.get_mut(*i)?,
+            _ => return None,
+        };
+    }
+    match v {
+        toml::Value::Table(t) => Some((t, key)),
+        _ => None,
+    }
+}
+
+/// An error's message on one line, without toml's note of where (errors are located here).
+fn message_of(e: &impl fmt::Display) -> String {
+    let mut m = e.to_string();
+    if let Some(i) = m.find("\nin `") {
+        m.truncate(i);
+    }
+    m.replace('\n', " ").trim().to_string()
+}
+
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.split('`').next()
+}
+
+/// The key of `value`'s table that `message` is about. Serde does not say which when the table
+/// is internally tagged (the topology), but leaving that key out changes the error. The tag,
+/// `kind`, is never the one: errors about the tag name it.
+fn culprit<T: DeserializeOwned>(value: &toml::Value, message: &str) -> Option<String> {
+    let toml::Value::Table(t) = value else {
+        return None;
+    };
+    t.keys()
+        .filter(|k| k.as_str() != "kind")
+        .find(|k| {
+            let mut without = t.clone();
+            without.remove(k.as_str());
+            match serde_path_to_error::deserialize::<_, T>(toml::Value::Table(without)) {
+                Ok(_) => true,
+                Err(e) => message_of(e.inner()) != message,
+            }
+        })
+        .cloned()
+}
+
+/// Reads a scenario table by table, collecting every error instead of stopping at the first.
+struct Reader<'a> {
+    file: &'a str,
+    text: &'a str,
+    sets: &'a [String],
+    errors: Vec<ScenarioError>,
+    misread: Vec<String>,
+    renumbered: Vec<(String, Vec<usize>)>,
+}
+
+impl Reader<'_> {
+    /// An error at `path` in `table` (a top-level key or a list element).
+    fn report(&mut self, table: &str, path: &str, message: String) {
+        let e = located(self.file, self.text, self.sets, path, message);
+        self.errors.push(e);
+        if !self.misread.iter().any(|t| t == table) {
+            self.misread.push(table.to_string());
+        }
+    }
+
+    /// `value`, the top-level key or list element `table`, as a `T`. Each error is reported,
+    /// its key left out (or, for an error starting as one of `stand_ins` does, given that
+    /// stand-in value) and the rest read again, so that one table's errors are all found. None
+    /// if the table cannot be made without the keys in error.
+    fn read<T: DeserializeOwned>(
+        &mut self,
+        table: &str,
+        mut value: toml::Value,
+        stand_ins: &[(&str, &str)],
+    ) -> Option<T> {
+        let mut edited: Vec<Vec<Step>> = Vec::new();
+        loop {
+            let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+                Ok(t) => return Some(t),
+                Err(e) => e,
+            };
+            let message = message_of(e.inner());
+            let mut at = steps(e.path());
+            if let Some(key) = missing_field(&message) {
+                let mut key_at = at.clone();
+                key_at.push(Step::Key(key.to_string()));
+                // A key left out after an error of its own is not reported missing as well.
+                if !edited.contains(&key_at) {
+                    self.report(table, &joined(table, &at), message);
+                }
+                return None;
+            }
+            if at.is_empty() {
+                match culprit::<T>(&value, &message) {
+                    Some(key) => at.push(Step::Key(key)),
+                    None => {
+                        self.report(table, table, message);
+                        return None;
+                    }
+                }
+            }
+            // The key holding the error: a bad element in a list of values takes the list out.
+            let last_key = at.iter().rposition(|s| matches!(s, Step::Key(_)));
+            let key_at = at[..last_key.map_or(0, |i| i + 1)].to_vec();
+            // Each key is edited once, so this ends.
+            if edited.contains(&key_at) {
+                return None;
+            }
+            self.report(table, &joined(table, &at), message.clone());
+            let (holder, key) = holder(&mut value, &key_at)?;
+            let stand_in = match holder.get(key) {
+                Some(toml::Value::String(_)) => {
+                    stand_ins.iter().find(|(m, _)| message.starts_with(m))
+                }
+                _ => None,
+            };
+            match stand_in {
+                Some((_, v)) => holder.insert(key.to_string(), toml::Value::String(v.to_string())),
+                None => holder.remove(key),
+            };
+            edited.push(key_at);
+        }
+    }
+
+    fn optional<T: DeserializeOwned>(&mut self, top: &mut Keys, key: &'static str) -> Option<T> {
+        let value = top.take(key)?;
+        self.read(key, value, &[])
+    }
+
+    fn required<T: DeserializeOwned>(
+        &mut self,
+        top: &mut Keys,
+        key: &'static str,
+        stand_ins: &[(&str, &str)],
+    ) -> Option<T> {
+        match top.take(key) {
+            Some(value) => self.read(key, value, stand_ins),
+            None => {
+                self.report(key, "", format!("missing field `{key}`"));
+                None
+            }
+        }
+    }
+
+    /// A list of tables, each element read on its own; unreadable ones are left out.
+    fn list<T: DeserializeOwned>(&mut self, key: &str, value: Option<toml::Value>) -> Vec<T> {
+        let items = match value {
+            None => return Vec::new(),
+            Some(toml::Value::Array(items)) => items,
+            Some(other) => return self.read(key, other, &[]).unwrap_or_default(),
+        };
+        let n = items.len();
+        let (mut read, mut kept) = (Vec::new(), Vec::new());
+        for (i, item) in items.into_iter().enumerate() {
+            if let Some(x) = self.read(&format!("{key}[{i}]"), item, &[]) {
+                read.push(x);
+                kept.push(i);
+            }
+        }
+        if kept.len() < n {
+            self.renumbered.push((key.to_string(), kept));
+        }
+        read
+    }
+
+    /// The queue table, its overrides read like a list of tables.
+    fn queue(&mut self, value: Option<toml::Value>) -> QueueCfg {
+        match value {
+            None => QueueCfg::default(),
+            Some(toml::Value::Table(mut t)) => {
+                let overrides = t.remove("overrides");
+                let mut q: QueueCfg = self
+                    .read("queue", toml::Value::Table(t), &[])
+                    .unwrap_or_default();
+                q.overrides = self.list("queue.overrides", overrides);
+                q
+            }
+            Some(other) => self.read("queue", other, &[]).unwrap_or_default(),
+        }
     }
 }
 
@@ -679,9 +1031,16 @@ mod tests {
 
     const OK: &str = "name = \"t\"\nduration = \"1s\"\n[topology]\nkind = \"star\"\nsenders = 2\nreceivers = 1\nlink_rate = \"1Gbps\"\nlink_delay = \"25us\"\n[[flows]]\nname = \"a\"\nsrc = \"s0\"\ndst = \"r0\"\n[[flows]]\nname = \"b\"\nsrc = \"s1\"\ndst = \"r0\"\nrate = \"fast\"\n";
 
+    /// The errors in `text`, which must have some.
+    fn errors(text: &str) -> Vec<ScenarioError> {
+        let errors = parse(text, "x.toml", &[]).errors;
+        assert!(!errors.is_empty(), "accepted:\n{text}");
+        errors
+    }
+
     #[test]
     fn bad_unit_names_file_line_and_field() {
-        let e = parse(OK, "x.toml", &[]).err().unwrap();
+        let e = &errors(OK)[0];
         assert_eq!(e.line, Some(17));
         assert_eq!(e.field, "flows[1].rate");
         assert!(
@@ -694,12 +1053,55 @@ mod tests {
     #[test]
     fn unknown_key_is_an_error_with_its_line() {
         let text = OK.replace("rate = \"fast\"", "colour = \"red\"");
-        let e = parse(&text, "x.toml", &[]).err().unwrap();
+        let e = &errors(&text)[0];
         assert_eq!(e.line, Some(17), "{e}");
         assert!(e.message.contains("unknown field `colour`"), "{e}");
         let text = format!("colour = 1\n{}", OK.replace("rate = \"fast\"", ""));
-        let e = parse(&text, "x.toml", &[]).err().unwrap();
+        let e = &errors(&text)[0];
         assert_eq!(e.line, Some(1), "{e}");
+    }
+
+    #[test]
+    fn every_bad_key_of_a_table_is_reported_at_its_line() {
+        // The topology is internally tagged: serde does not say which of its keys is wrong.
+        let text = OK
+            .replace("senders = 2", "senders = 2\nsize = 3")
+            .replace("name = \"b\"", "name = \"b\"\ncolour = \"red\"")
+            + "[queue]\noverrides = [{ ports = [\"sw0->r0\"], kind = \"fifo\" }]\n";
+        let mut found: Vec<_> = errors(&text)
+            .into_iter()
+            .map(|e| (e.line, e.field))
+            .collect();
+        found.sort();
+        let expected = [
+            (6, "topology.size"),
+            (16, "flows[1].colour"),
+            (19, "flows[1].rate"),
+            (21, "queue.overrides[0].kind"),
+        ]
+        .map(|(l, f)| (Some(l), f.to_string()));
+        assert_eq!(found, expected);
+    }
+
+    #[test]
+    fn locate_finds_keys_table_headers_and_keys_of_inline_tables() {
+        let text =
+            "a = 1\n[t]\nx = 1\n[[l]]\ny = 1\n[[l]]\ny = 2\n[[t.o]]\nz = 1\n[u]\nv = [{w = 1}]\n";
+        for (path, line) in [
+            ("a", Some(1)),
+            ("t", Some(2)),
+            ("t.x", Some(3)),
+            ("l[1]", Some(6)),
+            ("l[1].y", Some(7)),
+            // a key missing from a table: the table's header
+            ("l[1].q", Some(6)),
+            ("t.o[0]", Some(8)),
+            ("t.o[0].z", Some(9)),
+            ("u.v[0].w", Some(11)),
+            ("nowhere", None),
+        ] {
+            assert_eq!(locate(text, path), line, "{path}");
+        }
     }
 
     #[test]
@@ -708,16 +1110,16 @@ mod tests {
             ("flows[1].rate".to_string(), "\"2Gbps\"".to_string()),
             ("duration".to_string(), "5s".to_string()),
         ];
-        let l = parse(OK, "x.toml", &sets).unwrap();
+        let p = parse(OK, "x.toml", &sets);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        let l = p.loaded.unwrap();
         assert_eq!(l.scenario.flows[1].rate, Some(Rate(2_000_000_000)));
         assert_eq!(l.scenario.duration, Duration(5_000_000_000));
     }
 
     #[test]
     fn malformed_toml_reports_its_line() {
-        let e = parse("duration = \"1s\"\nname = 'x\n", "x.toml", &[])
-            .err()
-            .unwrap();
+        let e = &errors("duration = \"1s\"\nname = 'x\n")[0];
         assert_eq!(e.line, Some(2));
     }
 }

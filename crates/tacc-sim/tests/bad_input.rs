@@ -1,4 +1,5 @@
-//! Bad scenarios give one-line errors naming file, line and key; no input makes the loader panic.
+//! Bad scenarios give errors naming file, line and key, every one of them, one a line; no input
+//! makes the loader panic.
 
 mod common;
 use proptest::prelude::*;
@@ -240,4 +241,92 @@ fn a_mechanism_key_of_another_kind_is_an_error_naming_the_kind_and_its_keys() {
         "{e}"
     );
     assert!(e.contains("feedback_timeout"), "{e}");
+}
+
+/// Every error in `text`, one a line.
+fn errors(text: &str) -> Vec<String> {
+    match tacc_sim::load(text, "bad.toml", &[], None) {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string().lines().map(str::to_string).collect(),
+    }
+}
+
+#[test]
+fn independent_mistakes_are_all_reported_in_file_order() {
+    let text = base(&format!(
+        "{FLOW}colour = \"red\"\n[[flows]]\nname = \"g\"\nsrc = \"s1\"\ndst = \"r7\"\n"
+    ))
+    .replace("link_rate = \"1Gbps\"", "link_rate = \"1Gbit\"");
+    let e = errors(&text);
+    assert_eq!(e.len(), 3, "{e:#?}");
+    for (e, expected) in e.iter().zip([
+        "bad.toml:7: topology.link_rate: expected a rate such as \"1Gbps\" or \"500Mbps\", got \"1Gbit\"",
+        "bad.toml:17: flows[0].colour: unknown field `colour`",
+        "bad.toml:21: flows[1].dst: no host or VM named \"r7\"",
+    ]) {
+        assert!(e.starts_with(expected), "expected {expected:?}, got {e:?}");
+    }
+}
+
+#[test]
+fn an_unreadable_list_element_does_not_shift_the_others_numbers() {
+    let text = base(&format!(
+        "{}[[flows]]\nname = \"g\"\nsrc = \"s1\"\ndst = \"r7\"\n",
+        FLOW.replace("src = \"s0\"", "src = 0")
+    ));
+    assert_eq!(
+        errors(&text),
+        [
+            "bad.toml:15: flows[0].src: invalid type: integer `0`, expected a string",
+            "bad.toml:20: flows[1].dst: no host or VM named \"r7\"",
+        ]
+    );
+}
+
+#[test]
+fn misplaced_tables_are_reported_at_their_headers() {
+    let e = errors(&format!("[scenario]\n{}", base(FLOW)));
+    assert!(
+        e[0].starts_with("bad.toml:1: scenario: unknown field `scenario`, expected one of `name`"),
+        "{e:#?}"
+    );
+    // The misplaced table took the keys under it.
+    assert_eq!(e[1], "bad.toml: missing field `duration`");
+    let e = errors(&base(&format!("{FLOW}[[flow]]\nname = \"g\"\n")));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(
+        e[0].starts_with("bad.toml:17: flow: unknown field `flow`"),
+        "{e:#?}"
+    );
+}
+
+#[test]
+fn each_missing_required_key_is_reported() {
+    assert_eq!(
+        errors("name = \"x\"\n"),
+        [
+            "bad.toml: missing field `duration`",
+            "bad.toml: missing field `topology`"
+        ]
+    );
+}
+
+#[test]
+fn the_first_twenty_errors_are_shown_then_how_many_more() {
+    let flows: String = (0..30)
+        .map(|i| format!("{FLOW}bytes = \"{i} lots\"\n"))
+        .collect();
+    let e = tacc_sim::load(&base(&flows), "bad.toml", &[], None)
+        .err()
+        .unwrap();
+    assert_eq!(e.0.len(), 30);
+    let shown = errors(&base(&flows));
+    assert_eq!(shown.len(), 21, "{shown:#?}");
+    let expected = |i: usize| {
+        let line = 17 + 5 * i;
+        format!("bad.toml:{line}: flows[{i}].bytes: expected a size such as \"1460B\", \"64KB\" or \"2MB\", got \"{i} lots\"")
+    };
+    assert_eq!(shown[0], expected(0));
+    assert_eq!(shown[19], expected(19));
+    assert_eq!(shown[20], "... and 10 more errors");
 }
