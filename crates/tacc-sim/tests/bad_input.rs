@@ -330,3 +330,30 @@ fn the_first_twenty_errors_are_shown_then_how_many_more() {
     assert_eq!(shown[19], expected(19));
     assert_eq!(shown[20], "... and 10 more errors");
 }
+
+#[test]
+fn every_problem_of_the_mechanism_table_is_reported_with_the_rest() {
+    // Lines 13-16 hold the flow (its dst wrong), 17-21 the mechanism with three mistakes.
+    let text = base(&format!(
+        "{}[mechanism]\nkind = \"sdn-gcc\"\ninterval = \"1ns\"\nweights = {{ s9 = 2 }}\nkeying = \"flow\"\n",
+        FLOW.replace("r0", "r7")
+    ));
+    let e = errors(&text);
+    assert_eq!(e.len(), 4, "{e:#?}");
+    assert!(
+        e[0].starts_with("bad.toml:16: flows[0].dst: no host or VM named \"r7\""),
+        "{e:#?}"
+    );
+    assert!(
+        e[1].starts_with("bad.toml:19: mechanism.interval: must be at least 10us"),
+        "{e:#?}"
+    );
+    assert!(
+        e[2].starts_with("bad.toml:20: mechanism.weights: no host or VM named \"s9\""),
+        "{e:#?}"
+    );
+    assert!(
+        e[3].starts_with("bad.toml:21: mechanism.keying: expected \"vm\""),
+        "{e:#?}"
+    );
+}
