@@ -14,7 +14,8 @@ use crate::queue::{Qdisc, RedParams};
 use crate::rng::Rng;
 use crate::rules::{FlowTable, Forward, Rule, RuleActions, RuleMatch};
 use crate::scenario::{
-    HostSet, IncastCfg, Loaded, QueueCfg, QueueKind, ScenarioError, TcpCfg, TrafficCfg, Transport,
+    HostSet, IncastCfg, Loaded, QueueCfg, QueueKind, Scenario, ScenarioError, TcpCfg, TrafficCfg,
+    Transport,
 };
 use crate::tcp::TcpConfig;
 use crate::topology::{self, Graph, NodeRef};
@@ -159,67 +160,7 @@ impl Model {
         let s = &l.scenario;
         let graph = topology::build(&s.topology).map_err(|(k, m)| l.error(&k, m))?;
         let duration = s.duration.0;
-        let q = &s.queue;
-        let red = red_params(q);
-        let k = q.k.unwrap_or(Size::Packets(20));
-        let mut ports = Vec::with_capacity(graph.links.len() * 2);
-        for i in 0..graph.links.len() * 2 {
-            let link = &graph.links[i / 2];
-            let (from, to) = if i % 2 == 0 {
-                (link.a, link.b)
-            } else {
-                (link.b, link.a)
-            };
-            let name = topology::port_name(&graph, i);
-            // Time to send a full 1500-byte packet: RED's idle decay unit and the default jitter.
-            let pkt_time_ns = units::ser_ns(link.rate_bps, 1500);
-            let red = RedParams {
-                pkt_time_ns,
-                ..red.clone()
-            };
-            let (qdisc, jitter_ns) = match from {
-                NodeRef::Host(_) => (
-                    Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red),
-                    s.nic.jitter.map(|d| d.0).unwrap_or(pkt_time_ns),
-                ),
-                NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, red), 0),
-            };
-            ports.push(Port {
-                name,
-                from,
-                to,
-                rate_bps: link.rate_bps,
-                delay_ns: link.delay_ns,
-                queue: VecDeque::new(),
-                queue_bytes: 0,
-                qdisc,
-                busy: false,
-                stats: PortStats::default(),
-                jitter_ns,
-                last_arrival: 0,
-                ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
-                busy_until: 0,
-            });
-        }
-        let port_index: HashMap<String, u32> = ports
-            .iter()
-            .enumerate()
-            .map(|(i, p)| (p.name.clone(), i as u32))
-            .collect();
-        for o in &q.overrides {
-            for name in &o.ports {
-                let qd = &mut ports[port_index[name] as usize].qdisc;
-                if let Some(kind) = o.kind {
-                    qd.kind = kind;
-                }
-                if let Some(lim) = o.limit {
-                    qd.limit = lim;
-                }
-                if let Some(k) = o.k {
-                    qd.k = k;
-                }
-            }
-        }
+        let (ports, port_index) = build_ports(s, &graph);
         // A host's NIC is the port leaving it (topology::build gives every host one link).
         let mut nics = vec![u32::MAX; graph.hosts.len()];
         for (i, p) in ports.iter().enumerate() {
@@ -300,6 +241,25 @@ impl Model {
             .map(|_| SwitchSlot::default())
             .collect();
         m.tables = vec![FlowTable::default(); m.graph.switches.len()];
+        m.add_flows(s, &vm_index);
+        for ic in &s.incast {
+            m.add_incast(l, ic, &vm_index);
+        }
+        for (ti, tc) in s.traffic.iter().enumerate() {
+            m.add_traffic(l, ti, tc, &vm_index)?;
+        }
+        for rc in &s.rules {
+            let rule = m.rule_from(rc, &vm_index, &port_index);
+            m.pending_rules.push(rule);
+        }
+        m.install_mechanism(s, &vm_index);
+        Ok(m)
+    }
+
+    /// The flows the scenario lists, in order (their endpoints draw initial sequence numbers
+    /// from the run's RNG).
+    fn add_flows(&mut self, s: &Scenario, vm_index: &HashMap<String, u32>) {
+        let m = self;
         for fc in &s.flows {
             for i in 0..fc.count.unwrap_or(1) {
                 let src = vm_index[&expand(&fc.src, i)];
@@ -341,16 +301,12 @@ impl Model {
                 m.flows[f as usize].stop = fc.stop.map(|d| d.0);
             }
         }
-        for ic in &s.incast {
-            m.add_incast(l, ic, &vm_index);
-        }
-        for (ti, tc) in s.traffic.iter().enumerate() {
-            m.add_traffic(l, ti, tc, &vm_index)?;
-        }
-        for rc in &s.rules {
-            let rule = m.rule_from(rc, &vm_index, &port_index);
-            m.pending_rules.push(rule);
-        }
+    }
+
+    /// The mechanism's roles, built for this world and put in their slots; its rules join the
+    /// switches' initial rules.
+    fn install_mechanism(&mut self, s: &Scenario, vm_index: &HashMap<String, u32>) {
+        let m = self;
         let mech = &s.mechanism;
         let rcv_buf = s
             .tcp
@@ -358,7 +314,7 @@ impl Model {
             .map(|b| b.0)
             .unwrap_or(TcpConfig::default().rcv_buf);
         let inst = mech.build::<Packet>(&ModelFabric {
-            m: &m,
+            m,
             vm_index: &vm_index,
             receiver_window: (rcv_buf, crate::tcp::window_scale_for(rcv_buf)),
         });
@@ -381,7 +337,6 @@ impl Model {
             };
             m.pending_rules.push((f.switch, 0, rule));
         }
-        Ok(m)
     }
 
     fn rule_from(
@@ -522,6 +477,73 @@ impl Model {
         }));
         Ok(())
     }
+}
+
+/// One port per link direction, each with its queue discipline (a host's NIC drop-tail, a
+/// switch port as the scenario says, then its overrides), and the ports by name.
+fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>) {
+    let q = &s.queue;
+    let red = red_params(q);
+    let k = q.k.unwrap_or(Size::Packets(20));
+    let mut ports = Vec::with_capacity(graph.links.len() * 2);
+    for i in 0..graph.links.len() * 2 {
+        let link = &graph.links[i / 2];
+        let (from, to) = if i % 2 == 0 {
+            (link.a, link.b)
+        } else {
+            (link.b, link.a)
+        };
+        let name = topology::port_name(graph, i);
+        // Time to send a full 1500-byte packet: RED's idle decay unit and the default jitter.
+        let pkt_time_ns = units::ser_ns(link.rate_bps, 1500);
+        let red = RedParams {
+            pkt_time_ns,
+            ..red.clone()
+        };
+        let (qdisc, jitter_ns) = match from {
+            NodeRef::Host(_) => (
+                Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red),
+                s.nic.jitter.map(|d| d.0).unwrap_or(pkt_time_ns),
+            ),
+            NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, red), 0),
+        };
+        ports.push(Port {
+            name,
+            from,
+            to,
+            rate_bps: link.rate_bps,
+            delay_ns: link.delay_ns,
+            queue: VecDeque::new(),
+            queue_bytes: 0,
+            qdisc,
+            busy: false,
+            stats: PortStats::default(),
+            jitter_ns,
+            last_arrival: 0,
+            ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
+            busy_until: 0,
+        });
+    }
+    let port_index: HashMap<String, u32> = ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.name.clone(), i as u32))
+        .collect();
+    for o in &q.overrides {
+        for name in &o.ports {
+            let qd = &mut ports[port_index[name] as usize].qdisc;
+            if let Some(kind) = o.kind {
+                qd.kind = kind;
+            }
+            if let Some(lim) = o.limit {
+                qd.limit = lim;
+            }
+            if let Some(k) = o.k {
+                qd.k = k;
+            }
+        }
+    }
+    (ports, port_index)
 }
 
 /// The model as a mechanism sees it when it is built.
