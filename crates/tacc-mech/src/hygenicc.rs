@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 
 use crate::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
 use crate::rate_alloc::{AllocatorConfig, DropReason, EgressVerdict, KeyedLimiter};
+use crate::roles::IngressVerdict;
 use crate::wire::{emit, Ipv4Fields};
 use crate::Nanos;
 
@@ -63,15 +64,6 @@ impl Default for HygenConfig {
             admission_control: false,
         }
     }
-}
-
-/// What to do with a packet arriving from the network for a local VM.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IngressVerdict {
-    /// Hand it to the VM (possibly rewritten).
-    Deliver,
-    /// It was a feedback packet for the shim; discard it.
-    Consume,
 }
 
 /// An explicit feedback packet the caller must send: an IPv4 packet with protocol

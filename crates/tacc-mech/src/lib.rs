@@ -48,12 +48,13 @@ pub mod units;
 pub mod wire;
 
 pub use headers::{Ecn, FlowKey, PacketHeaders};
-pub use hygenicc::{FeedbackPacket, HygenConfig, HygenShim, IngressVerdict};
+pub use hygenicc::{FeedbackPacket, HygenConfig, HygenShim};
 pub use mechanisms::MechanismConfig;
 pub use rate_alloc::{
     AllocatorConfig, BucketConfig, DropReason, EgressVerdict, KeyedBuckets, KeyedLimiter,
     RateAllocator, ShortagePolicy, StaticRateLimiter,
 };
+pub use roles::IngressVerdict;
 pub use rwndq::{Rwndq, RwndqConfig};
 pub use sdn_ecn::{InstallMarkRule, SdnEcnConfig, SdnEcnController};
 pub use sdn_gcc::{Notify, SdnGccController, SdnGccControllerConfig, SdnGccShim, SdnGccShimConfig};

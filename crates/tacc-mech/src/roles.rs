@@ -22,7 +22,16 @@ use crate::rate_alloc::EgressVerdict;
 use crate::units::Size;
 use crate::Nanos;
 
-pub use crate::hygenicc::{FeedbackPacket, IngressVerdict};
+pub use crate::hygenicc::FeedbackPacket;
+
+/// What to do with a packet arriving from the network for a local VM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IngressVerdict {
+    /// Hand it to the VM (possibly rewritten).
+    Deliver,
+    /// It was a feedback packet for the shim; discard it.
+    Consume,
+}
 
 /// A mechanism's part in one host's virtual switch (it serves every VM of the host).
 pub trait HostShim<P: PacketHeaders + ?Sized>: Send {

@@ -3,11 +3,11 @@
 use std::collections::BTreeMap;
 
 use crate::headers::PacketHeaders;
-use crate::hygenicc::{FeedbackPacket, HygenConfig, HygenShim, IngressVerdict};
+use crate::hygenicc::{FeedbackPacket, HygenConfig, HygenShim};
 use crate::mechanisms::limiter::{limiter_config, rate_shims};
 use crate::mechanisms::{Checks, Mechanism, MIN_TIMER};
 use crate::rate_alloc::EgressVerdict;
-use crate::roles::{Fabric, HostShim, Instance};
+use crate::roles::{Fabric, HostShim, IngressVerdict, Instance};
 use crate::units::Duration;
 use crate::Nanos;
 
