@@ -123,12 +123,17 @@ def test_installed_tacc_runs_the_default_scenario(user: Tacc, tmp_path: Path) ->
     assert not (tmp_path / "default" / "goodput.png").exists()
 
 
-def test_installed_tacc_rejects_a_bad_file_in_one_line(user: Tacc, tmp_path: Path) -> None:
+def test_installed_tacc_rejects_a_bad_file_one_line_per_error(user: Tacc, tmp_path: Path) -> None:
     (tmp_path / "bad.toml").write_text('name = "bad"\nduration = "5 parsecs"\n')
 
     proc = user("validate", "bad.toml")
 
     assert proc.returncode == 2
-    assert proc.stderr.startswith("tacc: error: bad.toml")
     assert "Traceback" not in proc.stderr
-    assert len(proc.stderr.splitlines()) == 1, proc.stderr
+    # Both mistakes, each on its own line naming the file: the bad unit (with its line) and
+    # the missing topology.
+    assert proc.stderr.splitlines() == [
+        'tacc: error: bad.toml:2: duration: expected a duration such as "25us", "5ms" or "30s",'
+        ' got "5 parsecs"',
+        "tacc: error: bad.toml: missing field `topology`",
+    ], proc.stderr
