@@ -107,3 +107,9 @@ def make_result_dir(tmp_path: Path) -> Callable[..., Path]:
 @pytest.fixture
 def result_dir(make_result_dir: Callable[..., Path]) -> Path:
     return make_result_dir()
+
+
+@pytest.fixture
+def engine() -> None:
+    """Tests that run the compiled engine."""
+    pytest.importorskip("tacc._core", reason="the compiled engine tacc._core is not built")

@@ -54,11 +54,6 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str]) -> None:
 
 
 @pytest.fixture
-def engine() -> None:
-    pytest.importorskip("tacc._core", reason="the compiled engine tacc._core is not built")
-
-
-@pytest.fixture
 def tiny_scenario(tmp_path: Path) -> Path:
     path = tmp_path / "tiny.toml"
     path.write_text(TINY_SCENARIO)

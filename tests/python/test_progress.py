@@ -36,11 +36,6 @@ class Terminal(io.StringIO):
 
 
 @pytest.fixture
-def engine() -> None:
-    pytest.importorskip("tacc._core", reason="the compiled engine tacc._core is not built")
-
-
-@pytest.fixture
 def scenario(tmp_path: Path) -> Path:
     path = tmp_path / "progress.toml"
     path.write_text(SCENARIO)

@@ -18,11 +18,6 @@ from tacc.reproduce import runner, sdn_ecn, sdn_gcc
 TINY_FIGURE = "hygenicc-fig5"  # 6 runs of a 2-5 sender star
 
 
-@pytest.fixture
-def engine() -> None:
-    pytest.importorskip("tacc._core", reason="the compiled engine tacc._core is not built")
-
-
 def tacc_cli(*args: str, env_extra: dict[str, str] | None = None,
              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     package_root = str(Path(tacc.__file__).resolve().parents[1])

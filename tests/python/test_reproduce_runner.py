@@ -13,11 +13,6 @@ from tacc.reproduce.report import write_report
 TINY_FIGURE = "hygenicc-fig5"  # 6 runs of a 2-5 sender star
 
 
-@pytest.fixture
-def engine() -> None:
-    pytest.importorskip("tacc._core", reason="the compiled engine tacc._core is not built")
-
-
 def test_cache_key_depends_on_every_input(tmp_path: Path) -> None:
     scen = tmp_path / "a.toml"
     scen.write_text("x = 1\n")
