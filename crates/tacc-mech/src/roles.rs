@@ -157,6 +157,19 @@ pub trait Fabric {
     fn route_ports(&self, switch: u32, vm: u32) -> &[u32];
     /// The receive buffer of the tenants' TCP and the window scale it implies.
     fn receiver_window(&self) -> (u64, u8);
+
+    /// The switches hosts hang off (ToRs), in order.
+    fn tors(&self) -> Vec<u32> {
+        let mut tors: Vec<u32> = self
+            .switch_ports()
+            .iter()
+            .filter(|p| p.to_host)
+            .map(|p| p.switch)
+            .collect();
+        tors.sort_unstable();
+        tors.dedup();
+        tors
+    }
 }
 
 /// A mechanism built for a fabric: every role it plays, where it plays it.

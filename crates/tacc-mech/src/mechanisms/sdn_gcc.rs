@@ -131,8 +131,8 @@ impl Mechanism for SdnGccConfig {
             }
         }
         inst.controller = Some(Box::new(SdnGccApp { app, per_path }));
-        for port in fabric.switch_ports().iter().filter(|p| p.to_host) {
-            inst.switch_hooks[port.switch as usize] = Some(Box::new(FirstPacket {
+        for switch in fabric.tors() {
+            inst.switch_hooks[switch as usize] = Some(Box::new(FirstPacket {
                 seen: FxHashSet::default(),
                 per_path,
             }));

@@ -91,14 +91,7 @@ impl Mechanism for SiccConfig {
                 flag_lifetime: cfg.incast_duration,
             })));
         }
-        let mut tors: Vec<u32> = ports
-            .iter()
-            .filter(|p| p.to_host)
-            .map(|p| p.switch)
-            .collect();
-        tors.sort_unstable();
-        tors.dedup();
-        for switch in tors {
+        for switch in fabric.tors() {
             for (mask, value) in [
                 (tcp_flags::SYN | tcp_flags::ACK, tcp_flags::SYN),
                 (tcp_flags::FIN, tcp_flags::FIN),
