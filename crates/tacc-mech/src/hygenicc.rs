@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use crate::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
 use crate::rate_alloc::{AllocatorConfig, DropReason, EgressVerdict, KeyedLimiter};
-use crate::roles::IngressVerdict;
+use crate::roles::{IngressVerdict, PairCounts};
 use crate::wire::{emit, Ipv4Fields};
 use crate::Nanos;
 
@@ -248,19 +248,67 @@ impl HygenShim {
             self.record_feedback(now, vm, remote, 1);
         }
         if pkt.ecn() == Ecn::Ce {
-            self.counters.ce_cleared += 1;
             pkt.set_ecn(Ecn::Ect0);
-            let entry = self.receivers.entry((remote, vm)).or_insert(ReceiverEntry {
-                pending_marks: 0,
-                feedback_sent: now,
-                last_mark: now,
-            });
-            entry.pending_marks += 1;
-            entry.last_mark = now;
-            self.next_tick
-                .get_or_insert(now + self.config.update_interval);
+            self.count_marks(now, remote, vm, 1);
         }
         IngressVerdict::Deliver
+    }
+
+    /// The per-packet work of [`HygenShim::on_egress`] and [`HygenShim::on_ingress`] done by a
+    /// kernel datapath for one pair, in counts: the datapath clears CE, echoes marks in IPR
+    /// bits while marks are pending, and consumes feedback packets; enforcement of the rates
+    /// ([`HygenShim::pair_rates`]) is its too.
+    pub fn on_datapath(&mut self, now: Nanos, c: &PairCounts) {
+        if c.tx_packets > 0 {
+            self.next_tick
+                .get_or_insert(now + self.config.update_interval);
+            self.limiter.admit(now, c.vm, c.remote, 0, || SenderPair {
+                feedback: 0,
+                congested: false,
+                feedback_time: now,
+            });
+        }
+        self.counters.ipr_seen += c.ipr_seen;
+        self.counters.feedback_received += c.feedback_packets;
+        self.counters.feedback_marks_received += c.feedback_marks;
+        let marks = c.ipr_seen + c.feedback_marks;
+        if marks > 0 {
+            self.record_feedback(now, c.vm, c.remote, marks);
+        }
+        if c.ce_cleared > 0 {
+            self.count_marks(now, c.remote, c.vm, c.ce_cleared);
+        }
+        if c.ipr_set > 0 {
+            self.take_reflections(now, c.remote, c.vm, c.ipr_set);
+        }
+    }
+
+    /// `marks` CE marks cleared on packets from `remote` to the local `vm`.
+    fn count_marks(&mut self, now: Nanos, remote: u32, vm: u32, marks: u64) {
+        self.counters.ce_cleared += marks;
+        let entry = self.receivers.entry((remote, vm)).or_insert(ReceiverEntry {
+            pending_marks: 0,
+            feedback_sent: now,
+            last_mark: now,
+        });
+        entry.pending_marks += marks;
+        entry.last_mark = now;
+        self.next_tick
+            .get_or_insert(now + self.config.update_interval);
+    }
+
+    /// Up to `n` pending marks of (`remote`, `vm`) went back in IPR bits; how many did.
+    fn take_reflections(&mut self, now: Nanos, remote: u32, vm: u32, n: u64) -> u64 {
+        let Some(entry) = self.receivers.get_mut(&(remote, vm)) else {
+            return 0;
+        };
+        let taken = n.min(entry.pending_marks);
+        if taken > 0 {
+            entry.pending_marks -= taken;
+            entry.feedback_sent = now;
+            self.counters.ipr_set += taken;
+        }
+        taken
     }
 
     /// The next explicit feedback packet due at `now`, if any; call until `None`.
@@ -350,13 +398,8 @@ impl HygenShim {
         src_vm: u32,
         vm: u32,
     ) {
-        if let Some(entry) = self.receivers.get_mut(&(src_vm, vm)) {
-            if entry.pending_marks >= 1 {
-                pkt.set_reserved_bit(true);
-                entry.pending_marks -= 1;
-                entry.feedback_sent = now;
-                self.counters.ipr_set += 1;
-            }
+        if self.take_reflections(now, src_vm, vm, 1) == 1 {
+            pkt.set_reserved_bit(true);
         }
     }
 

@@ -37,6 +37,7 @@ pub mod control;
 pub mod headers;
 pub mod hygenicc;
 pub mod mechanisms;
+pub mod plan;
 pub mod rate_alloc;
 pub mod roles;
 pub mod rwndq;

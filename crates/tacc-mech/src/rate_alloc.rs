@@ -564,6 +564,11 @@ impl StaticRateLimiter {
         self.buckets.rate_bps(vm, 0)
     }
 
+    /// Every limit as (VM, 0, bits/s).
+    pub fn rates(&self) -> impl Iterator<Item = (u32, u32, u64)> + '_ {
+        self.buckets.iter().map(|(vm, key, bps, _)| (vm, key, bps))
+    }
+
     /// Polices one packet of `bytes` from `vm`; VMs without a rate pass unlimited.
     pub fn on_egress(&mut self, now: Nanos, vm: u32, bytes: u64) -> EgressVerdict {
         self.buckets.admit(now, vm, 0, bytes)

@@ -33,6 +33,55 @@ pub enum IngressVerdict {
     Consume,
 }
 
+/// The per-packet work of a host shim done by a kernel datapath (the Linux agent's eBPF
+/// programs) for one (local VM, remote VM) pair, reported to the shim as counts since the last
+/// report. The datapath applies the header rewrites the shim's rules ask for; the shim keeps
+/// its state and its timers as if it had seen the packets.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PairCounts {
+    pub vm: u32,
+    pub remote: u32,
+    /// Packets and bytes the VM sent to the remote.
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// CE marks on packets from the remote, cleared before delivery to the VM.
+    pub ce_cleared: u64,
+    /// Of those, the marks echoed in the IPR bit of packets to the remote.
+    pub ipr_set: u64,
+    /// IPR bits seen (and cleared) on packets from the remote.
+    pub ipr_seen: u64,
+    /// Feedback packets from the remote consumed, and the marks they carried.
+    pub feedback_packets: u64,
+    pub feedback_marks: u64,
+}
+
+/// The per-packet work a host shim asks of a kernel datapath (see [`PairCounts`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Datapath {
+    /// Send the VMs' packets as ECT(0).
+    pub set_ect: bool,
+    /// Count the CE marks on packets for a VM and clear them.
+    pub clear_ce: bool,
+    /// Echo pending marks in the IPR bit of packets to their source; read (and clear) the IPR
+    /// bits of arriving packets.
+    pub echo_ipr: bool,
+    /// Consume the feedback packets of [`FeedbackPacket`]'s protocol.
+    pub feedback: bool,
+    /// Clamp the window of ACKs to VMs as [`HostShim::window_clamps`] says.
+    pub clamp_window: bool,
+}
+
+/// ACKs from `remote` to the local `vm` carry at most `window` in their window field (`mss`
+/// on a SYN-ACK, whose window is never scaled) until `expires`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WindowClamp {
+    pub vm: u32,
+    pub remote: u32,
+    pub window: u16,
+    pub mss: u16,
+    pub expires: Nanos,
+}
+
 /// A mechanism's part in one host's virtual switch (it serves every VM of the host).
 pub trait HostShim<P: PacketHeaders + ?Sized>: Send {
     /// A packet leaves a local VM for the network.
@@ -43,6 +92,15 @@ pub trait HostShim<P: PacketHeaders + ?Sized>: Send {
     fn on_ingress(&mut self, _now: Nanos, _pkt: &mut P) -> IngressVerdict {
         IngressVerdict::Deliver
     }
+    /// The per-packet work a kernel datapath must do for this shim.
+    fn datapath(&self) -> Datapath {
+        Datapath::default()
+    }
+    /// The window clamps in force, for a kernel datapath.
+    fn window_clamps(&self, _out: &mut dyn FnMut(WindowClamp)) {}
+    /// What a kernel datapath did for one pair since its last report, instead of
+    /// [`HostShim::on_egress`] and [`HostShim::on_ingress`] per packet.
+    fn on_datapath(&mut self, _now: Nanos, _counts: &PairCounts) {}
     /// A message from the controller about one of the host's VMs.
     fn on_message(&mut self, _now: Nanos, _msg: &HostMessage) {}
     /// The timer asked for by [`HostShim::poll_at`] is due (it may be called early).

@@ -14,6 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::headers::{Ecn, FlowKey, PacketHeaders};
 use crate::rate_alloc::{AllocatorConfig, EgressVerdict, KeyedLimiter};
+use crate::roles::PairCounts;
 use crate::Nanos;
 
 /// Which rate a packet or a notification belongs to, below the VM's share.
@@ -184,28 +185,40 @@ impl SdnGccShim {
         now: Nanos,
         pkt: &mut (impl PacketHeaders + ?Sized),
     ) -> EgressVerdict {
-        let vm = pkt.src();
         let path = match self.config.keying {
             RateKeying::PerPath => FlowKey::of(pkt).id(),
             _ => self.path(pkt.dst()),
         };
-        self.next_tick
-            .get_or_insert(now + self.config.update_interval);
-        let grace = self.config.congestion_grace;
-        let verdict = self
-            .limiter
-            .admit(now, vm, path, pkt.ip_len() as u64, || Congestion {
-                // No notification yet: the first mark rate is measured over the longest
-                // interval, the grace period, not over the key's few microseconds of life.
-                cong_time: now.saturating_sub(grace),
-                congested: false,
-            });
+        let verdict = self.admit(now, pkt.src(), path, pkt.ip_len() as u64);
         match verdict {
             EgressVerdict::Pass if pkt.ecn() != Ecn::Ect0 => pkt.set_ecn(Ecn::Ect0),
             EgressVerdict::Drop(_) => self.counters.drops += 1,
             _ => {}
         }
         verdict
+    }
+
+    fn admit(&mut self, now: Nanos, vm: u32, path: u32, bytes: u64) -> EgressVerdict {
+        self.next_tick
+            .get_or_insert(now + self.config.update_interval);
+        let grace = self.config.congestion_grace;
+        self.limiter.admit(now, vm, path, bytes, || Congestion {
+            // No notification yet: the first mark rate is measured over the longest
+            // interval, the grace period, not over the key's few microseconds of life.
+            cong_time: now.saturating_sub(grace),
+            congested: false,
+        })
+    }
+
+    /// The per-packet work done by a kernel datapath for one pair, in counts (it sets ECT(0)
+    /// and clears CE; it enforces [`SdnGccShim::rates`]). A datapath that reports pairs keys
+    /// rates per destination, whatever the keying: per-path keys need each flow's ports.
+    pub fn on_datapath(&mut self, now: Nanos, c: &PairCounts) {
+        if c.tx_packets > 0 {
+            let path = self.path(c.remote);
+            self.admit(now, c.vm, path, 0);
+        }
+        self.counters.ce_cleared += c.ce_cleared;
     }
 
     /// A packet arriving for a local VM: hides the congestion marks if configured to.

@@ -12,6 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::headers::{tcp_flags, PacketHeaders};
+use crate::roles::WindowClamp;
 use crate::Nanos;
 
 /// Parameters of the SICC controller application.
@@ -332,6 +333,19 @@ impl SiccHypervisor {
         self.clamps
             .get(&(src, dst))
             .is_some_and(|c| now < c.expires)
+    }
+
+    /// The clamps in force (some may have lapsed: see [`SiccHypervisor::on_timer`]).
+    pub fn clamps(&self) -> impl Iterator<Item = WindowClamp> + '_ {
+        self.clamps
+            .iter()
+            .map(|(&(vm, remote), c)| WindowClamp {
+                vm,
+                remote,
+                window: c.window,
+                mss: c.mss,
+                expires: c.expires,
+            })
     }
 
     /// A message from the controller.

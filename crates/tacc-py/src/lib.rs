@@ -79,6 +79,27 @@ fn validate<'py>(
     Ok(d)
 }
 
+/// The built world as JSON (`tacc_mech::plan::Plan`), for the testbed and its agents.
+#[pyfunction]
+#[pyo3(signature = (path, *, seed=None, sets=Vec::new()))]
+fn plan(path: &str, seed: Option<u64>, sets: Vec<(String, String)>) -> PyResult<String> {
+    let p = prepare(path, seed, &sets)?;
+    serde_json::to_string(&tacc_sim::plan::plan(&p)).map_err(scenario_err)
+}
+
+/// Runs a testbed agent ("host" or "switch") until the process is killed.
+#[pyfunction]
+fn agent_run(py: Python<'_>, role: &str, config: &str) -> PyResult<()> {
+    let (role, config) = (role.to_string(), config.to_string());
+    py.detach(move || tacc_agent::run(&role, &config)).map_err(PyOSError::new_err)
+}
+
+/// True if this build carries the testbed's eBPF programs.
+#[pyfunction]
+fn agent_available() -> bool {
+    tacc_agent::has_programs()
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -89,6 +110,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(agent_run, m)?)?;
+    m.add_function(wrap_pyfunction!(agent_available, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

@@ -130,7 +130,7 @@ pub fn expand(pattern: &str, i: u32) -> String {
 }
 
 impl Model {
-    fn tcp_config(base: &TcpCfg, cc: Option<CcKind>, ecn: Option<bool>) -> TcpConfig {
+    pub(crate) fn tcp_config(base: &TcpCfg, cc: Option<CcKind>, ecn: Option<bool>) -> TcpConfig {
         let d = TcpConfig::default();
         let cc = cc.or(base.cc).unwrap_or(d.cc);
         let delayed = base.delayed_ack.unwrap_or(false);

@@ -21,6 +21,7 @@ pub mod mechanism;
 pub mod model;
 pub mod output;
 pub mod packet;
+pub mod plan;
 pub mod queue;
 pub mod rng;
 pub mod rules;
@@ -39,6 +40,8 @@ pub struct Prepared {
     pub model: model::Model,
     pub file: String,
     pub mechanism: tacc_mech::MechanismConfig,
+    /// The scenario's `[tcp]` table with its defaults filled in (flows may override parts).
+    pub tcp: tcp::TcpConfig,
 }
 
 /// Parses and checks a scenario, reporting every error found; `seed` overrides the file's seed.
@@ -62,6 +65,7 @@ pub fn load(
         model,
         file: file.to_string(),
         mechanism: loaded.scenario.mechanism.clone(),
+        tcp: model::Model::tcp_config(&loaded.scenario.tcp, None, None),
     })
 }
 

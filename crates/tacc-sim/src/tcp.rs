@@ -114,13 +114,7 @@ pub struct TcpStats {
 
 /// The window-scale shift a receiver announces for a buffer of `rcv_buf` bytes: the smallest
 /// that fits the buffer in the 16-bit window field (RFC 7323 caps it at 14).
-pub fn window_scale_for(rcv_buf: u64) -> u8 {
-    let mut shift = 0u8;
-    while (rcv_buf >> shift) > 65535 && shift < 14 {
-        shift += 1;
-    }
-    shift
-}
+pub use tacc_mech::plan::window_scale_for;
 
 /// Unwraps a 32-bit sequence difference to the 64-bit offset closest to `near`.
 #[inline]

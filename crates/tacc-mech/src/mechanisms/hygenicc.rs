@@ -7,7 +7,7 @@ use crate::hygenicc::{FeedbackPacket, HygenConfig, HygenShim};
 use crate::mechanisms::limiter::{limiter_config, rate_shims};
 use crate::mechanisms::{Checks, Mechanism, MIN_TIMER};
 use crate::rate_alloc::EgressVerdict;
-use crate::roles::{Fabric, HostShim, IngressVerdict, Instance};
+use crate::roles::{Datapath, Fabric, HostShim, IngressVerdict, Instance, PairCounts};
 use crate::units::Duration;
 use crate::Nanos;
 
@@ -89,6 +89,18 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
     }
     fn on_ingress(&mut self, now: Nanos, pkt: &mut P) -> IngressVerdict {
         HygenShim::on_ingress(self, now, pkt)
+    }
+    fn datapath(&self) -> Datapath {
+        Datapath {
+            set_ect: true,
+            clear_ce: true,
+            echo_ipr: true,
+            feedback: true,
+            clamp_window: false,
+        }
+    }
+    fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {
+        HygenShim::on_datapath(self, now, counts)
     }
     fn on_timer(&mut self, now: Nanos) {
         HygenShim::on_timer(self, now)

@@ -11,7 +11,8 @@ use crate::mechanisms::limiter::{limiter_config, rate_shims};
 use crate::mechanisms::{Checks, Mechanism, MIN_POLL, MIN_TIMER};
 use crate::rate_alloc::EgressVerdict;
 use crate::roles::{
-    ControllerApp, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
+    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PairCounts, PathOracle,
+    SwitchHook,
 };
 use crate::sdn_gcc::{
     MarkResponse, MarkSplit, RateKeying, SdnGccController, SdnGccControllerConfig, SdnGccShim,
@@ -149,6 +150,16 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for SdnGccShim {
     fn on_ingress(&mut self, _now: Nanos, pkt: &mut P) -> IngressVerdict {
         SdnGccShim::on_ingress(self, pkt);
         IngressVerdict::Deliver
+    }
+    fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {
+        SdnGccShim::on_datapath(self, now, counts)
+    }
+    fn datapath(&self) -> Datapath {
+        Datapath {
+            set_ect: true,
+            clear_ce: self.config().clear_ce,
+            ..Datapath::default()
+        }
     }
     fn on_message(&mut self, now: Nanos, msg: &HostMessage) {
         if let HostMessage::Congestion(n) = msg {

@@ -9,7 +9,9 @@ use crate::control::{
 };
 use crate::headers::{ip_proto, tcp_flags, PacketHeaders};
 use crate::mechanisms::{Checks, Mechanism, MIN_POLL};
-use crate::roles::{ControllerApp, Fabric, HostShim, IngressVerdict, Instance, PathOracle};
+use crate::roles::{
+    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PathOracle, WindowClamp,
+};
 use crate::sicc::{SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig};
 use crate::units::Duration;
 use crate::Nanos;
@@ -124,6 +126,17 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for SiccHypervisor {
     fn on_ingress(&mut self, now: Nanos, pkt: &mut P) -> IngressVerdict {
         self.on_ack_to_vm(now, pkt);
         IngressVerdict::Deliver
+    }
+    fn datapath(&self) -> Datapath {
+        Datapath {
+            clamp_window: true,
+            ..Datapath::default()
+        }
+    }
+    fn window_clamps(&self, out: &mut dyn FnMut(WindowClamp)) {
+        for c in self.clamps() {
+            out(c);
+        }
     }
     fn on_message(&mut self, now: Nanos, msg: &HostMessage) {
         if let HostMessage::Incast(m) = msg {

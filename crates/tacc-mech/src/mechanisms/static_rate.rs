@@ -84,4 +84,9 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for StaticRateLimiter {
     fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
         StaticRateLimiter::on_egress(self, now, pkt.src(), pkt.ip_len() as u64)
     }
+    fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
+        for (vm, key, bps) in self.rates() {
+            out(vm, key, bps);
+        }
+    }
 }

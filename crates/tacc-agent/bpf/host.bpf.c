@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+/* The host shim's per-packet work, in the hypervisor namespace:
+ * - vm_ingress    (tc ingress of each VM's port): what a VM sends. Scrubs what only a shim
+ *                 may send: feedback packets are dropped, an IPR bit is cleared.
+ * - uplink_egress (tc egress of the NIC): what leaves for the network. Counts per (VM,
+ *                 remote) pair, sets ECT(0), echoes pending CE marks in the IPR bit, and picks
+ *                 the rate limiter's HTB class (skb->priority) the agent made for the pair.
+ * - uplink_ingress(tc ingress of the NIC): what arrives for a VM. Consumes feedback packets,
+ *                 counts and clears IPR bits and CE marks, clamps the window of ACKs of pairs
+ *                 the agent flagged (SICC), with incremental checksum updates.
+ * The user-space agent reads the counters and runs the mechanism's state machine; this code
+ * keeps no policy of its own beyond what the maps tell it. */
+#include "common.h"
+
+#define FEEDBACK_PROTO 143
+
+/* Which of the work above the mechanism wants (config[0]). */
+#define F_SET_ECT (1 << 0)
+#define F_COUNT_CE (1 << 1)
+#define F_IPR (1 << 2)
+#define F_FEEDBACK (1 << 3)
+#define F_SCRUB (1 << 4)
+#define F_CLAMP (1 << 5)
+
+/* Addresses in network byte order. */
+struct pair_key {
+	__u32 vm;
+	__u32 remote;
+};
+
+/* Written by this program only, with atomic adds. */
+struct pair_counts {
+	__u64 tx_packets;
+	__u64 tx_bytes;
+	__u64 ce_cleared;
+	__u64 ipr_set;
+	__u64 ipr_seen;
+	__u64 feedback_packets;
+	__u64 feedback_marks;
+};
+
+struct clamp {
+	__u16 window; /* the rwnd field value to write at most */
+	__u16 mss;    /* at most this on a SYN-ACK */
+	__u32 pad;
+	__u64 expires_ns; /* CLOCK_MONOTONIC */
+};
+
+enum counter {
+	C_SCRUB_FEEDBACK,
+	C_SCRUB_IPR,
+	C_RWND_REWRITES,
+	C_UNKNOWN_PAIRS,
+	C_MAX,
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pair_key);
+	__type(value, struct pair_counts);
+} pairs SEC(".maps");
+
+/* Written by the agent only: marks of the pair it sent back in feedback packets, no longer
+ * pending for IPR echoes. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pair_key);
+	__type(value, __u64);
+} flushed SEC(".maps");
+
+/* (VM, remote) or (VM, 0) -> HTB class id (major << 16 | minor). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pair_key);
+	__type(value, __u32);
+} classes SEC(".maps");
+
+/* (VM, remote) -> window clamp of ACKs from the remote to the VM. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pair_key);
+	__type(value, struct clamp);
+} clamps SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, C_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+static __always_inline __u32 flags(void)
+{
+	__u32 zero = 0;
+	__u32 *f = bpf_map_lookup_elem(&config, &zero);
+	return f ? *f : 0;
+}
+
+static __always_inline void count(enum counter c)
+{
+	__u32 key = c;
+	__u64 *v = bpf_map_lookup_elem(&counters, &key);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+static __always_inline struct pair_counts *pair(__u32 vm, __u32 remote)
+{
+	struct pair_key key = { .vm = vm, .remote = remote };
+	struct pair_counts *c = bpf_map_lookup_elem(&pairs, &key);
+	if (c)
+		return c;
+	struct pair_counts zero = {};
+	if (bpf_map_update_elem(&pairs, &key, &zero, BPF_NOEXIST) && !bpf_map_lookup_elem(&pairs, &key)) {
+		count(C_UNKNOWN_PAIRS); /* the map is full */
+		return 0;
+	}
+	return bpf_map_lookup_elem(&pairs, &key);
+}
+
+SEC("classifier")
+int vm_ingress(struct __sk_buff *skb)
+{
+	if (!(flags() & F_SCRUB))
+		return TC_ACT_OK;
+	struct iphdr *ip = ipv4_of(skb);
+	if (!ip)
+		return TC_ACT_OK;
+	if (ip->protocol == FEEDBACK_PROTO) {
+		count(C_SCRUB_FEEDBACK);
+		return TC_ACT_SHOT;
+	}
+	if (reserved_bit(ip)) {
+		set_reserved_bit(ip, 0);
+		count(C_SCRUB_IPR);
+	}
+	return TC_ACT_OK;
+}
+
+SEC("classifier")
+int uplink_egress(struct __sk_buff *skb)
+{
+	struct iphdr *ip = ipv4_of(skb);
+	if (!ip || ip->protocol == FEEDBACK_PROTO)
+		return TC_ACT_OK; /* the agent's own feedback goes out as it is */
+	__u32 f = flags();
+	struct pair_counts *c = pair(ip->saddr, ip->daddr);
+	if (c) {
+		__sync_fetch_and_add(&c->tx_packets, 1);
+		__sync_fetch_and_add(&c->tx_bytes, skb->len);
+		if (f & F_IPR) {
+			struct pair_key key = { .vm = ip->saddr, .remote = ip->daddr };
+			__u64 *fl = bpf_map_lookup_elem(&flushed, &key);
+			if (c->ce_cleared > c->ipr_set + (fl ? *fl : 0)) {
+				set_reserved_bit(ip, 1);
+				__sync_fetch_and_add(&c->ipr_set, 1);
+			}
+		}
+	}
+	if ((f & F_SET_ECT) && ecn_of(ip) == ECN_NOT_ECT)
+		set_ecn(ip, ECN_ECT0);
+	struct pair_key key = { .vm = ip->saddr, .remote = ip->daddr };
+	__u32 *class = bpf_map_lookup_elem(&classes, &key);
+	if (!class) {
+		key.remote = 0;
+		class = bpf_map_lookup_elem(&classes, &key);
+	}
+	if (class)
+		skb->priority = *class;
+	return TC_ACT_OK;
+}
+
+static __always_inline void clamp_window(struct __sk_buff *skb, struct iphdr *ip)
+{
+	struct tcphdr *tcp = tcp_of(skb, ip);
+	if (!tcp || !tcp->ack)
+		return;
+	struct pair_key key = { .vm = ip->daddr, .remote = ip->saddr };
+	struct clamp *cl = bpf_map_lookup_elem(&clamps, &key);
+	if (!cl || bpf_ktime_get_ns() >= cl->expires_ns)
+		return;
+	__u16 limit = tcp->syn ? cl->mss : cl->window;
+	if (bpf_ntohs(tcp->window) > limit) {
+		rewrite_word(&tcp->window, &tcp->check, bpf_htons(limit));
+		count(C_RWND_REWRITES);
+	}
+}
+
+SEC("classifier")
+int uplink_ingress(struct __sk_buff *skb)
+{
+	struct iphdr *ip = ipv4_of(skb);
+	if (!ip)
+		return TC_ACT_OK;
+	__u32 f = flags();
+	if (ip->protocol == FEEDBACK_PROTO) {
+		if (!(f & F_FEEDBACK))
+			return TC_ACT_OK;
+		struct pair_counts *c = pair(ip->daddr, ip->saddr);
+		if (c) {
+			__sync_fetch_and_add(&c->feedback_packets, 1);
+			__sync_fetch_and_add(&c->feedback_marks, bpf_ntohs(ip->id));
+		}
+		return TC_ACT_SHOT;
+	}
+	if (f & (F_IPR | F_COUNT_CE)) {
+		struct pair_counts *c = pair(ip->daddr, ip->saddr);
+		if ((f & F_IPR) && reserved_bit(ip)) {
+			set_reserved_bit(ip, 0);
+			if (c)
+				__sync_fetch_and_add(&c->ipr_seen, 1);
+		}
+		if ((f & F_COUNT_CE) && ecn_of(ip) == ECN_CE) {
+			set_ecn(ip, ECN_ECT0);
+			if (c)
+				__sync_fetch_and_add(&c->ce_cleared, 1);
+		}
+	}
+	if (f & F_CLAMP)
+		clamp_window(skb, ip);
+	return TC_ACT_OK;
+}
+
+char LICENSE[] SEC("license") = "Dual MIT/GPL";

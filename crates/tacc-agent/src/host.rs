@@ -1,0 +1,543 @@
+//! The host agent: in a hypervisor namespace, under the VMs of one host. It attaches
+//! `host.bpf.c` to the VMs' ports and the NIC (the uplink), and runs the host shim the
+//! scenario's mechanism builds for the host: the datapath's per-pair counts go into
+//! [`HostShim::on_datapath`], the shim's timers run here, its feedback packets leave through a
+//! raw socket, its rates become HTB classes on the uplink and its window clamps a map.
+//! Messages for the shim (a controller's, or written by hand) arrive as JSON datagrams on a
+//! Unix socket.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+
+use aya::maps::{Array, HashMap as BpfHashMap, MapData};
+use aya::programs::TcAttachType;
+use aya::Ebpf;
+use serde::Deserialize;
+use tacc_mech::control::HostMessage;
+use tacc_mech::roles::{Datapath, HostShim, PairCounts};
+use tacc_mech::wire::Ipv4Packet;
+use tacc_mech::Nanos;
+
+use crate::tc::{attach, load as load_programs, Htb};
+use crate::{default_scale, monotonic_ns, signal_ready, sleep_ns, take_map, Plan, HOST_OBJECT};
+
+#[derive(Deserialize)]
+pub struct HostConfig {
+    pub plan: Plan,
+    pub host: u32,
+    /// The NIC: the hypervisor's port to its switch.
+    pub uplink: String,
+    /// VM index -> the VM's port in the hypervisor namespace.
+    pub vm_ports: BTreeMap<String, String>,
+    /// The run's time 0 on CLOCK_MONOTONIC.
+    pub start_mono_ns: u64,
+    /// The rates the shim enforces over time (the simulator's rates.csv columns).
+    pub out: PathBuf,
+    pub ready: PathBuf,
+    /// Drop what only a shim may send (feedback packets, IPR bits) when a VM sends it.
+    #[serde(default = "yes")]
+    pub scrub: bool,
+    /// The testbed runs links below their nominal rate; the mechanism runs at the nominal
+    /// rates and its rates are scaled by this when they become HTB classes.
+    #[serde(default = "default_scale")]
+    pub rate_scale: f64,
+    /// A Unix datagram socket for messages to the shim.
+    #[serde(default)]
+    pub control: Option<PathBuf>,
+    #[serde(default = "default_sample")]
+    pub sample_ns: u64,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_sample() -> u64 {
+    10_000_000
+}
+
+/// How often the counters are read: well below every timer of the mechanisms (HyGenICC's
+/// feedback timeout is 100 us).
+const POLL_NS: u64 = 50_000;
+
+/// Datapath flags (`config` map of host.bpf.c).
+const F_SET_ECT: u32 = 1 << 0;
+const F_COUNT_CE: u32 = 1 << 1;
+const F_IPR: u32 = 1 << 2;
+const F_FEEDBACK: u32 = 1 << 3;
+const F_SCRUB: u32 = 1 << 4;
+const F_CLAMP: u32 = 1 << 5;
+
+fn flags(d: Datapath, scrub: bool) -> u32 {
+    [
+        (d.set_ect, F_SET_ECT),
+        (d.clear_ce, F_COUNT_CE),
+        (d.echo_ipr, F_IPR),
+        (d.feedback, F_FEEDBACK),
+        (scrub, F_SCRUB),
+        (d.clamp_window, F_CLAMP),
+    ]
+    .iter()
+    .filter(|(on, _)| *on)
+    .fold(0, |f, (_, bit)| f | bit)
+}
+
+/// Addresses in network byte order, as the programs read them from packets.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+struct PairKey {
+    vm: u32,
+    remote: u32,
+}
+
+impl PairKey {
+    fn new(vm: u32, remote: u32) -> PairKey {
+        PairKey {
+            vm: vm.to_be(),
+            remote: remote.to_be(),
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RawCounts {
+    tx_packets: u64,
+    tx_bytes: u64,
+    ce_cleared: u64,
+    ipr_set: u64,
+    ipr_seen: u64,
+    feedback_packets: u64,
+    feedback_marks: u64,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct RawClamp {
+    window: u16,
+    mss: u16,
+    pad: u32,
+    expires_ns: u64,
+}
+
+// SAFETY: plain C structs without padding holes the kernel could read uninitialised
+// (RawClamp's is explicit).
+unsafe impl aya::Pod for PairKey {}
+unsafe impl aya::Pod for RawCounts {}
+unsafe impl aya::Pod for RawClamp {}
+
+/// What the counts of a pair grew by since `before`.
+fn delta(key: PairKey, now: RawCounts, before: RawCounts) -> PairCounts {
+    PairCounts {
+        vm: u32::from_be(key.vm),
+        remote: u32::from_be(key.remote),
+        tx_packets: now.tx_packets - before.tx_packets,
+        tx_bytes: now.tx_bytes - before.tx_bytes,
+        ce_cleared: now.ce_cleared - before.ce_cleared,
+        ipr_set: now.ipr_set - before.ipr_set,
+        ipr_seen: now.ipr_seen - before.ipr_seen,
+        feedback_packets: now.feedback_packets - before.feedback_packets,
+        feedback_marks: now.feedback_marks - before.feedback_marks,
+    }
+}
+
+struct Maps {
+    pairs: BpfHashMap<MapData, PairKey, RawCounts>,
+    flushed: BpfHashMap<MapData, PairKey, u64>,
+    classes: BpfHashMap<MapData, PairKey, u32>,
+    clamps: BpfHashMap<MapData, PairKey, RawClamp>,
+}
+
+/// The host programs, loaded with their flags set, and their maps.
+fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
+    let mut bpf = Ebpf::load(HOST_OBJECT).map_err(|e| format!("loading host.bpf.o: {e}"))?;
+    load_programs(&mut bpf, &["vm_ingress", "uplink_egress", "uplink_ingress"])?;
+    let mut config: Array<MapData, u32> = take_map(&mut bpf, "config")?;
+    config
+        .set(0, flags, 0)
+        .map_err(|e| format!("config map: {e}"))?;
+    let maps = Maps {
+        pairs: take_map(&mut bpf, "pairs")?,
+        flushed: take_map(&mut bpf, "flushed")?,
+        classes: take_map(&mut bpf, "classes")?,
+        clamps: take_map(&mut bpf, "clamps")?,
+    };
+    Ok((bpf, maps))
+}
+
+/// The rate limiters as HTB leaves on the uplink, one per (VM, key) the shim reports.
+struct Classes {
+    htb: Htb,
+    /// (VM, key) -> (minor id, rate applied).
+    made: HashMap<(u32, u32), (u16, u64)>,
+    next_minor: u16,
+    limit_bytes: u64,
+}
+
+impl Classes {
+    fn sync(
+        &mut self,
+        rates: &[(u32, u32, u64)],
+        map: &mut BpfHashMap<MapData, PairKey, u32>,
+    ) -> Result<(), String> {
+        for &(vm, key, bps) in rates {
+            match self.made.get_mut(&(vm, key)) {
+                Some((minor, applied)) => {
+                    if *applied != bps {
+                        self.htb.change(*minor, bps)?;
+                        *applied = bps;
+                    }
+                }
+                None => {
+                    let minor = self.next_minor;
+                    self.next_minor = minor
+                        .checked_add(1)
+                        .ok_or("out of HTB class ids on the uplink")?;
+                    self.htb.add(minor, bps, self.limit_bytes)?;
+                    map.insert(PairKey::new(vm, key), (1u32 << 16) | minor as u32, 0)
+                        .map_err(|e| format!("classes map: {e}"))?;
+                    self.made.insert((vm, key), (minor, bps));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Sends the shim's feedback packets as they are (their own IPv4 header).
+struct RawSocket(i32);
+
+impl RawSocket {
+    fn new() -> Result<RawSocket, String> {
+        // SAFETY: plain socket(2); IPPROTO_RAW implies IP_HDRINCL.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
+        if fd < 0 {
+            return Err(format!("raw socket: {}", std::io::Error::last_os_error()));
+        }
+        Ok(RawSocket(fd))
+    }
+
+    fn send(&self, bytes: &[u8], dst: u32) -> Result<(), String> {
+        let addr = libc::sockaddr_in {
+            sin_family: libc::AF_INET as u16,
+            sin_port: 0,
+            sin_addr: libc::in_addr { s_addr: dst.to_be() },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: the buffer and the address outlive the call.
+        let n = unsafe {
+            libc::sendto(
+                self.0,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                0,
+                (&addr as *const libc::sockaddr_in).cast(),
+                std::mem::size_of::<libc::sockaddr_in>() as u32,
+            )
+        };
+        if n < 0 {
+            return Err(format!("feedback: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+pub fn run(cfg: HostConfig) -> Result<(), String> {
+    let plan = &cfg.plan;
+    let mut shim: Option<Box<dyn HostShim<Ipv4Packet<Vec<u8>>>>> = plan
+        .mechanism
+        .as_ref()
+        .and_then(|m| {
+            m.build::<Ipv4Packet<Vec<u8>>>(plan)
+                .shims
+                .into_iter()
+                .nth(cfg.host as usize)
+        })
+        .flatten();
+    let datapath = shim.as_ref().map(|s| s.datapath()).unwrap_or_default();
+
+    let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub))?;
+    for port in cfg.vm_ports.values() {
+        attach(&mut bpf, "vm_ingress", port, TcAttachType::Ingress)?;
+    }
+    attach(&mut bpf, "uplink_egress", &cfg.uplink, TcAttachType::Egress)?;
+    attach(&mut bpf, "uplink_ingress", &cfg.uplink, TcAttachType::Ingress)?;
+    let nic = &plan.ports[plan.hosts[cfg.host as usize].nic_port as usize];
+    let mut classes = Classes {
+        htb: Htb::new(&cfg.uplink)?,
+        made: HashMap::new(),
+        next_minor: 0x10,
+        limit_bytes: nic.queue.limit_bytes.unwrap_or(0).max(
+            nic.queue.limit_packets.unwrap_or(0) * 1514,
+        ),
+    };
+    let raw = RawSocket::new()?;
+    let control = match &cfg.control {
+        Some(path) => {
+            let _ = std::fs::remove_file(path);
+            let sock = UnixDatagram::bind(path)
+                .map_err(|e| format!("control socket {}: {e}", path.display()))?;
+            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+            Some(sock)
+        }
+        None => None,
+    };
+    let mut out = BufWriter::new(
+        File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
+    );
+    writeln!(out, "time_s,vm,dst,rate_mbps").map_err(|e| e.to_string())?;
+    signal_ready(&cfg.ready)?;
+
+    let Some(shim) = shim.as_mut() else {
+        // Nothing to run: the programs scrub on their own.
+        loop {
+            sleep_ns(1_000_000_000);
+        }
+    };
+    let names: HashMap<u32, &str> = plan.vms.iter().map(|v| (v.ip(), v.name.as_str())).collect();
+    let now_ns = || monotonic_ns().saturating_sub(cfg.start_mono_ns);
+    let mut seen: HashMap<PairKey, RawCounts> = HashMap::new();
+    let mut flushed: HashMap<PairKey, u64> = HashMap::new();
+    let mut next_sample: Nanos = 0;
+    let mut buf = [0u8; 65536];
+    loop {
+        let now = now_ns();
+        for entry in maps.pairs.iter() {
+            let (key, counts) = entry.map_err(|e| format!("pairs map: {e}"))?;
+            let before = seen.insert(key, counts).unwrap_or_default();
+            if counts != before {
+                shim.on_datapath(now, &delta(key, counts, before));
+            }
+        }
+        if let Some(sock) = &control {
+            while let Ok(n) = sock.recv(&mut buf) {
+                match serde_json::from_slice::<HostMessage>(&buf[..n]) {
+                    Ok(msg) => shim.on_message(now, &msg),
+                    Err(e) => eprintln!("tacc-agent: ignored a message: {e}"),
+                }
+            }
+        }
+        if shim.poll_at().is_some_and(|t| t <= now) {
+            shim.on_timer(now);
+        }
+        while let Some(fb) = shim.poll_transmit(now) {
+            raw.send(&fb.to_ipv4_bytes(), fb.dst)?;
+            let key = PairKey::new(fb.src, fb.dst);
+            let total = flushed.entry(key).or_default();
+            *total += fb.count as u64;
+            maps.flushed
+                .insert(key, *total, 0)
+                .map_err(|e| format!("flushed map: {e}"))?;
+        }
+        let mut rates = Vec::new();
+        shim.rates(&mut |vm, key, bps| {
+            rates.push((vm, key, (bps as f64 * cfg.rate_scale) as u64));
+        });
+        classes.sync(&rates, &mut maps.classes)?;
+        if datapath.clamp_window {
+            sync_clamps(&**shim, &mut maps.clamps, cfg.start_mono_ns)?;
+        }
+        if now >= next_sample {
+            for &(vm, key, bps) in &rates {
+                let dst = names.get(&key).copied().unwrap_or("");
+                let vm = names.get(&vm).copied().unwrap_or("");
+                writeln!(out, "{},{vm},{dst},{}", now as f64 / 1e9, bps as f64 / 1e6)
+                    .and_then(|_| out.flush())
+                    .map_err(|e| e.to_string())?;
+            }
+            next_sample = now + cfg.sample_ns;
+        }
+        let wake = shim.poll_at().unwrap_or(u64::MAX).min(now + POLL_NS);
+        sleep_ns(wake.saturating_sub(now_ns()).max(10_000));
+    }
+}
+
+/// The clamps map holds exactly the shim's clamps, expiry on CLOCK_MONOTONIC.
+fn sync_clamps(
+    shim: &dyn HostShim<Ipv4Packet<Vec<u8>>>,
+    map: &mut BpfHashMap<MapData, PairKey, RawClamp>,
+    start_mono_ns: u64,
+) -> Result<(), String> {
+    let mut want = HashMap::new();
+    shim.window_clamps(&mut |c| {
+        want.insert(
+            PairKey::new(c.vm, c.remote),
+            RawClamp {
+                window: c.window,
+                mss: c.mss,
+                pad: 0,
+                expires_ns: start_mono_ns + c.expires,
+            },
+        );
+    });
+    let stale: Vec<PairKey> = map
+        .keys()
+        .filter_map(Result::ok)
+        .filter(|k| !want.contains_key(k))
+        .collect();
+    for k in stale {
+        let _ = map.remove(&k);
+    }
+    for (k, v) in want {
+        map.insert(k, v, 0).map_err(|e| format!("clamps map: {e}"))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    //! The programs run by the kernel on real frames (BPF_PROG_TEST_RUN), their rewrites
+    //! checked byte for byte against tacc-mech's wire code on the same bytes.
+    use super::*;
+    use crate::testrun::{frame, privileged, run, TC_ACT_OK, TC_ACT_SHOT};
+    use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
+    use tacc_mech::wire::{emit, Ipv4Fields, TcpFields};
+
+    const VM: u32 = 0x0a00_0001;
+    const REMOTE: u32 = 0x0a00_0102;
+    const ALL: u32 = F_SET_ECT | F_COUNT_CE | F_IPR | F_FEEDBACK | F_SCRUB | F_CLAMP;
+
+    fn packet(src: u32, dst: u32, protocol: u8, ecn: Ecn, ident: u16, tcp: Option<TcpFields>) -> Vec<u8> {
+        emit(
+            &Ipv4Fields {
+                src,
+                dst,
+                protocol,
+                ident,
+                ecn,
+                total_len: if tcp.is_some() { 52 } else { 100 },
+                ttl: 64,
+            },
+            tcp.as_ref(),
+        )
+    }
+
+    fn ack(flags: u8, window: u16) -> Option<TcpFields> {
+        Some(TcpFields {
+            src_port: 5001,
+            dst_port: 40000,
+            seq: 7,
+            ack: 9,
+            flags,
+            window,
+        })
+    }
+
+    /// `ip` after `edit` through the wire code, as a frame.
+    fn expected(ip: &[u8], edit: impl FnOnce(&mut Ipv4Packet<&mut [u8]>)) -> Vec<u8> {
+        let mut b = ip.to_vec();
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        edit(&mut p);
+        assert!(p.checksums_valid());
+        frame(&b)
+    }
+
+    fn counts(maps: &Maps) -> RawCounts {
+        maps.pairs.get(&PairKey::new(VM, REMOTE), 0).unwrap_or_default()
+    }
+
+    #[test]
+    fn arriving_marks_are_counted_and_cleared_with_the_wire_codes_checksum() {
+        if !privileged("host datapath") {
+            return;
+        }
+        let (mut bpf, maps) = load(ALL).unwrap();
+        let ce = packet(REMOTE, VM, ip_proto::TCP, Ecn::Ce, 1, ack(tcp_flags::ACK, 500));
+        let out = run(&mut bpf, "uplink_ingress", &frame(&ce));
+        assert_eq!(out.verdict, TC_ACT_OK);
+        assert_eq!(out.frame, expected(&ce, |p| p.set_ecn(Ecn::Ect0)));
+
+        let mut ipr = packet(REMOTE, VM, ip_proto::UDP, Ecn::Ect0, 2, None);
+        Ipv4Packet::new_checked(&mut ipr[..]).unwrap().set_reserved_bit(true);
+        let out = run(&mut bpf, "uplink_ingress", &frame(&ipr));
+        assert_eq!(out.frame, expected(&ipr, |p| p.set_reserved_bit(false)));
+
+        let fb = tacc_mech::FeedbackPacket { src: REMOTE, dst: VM, count: 7 }.to_ipv4_bytes();
+        assert_eq!(run(&mut bpf, "uplink_ingress", &frame(&fb)).verdict, TC_ACT_SHOT);
+
+        let c = counts(&maps);
+        assert_eq!((c.ce_cleared, c.ipr_seen, c.feedback_packets, c.feedback_marks), (1, 1, 1, 7));
+    }
+
+    #[test]
+    fn pending_marks_are_echoed_once_each_and_packets_leave_ect0_in_their_class() {
+        if !privileged("host datapath") {
+            return;
+        }
+        let (mut bpf, mut maps) = load(ALL).unwrap();
+        let ce = packet(REMOTE, VM, ip_proto::UDP, Ecn::Ce, 1, None);
+        run(&mut bpf, "uplink_ingress", &frame(&ce));
+        maps.classes.insert(PairKey::new(VM, REMOTE), 0x1_0010, 0).unwrap();
+        let out_pkt = packet(VM, REMOTE, ip_proto::UDP, Ecn::NotEct, 3, None);
+        let first = run(&mut bpf, "uplink_egress", &frame(&out_pkt));
+        assert_eq!(
+            first.frame,
+            expected(&out_pkt, |p| {
+                p.set_ecn(Ecn::Ect0);
+                p.set_reserved_bit(true);
+            })
+        );
+        assert_eq!(first.priority, 0x1_0010);
+        let second = run(&mut bpf, "uplink_egress", &frame(&out_pkt));
+        assert_eq!(second.frame, expected(&out_pkt, |p| p.set_ecn(Ecn::Ect0)));
+        let c = counts(&maps);
+        assert_eq!((c.ipr_set, c.tx_packets), (1, 2));
+
+        // A mark the agent sent back in a feedback packet is no longer echoed.
+        run(&mut bpf, "uplink_ingress", &frame(&ce));
+        maps.flushed.insert(PairKey::new(VM, REMOTE), 1, 0).unwrap();
+        let third = run(&mut bpf, "uplink_egress", &frame(&out_pkt));
+        assert_eq!(third.frame, expected(&out_pkt, |p| p.set_ecn(Ecn::Ect0)));
+    }
+
+    #[test]
+    fn acks_of_a_clamped_pair_get_the_window_and_syn_acks_the_mss() {
+        if !privileged("host datapath") {
+            return;
+        }
+        let (mut bpf, mut maps) = load(ALL).unwrap();
+        let clamp = RawClamp { window: 100, mss: 1460, pad: 0, expires_ns: u64::MAX };
+        maps.clamps.insert(PairKey::new(VM, REMOTE), clamp, 0).unwrap();
+        let big = packet(REMOTE, VM, ip_proto::TCP, Ecn::Ect0, 4, ack(tcp_flags::ACK, 5000));
+        let out = run(&mut bpf, "uplink_ingress", &frame(&big));
+        assert_eq!(out.frame, expected(&big, |p| p.set_tcp_window(100)));
+        let small = packet(REMOTE, VM, ip_proto::TCP, Ecn::Ect0, 5, ack(tcp_flags::ACK, 50));
+        assert_eq!(run(&mut bpf, "uplink_ingress", &frame(&small)).frame, frame(&small));
+        let syn_ack = packet(
+            REMOTE,
+            VM,
+            ip_proto::TCP,
+            Ecn::NotEct,
+            6,
+            ack(tcp_flags::SYN | tcp_flags::ACK, 64240),
+        );
+        let out = run(&mut bpf, "uplink_ingress", &frame(&syn_ack));
+        assert_eq!(out.frame, expected(&syn_ack, |p| p.set_tcp_window(1460)));
+        // Lapsed: left alone.
+        let lapsed = RawClamp { expires_ns: 1, ..clamp };
+        maps.clamps.insert(PairKey::new(VM, REMOTE), lapsed, 0).unwrap();
+        assert_eq!(run(&mut bpf, "uplink_ingress", &frame(&big)).frame, frame(&big));
+    }
+
+    #[test]
+    fn a_vm_cannot_send_feedback_packets_or_ipr_bits() {
+        if !privileged("host datapath") {
+            return;
+        }
+        let (mut bpf, _maps) = load(ALL).unwrap();
+        let forged = tacc_mech::FeedbackPacket { src: VM, dst: REMOTE, count: 500 }.to_ipv4_bytes();
+        assert_eq!(run(&mut bpf, "vm_ingress", &frame(&forged)).verdict, TC_ACT_SHOT);
+        let mut ipr = packet(VM, REMOTE, ip_proto::TCP, Ecn::Ect0, 8, ack(tcp_flags::ACK, 100));
+        Ipv4Packet::new_checked(&mut ipr[..]).unwrap().set_reserved_bit(true);
+        let out = run(&mut bpf, "vm_ingress", &frame(&ipr));
+        assert_eq!(out.verdict, TC_ACT_OK);
+        assert_eq!(out.frame, expected(&ipr, |p| p.set_reserved_bit(false)));
+        // Scrubbing off: both pass untouched.
+        let (mut open, _maps) = load(ALL & !F_SCRUB).unwrap();
+        assert_eq!(run(&mut open, "vm_ingress", &frame(&forged)).verdict, TC_ACT_OK);
+        assert_eq!(run(&mut open, "vm_ingress", &frame(&ipr)).frame, frame(&ipr));
+    }
+}

@@ -1,0 +1,90 @@
+//! tacc's Linux agents. The per-packet work of a mechanism runs in eBPF programs on tc hooks
+//! (`bpf/`); the agents load and attach them, read their counters, and run the mechanism's
+//! `tacc-mech` state machine on its timers, writing rates and flags back through BPF maps and
+//! HTB classes:
+//! - [`host`]: one per hypervisor namespace, under its VMs (the host shim of `roles`);
+//! - [`switch`]: one per switch namespace, the ports' ECN marking and counters.
+//!
+//! An agent is started with a JSON configuration that carries the scenario's [`Plan`], so it
+//! builds its mechanism from the same keys as the simulator. It runs until it is killed, and it
+//! fails open: the programs, maps and classes it set up stay in the kernel, at their last
+//! values, when it dies.
+
+pub mod host;
+pub mod switch;
+mod tc;
+#[cfg(test)]
+mod testrun;
+
+use std::path::Path;
+use std::time::Duration;
+
+pub use tacc_mech::plan::Plan;
+
+/// The eBPF objects, compiled by build.rs (empty when clang was missing).
+// Aligned: the ELF parser reads the object in place.
+const HOST_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/host.bpf.o"));
+const SWITCH_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switch.bpf.o"));
+
+/// True if the agent was built with its eBPF programs.
+pub fn has_programs() -> bool {
+    !HOST_OBJECT.is_empty() && !SWITCH_OBJECT.is_empty()
+}
+
+/// Runs the agent of `role` ("host" or "switch") with its JSON configuration, until killed.
+pub fn run(role: &str, config: &str) -> Result<(), String> {
+    if !has_programs() {
+        return Err("tacc was built without its eBPF programs (clang was missing)".into());
+    }
+    match role {
+        "host" => host::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?),
+        "switch" => {
+            switch::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?)
+        }
+        other => Err(format!("unknown agent role {other:?} (expected host or switch)")),
+    }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns`.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes the timespec it is given.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn sleep_ns(ns: u64) {
+    std::thread::sleep(Duration::from_nanos(ns));
+}
+
+/// Tells the starter that the datapath is in place.
+fn signal_ready(path: &Path) -> Result<(), String> {
+    std::fs::write(path, format!("{}\n", std::process::id()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn ifindex(name: &str) -> Result<u32, String> {
+    let c = std::ffi::CString::new(name).map_err(|_| format!("bad interface name {name:?}"))?;
+    // SAFETY: a valid NUL-terminated string.
+    match unsafe { libc::if_nametoindex(c.as_ptr()) } {
+        0 => Err(format!("no interface {name}")),
+        i => Ok(i),
+    }
+}
+
+fn default_scale() -> f64 {
+    1.0
+}
+
+fn take_map<T>(bpf: &mut aya::Ebpf, name: &str) -> Result<T, String>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    bpf.take_map(name)
+        .ok_or_else(|| format!("no map {name}"))?
+        .try_into()
+        .map_err(|e| format!("map {name}: {e}"))
+}

@@ -1,0 +1,230 @@
+//! A scenario's world as plain data: what a driver outside the simulator (the testbed that
+//! builds it from namespaces and veths, its host and switch agents) needs to know of it. The
+//! simulator writes it from its model; the agents read it back and build their mechanism's
+//! roles against it (it is a [`Fabric`]), so both sides build the same mechanism from the same
+//! keys.
+
+use serde::{Deserialize, Serialize};
+
+use crate::mechanisms::MechanismConfig;
+use crate::roles::{Fabric, SwitchPort};
+use crate::units::Size;
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Plan {
+    pub name: String,
+    pub seed: u64,
+    pub duration_ns: u64,
+    pub hosts: Vec<PlanHost>,
+    pub vms: Vec<PlanVm>,
+    pub switches: Vec<PlanSwitch>,
+    /// Every directed link end, in the simulator's port order.
+    pub ports: Vec<PlanPort>,
+    /// The output ports of each switch towards each VM on shortest paths.
+    pub routes: Vec<PlanRoute>,
+    pub flows: Vec<PlanFlow>,
+    /// Application generators (incast, open-loop traffic), by kind and name.
+    pub apps: Vec<PlanApp>,
+    pub tcp: PlanTcp,
+    pub output: PlanOutput,
+    /// `None`: no mechanism.
+    pub mechanism: Option<MechanismConfig>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanHost {
+    pub name: String,
+    /// The port from the host into the network (its NIC).
+    pub nic_port: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanVm {
+    pub name: String,
+    pub host: u32,
+    /// Dotted IPv4 address.
+    pub address: String,
+}
+
+impl PlanVm {
+    pub fn ip(&self) -> u32 {
+        self.address
+            .parse::<std::net::Ipv4Addr>()
+            .map(u32::from)
+            .unwrap_or(0)
+    }
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanSwitch {
+    pub name: String,
+}
+
+/// One end of a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Node {
+    Host(u32),
+    Switch(u32),
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanPort {
+    pub name: String,
+    pub from: Node,
+    pub to: Node,
+    pub rate_bps: u64,
+    pub delay_ns: u64,
+    pub queue: PlanQueue,
+}
+
+/// A port's queue. Sizes are given as the scenario gave them: in packets or in bytes.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanQueue {
+    /// "droptail", "red-ecn" or "red".
+    pub kind: String,
+    pub limit_packets: Option<u64>,
+    pub limit_bytes: Option<u64>,
+    /// The marking threshold of "red-ecn" (`None` otherwise).
+    pub k_packets: Option<u64>,
+    pub k_bytes: Option<u64>,
+}
+
+impl PlanQueue {
+    pub fn limit(&self) -> Size {
+        size_of(self.limit_packets, self.limit_bytes).unwrap_or(Size::Packets(0))
+    }
+    pub fn k(&self) -> Option<Size> {
+        size_of(self.k_packets, self.k_bytes)
+    }
+    /// Splits a size into the (packets, bytes) pair of fields.
+    pub fn fields(s: Size) -> (Option<u64>, Option<u64>) {
+        match s {
+            Size::Packets(n) => (Some(n), None),
+            Size::Bytes(n) => (None, Some(n)),
+        }
+    }
+}
+
+fn size_of(packets: Option<u64>, bytes: Option<u64>) -> Option<Size> {
+    packets.map(Size::Packets).or(bytes.map(Size::Bytes))
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanRoute {
+    pub switch: u32,
+    pub vm: u32,
+    pub ports: Vec<u32>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanFlow {
+    pub name: String,
+    pub group: String,
+    pub src_vm: u32,
+    pub dst_vm: u32,
+    pub start_ns: u64,
+    pub stop_ns: Option<u64>,
+    pub bytes: Option<u64>,
+    /// "tcp" or "udp".
+    pub transport: String,
+    /// The TCP congestion control ("newreno", "cubic", "dctcp"); `None` for UDP.
+    pub cc: Option<String>,
+    pub ecn: bool,
+    /// UDP: the constant bit rate and datagram size.
+    pub rate_bps: Option<u64>,
+    pub packet_bytes: Option<u32>,
+    pub src_port: u16,
+    pub dst_port: u16,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanApp {
+    pub kind: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanTcp {
+    pub mss: u32,
+    pub init_cwnd: u32,
+    pub rto_min_ns: u64,
+    pub rcv_buf_bytes: u64,
+    pub sack: bool,
+    /// ACK every this many full segments (1: no delayed ACK).
+    pub delack_count: u32,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanOutput {
+    pub goodput_bin_ns: u64,
+    pub queue_sample_ns: u64,
+    /// The ports whose queues are sampled.
+    pub ports: Vec<u32>,
+}
+
+impl Plan {
+    /// The VM index of an address.
+    pub fn vm_by_ip(&self, ip: u32) -> Option<u32> {
+        self.vms.iter().position(|v| v.ip() == ip).map(|i| i as u32)
+    }
+}
+
+impl Fabric for Plan {
+    fn hosts(&self) -> u32 {
+        self.hosts.len() as u32
+    }
+    fn nic_rate_bps(&self, host: u32) -> u64 {
+        self.ports[self.hosts[host as usize].nic_port as usize].rate_bps
+    }
+    fn vms(&self) -> Vec<(u32, u32)> {
+        self.vms.iter().map(|v| (v.host, v.ip())).collect()
+    }
+    fn vm_address(&self, name: &str) -> Option<u32> {
+        let vm = self.vms.iter().find(|v| v.name == name).or_else(|| {
+            // A host's name stands for its first VM.
+            let host = self.hosts.iter().position(|h| h.name == name)? as u32;
+            self.vms.iter().find(|v| v.host == host)
+        })?;
+        Some(vm.ip())
+    }
+    fn switches(&self) -> u32 {
+        self.switches.len() as u32
+    }
+    fn switch_ports(&self) -> Vec<SwitchPort> {
+        self.ports
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| match p.from {
+                Node::Switch(switch) => Some(SwitchPort {
+                    switch,
+                    port: i as u32,
+                    rate_bps: p.rate_bps,
+                    buffer: p.queue.limit(),
+                    to_host: matches!(p.to, Node::Host(_)),
+                }),
+                Node::Host(_) => None,
+            })
+            .collect()
+    }
+    fn route_ports(&self, switch: u32, vm: u32) -> &[u32] {
+        self.routes
+            .iter()
+            .find(|r| r.switch == switch && r.vm == vm)
+            .map(|r| &r.ports[..])
+            .unwrap_or(&[])
+    }
+    fn receiver_window(&self) -> (u64, u8) {
+        (self.tcp.rcv_buf_bytes, window_scale_for(self.tcp.rcv_buf_bytes))
+    }
+}
+
+/// The TCP window scale a receive buffer implies (RFC 7323: the smallest shift that fits the
+/// buffer in the 16-bit window field).
+pub fn window_scale_for(rcv_buf: u64) -> u8 {
+    let mut shift = 0u8;
+    while (rcv_buf >> shift) > 65535 && shift < 14 {
+        shift += 1;
+    }
+    shift
+}

@@ -1,0 +1,156 @@
+//! The built world as a [`Plan`]: what the testbed needs to build the same world from
+//! namespaces and veths, and its agents to build the same mechanism.
+
+use tacc_mech::plan::{
+    Node, Plan, PlanApp, PlanFlow, PlanHost, PlanOutput, PlanPort, PlanQueue, PlanRoute,
+    PlanSwitch, PlanTcp, PlanVm,
+};
+use tacc_mech::MechanismConfig;
+
+use crate::model::{App, Model};
+use crate::scenario::QueueKind;
+use crate::tcp::TcpConfig;
+use crate::topology::NodeRef;
+use crate::Prepared;
+
+fn node(n: NodeRef) -> Node {
+    match n {
+        NodeRef::Host(h) => Node::Host(h),
+        NodeRef::Switch(s) => Node::Switch(s),
+    }
+}
+
+fn queue(m: &Model, port: usize) -> PlanQueue {
+    let qd = &m.ports[port].qdisc;
+    let (limit_packets, limit_bytes) = PlanQueue::fields(qd.limit);
+    let marks = qd.kind == QueueKind::RedEcn;
+    let (k_packets, k_bytes) = if marks {
+        PlanQueue::fields(qd.k)
+    } else {
+        (None, None)
+    };
+    PlanQueue {
+        kind: match qd.kind {
+            QueueKind::Droptail => "droptail",
+            QueueKind::RedEcn => "red-ecn",
+            QueueKind::Red => "red",
+        }
+        .to_string(),
+        limit_packets,
+        limit_bytes,
+        k_packets,
+        k_bytes,
+    }
+}
+
+fn ipv4(ip: u32) -> String {
+    std::net::Ipv4Addr::from(ip).to_string()
+}
+
+/// The plan of a checked, built scenario.
+pub fn plan(p: &Prepared) -> Plan {
+    let m = &p.model;
+    let tcp: &TcpConfig = &p.tcp;
+    let switches = m.graph.switches.len() as u32;
+    let routes = (0..switches)
+        .flat_map(|s| (0..m.vms.len() as u32).map(move |v| (s, v)))
+        .filter_map(|(s, v)| {
+            let ports = m.route_ports(s, v);
+            (!ports.is_empty()).then(|| PlanRoute {
+                switch: s,
+                vm: v,
+                ports: ports.to_vec(),
+            })
+        })
+        .collect();
+    Plan {
+        name: m.name.clone(),
+        seed: m.seed,
+        duration_ns: m.duration,
+        hosts: m
+            .hosts
+            .iter()
+            .map(|h| PlanHost {
+                name: h.name.clone(),
+                nic_port: h.nic_port,
+            })
+            .collect(),
+        vms: m
+            .vms
+            .iter()
+            .map(|v| PlanVm {
+                name: v.name.clone(),
+                host: v.host,
+                address: ipv4(v.ip),
+            })
+            .collect(),
+        switches: m
+            .graph
+            .switches
+            .iter()
+            .map(|name| PlanSwitch { name: name.clone() })
+            .collect(),
+        ports: m
+            .ports
+            .iter()
+            .enumerate()
+            .map(|(i, port)| PlanPort {
+                name: port.name.clone(),
+                from: node(port.from),
+                to: node(port.to),
+                rate_bps: port.rate_bps,
+                delay_ns: port.delay_ns,
+                queue: queue(m, i),
+            })
+            .collect(),
+        routes,
+        flows: m
+            .flows
+            .iter()
+            .map(|f| PlanFlow {
+                name: f.name.clone(),
+                group: f.group.clone(),
+                src_vm: f.src_vm,
+                dst_vm: f.dst_vm,
+                start_ns: f.start,
+                stop_ns: f.stop,
+                bytes: f.bytes,
+                transport: if f.udp.is_some() { "udp" } else { "tcp" }.to_string(),
+                cc: f.cc.map(|c| c.name().to_string()),
+                ecn: f.ecn,
+                rate_bps: f.udp.as_ref().map(|u| u.rate_bps),
+                packet_bytes: f.udp.as_ref().map(|u| u.packet_size),
+                src_port: f.sport,
+                dst_port: f.dport,
+            })
+            .collect(),
+        apps: m
+            .apps
+            .iter()
+            .map(|a| match a {
+                App::Incast(i) => PlanApp {
+                    kind: "incast".into(),
+                    name: i.name.clone(),
+                },
+                App::Traffic(t) => PlanApp {
+                    kind: "traffic".into(),
+                    name: t.name.clone(),
+                },
+            })
+            .collect(),
+        tcp: PlanTcp {
+            mss: tcp.mss,
+            init_cwnd: tcp.init_cwnd,
+            rto_min_ns: tcp.rto_min,
+            rcv_buf_bytes: tcp.rcv_buf,
+            sack: tcp.sack,
+            delack_count: tcp.delack_count,
+        },
+        output: PlanOutput {
+            goodput_bin_ns: m.goodput_bin,
+            queue_sample_ns: m.queue_sample,
+            ports: m.sampled_ports.clone(),
+        },
+        mechanism: (!matches!(p.mechanism, MechanismConfig::None(_))).then(|| p.mechanism.clone()),
+    }
+}
