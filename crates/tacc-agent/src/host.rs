@@ -224,7 +224,9 @@ impl RawSocket {
         let addr = libc::sockaddr_in {
             sin_family: libc::AF_INET as u16,
             sin_port: 0,
-            sin_addr: libc::in_addr { s_addr: dst.to_be() },
+            sin_addr: libc::in_addr {
+                s_addr: dst.to_be(),
+            },
             sin_zero: [0; 8],
         };
         // SAFETY: the buffer and the address outlive the call.
@@ -264,15 +266,22 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         attach(&mut bpf, "vm_ingress", port, TcAttachType::Ingress)?;
     }
     attach(&mut bpf, "uplink_egress", &cfg.uplink, TcAttachType::Egress)?;
-    attach(&mut bpf, "uplink_ingress", &cfg.uplink, TcAttachType::Ingress)?;
+    attach(
+        &mut bpf,
+        "uplink_ingress",
+        &cfg.uplink,
+        TcAttachType::Ingress,
+    )?;
     let nic = &plan.ports[plan.hosts[cfg.host as usize].nic_port as usize];
     let mut classes = Classes {
         htb: Htb::new(&cfg.uplink)?,
         made: HashMap::new(),
         next_minor: 0x10,
-        limit_bytes: nic.queue.limit_bytes.unwrap_or(0).max(
-            nic.queue.limit_packets.unwrap_or(0) * 1514,
-        ),
+        limit_bytes: nic
+            .queue
+            .limit_bytes
+            .unwrap_or(0)
+            .max(nic.queue.limit_packets.unwrap_or(0) * 1514),
     };
     let raw = RawSocket::new()?;
     let control = match &cfg.control {
@@ -382,7 +391,8 @@ fn sync_clamps(
         let _ = map.remove(&k);
     }
     for (k, v) in want {
-        map.insert(k, v, 0).map_err(|e| format!("clamps map: {e}"))?;
+        map.insert(k, v, 0)
+            .map_err(|e| format!("clamps map: {e}"))?;
     }
     Ok(())
 }
@@ -400,7 +410,14 @@ mod tests {
     const REMOTE: u32 = 0x0a00_0102;
     const ALL: u32 = F_SET_ECT | F_COUNT_CE | F_IPR | F_FEEDBACK | F_SCRUB | F_CLAMP;
 
-    fn packet(src: u32, dst: u32, protocol: u8, ecn: Ecn, ident: u16, tcp: Option<TcpFields>) -> Vec<u8> {
+    fn packet(
+        src: u32,
+        dst: u32,
+        protocol: u8,
+        ecn: Ecn,
+        ident: u16,
+        tcp: Option<TcpFields>,
+    ) -> Vec<u8> {
         emit(
             &Ipv4Fields {
                 src,
@@ -436,7 +453,9 @@ mod tests {
     }
 
     fn counts(maps: &Maps) -> RawCounts {
-        maps.pairs.get(&PairKey::new(VM, REMOTE), 0).unwrap_or_default()
+        maps.pairs
+            .get(&PairKey::new(VM, REMOTE), 0)
+            .unwrap_or_default()
     }
 
     #[test]
@@ -445,21 +464,46 @@ mod tests {
             return;
         }
         let (mut bpf, maps) = load(ALL).unwrap();
-        let ce = packet(REMOTE, VM, ip_proto::TCP, Ecn::Ce, 1, ack(tcp_flags::ACK, 500));
+        let ce = packet(
+            REMOTE,
+            VM,
+            ip_proto::TCP,
+            Ecn::Ce,
+            1,
+            ack(tcp_flags::ACK, 500),
+        );
         let out = run(&mut bpf, "uplink_ingress", &frame(&ce));
         assert_eq!(out.verdict, TC_ACT_OK);
         assert_eq!(out.frame, expected(&ce, |p| p.set_ecn(Ecn::Ect0)));
 
         let mut ipr = packet(REMOTE, VM, ip_proto::UDP, Ecn::Ect0, 2, None);
-        Ipv4Packet::new_checked(&mut ipr[..]).unwrap().set_reserved_bit(true);
+        Ipv4Packet::new_checked(&mut ipr[..])
+            .unwrap()
+            .set_reserved_bit(true);
         let out = run(&mut bpf, "uplink_ingress", &frame(&ipr));
         assert_eq!(out.frame, expected(&ipr, |p| p.set_reserved_bit(false)));
 
-        let fb = tacc_mech::FeedbackPacket { src: REMOTE, dst: VM, count: 7 }.to_ipv4_bytes();
-        assert_eq!(run(&mut bpf, "uplink_ingress", &frame(&fb)).verdict, TC_ACT_SHOT);
+        let fb = tacc_mech::FeedbackPacket {
+            src: REMOTE,
+            dst: VM,
+            count: 7,
+        }
+        .to_ipv4_bytes();
+        assert_eq!(
+            run(&mut bpf, "uplink_ingress", &frame(&fb)).verdict,
+            TC_ACT_SHOT
+        );
 
         let c = counts(&maps);
-        assert_eq!((c.ce_cleared, c.ipr_seen, c.feedback_packets, c.feedback_marks), (1, 1, 1, 7));
+        assert_eq!(
+            (
+                c.ce_cleared,
+                c.ipr_seen,
+                c.feedback_packets,
+                c.feedback_marks
+            ),
+            (1, 1, 1, 7)
+        );
     }
 
     #[test]
@@ -470,7 +514,9 @@ mod tests {
         let (mut bpf, mut maps) = load(ALL).unwrap();
         let ce = packet(REMOTE, VM, ip_proto::UDP, Ecn::Ce, 1, None);
         run(&mut bpf, "uplink_ingress", &frame(&ce));
-        maps.classes.insert(PairKey::new(VM, REMOTE), 0x1_0010, 0).unwrap();
+        maps.classes
+            .insert(PairKey::new(VM, REMOTE), 0x1_0010, 0)
+            .unwrap();
         let out_pkt = packet(VM, REMOTE, ip_proto::UDP, Ecn::NotEct, 3, None);
         let first = run(&mut bpf, "uplink_egress", &frame(&out_pkt));
         assert_eq!(
@@ -499,13 +545,37 @@ mod tests {
             return;
         }
         let (mut bpf, mut maps) = load(ALL).unwrap();
-        let clamp = RawClamp { window: 100, mss: 1460, pad: 0, expires_ns: u64::MAX };
-        maps.clamps.insert(PairKey::new(VM, REMOTE), clamp, 0).unwrap();
-        let big = packet(REMOTE, VM, ip_proto::TCP, Ecn::Ect0, 4, ack(tcp_flags::ACK, 5000));
+        let clamp = RawClamp {
+            window: 100,
+            mss: 1460,
+            pad: 0,
+            expires_ns: u64::MAX,
+        };
+        maps.clamps
+            .insert(PairKey::new(VM, REMOTE), clamp, 0)
+            .unwrap();
+        let big = packet(
+            REMOTE,
+            VM,
+            ip_proto::TCP,
+            Ecn::Ect0,
+            4,
+            ack(tcp_flags::ACK, 5000),
+        );
         let out = run(&mut bpf, "uplink_ingress", &frame(&big));
         assert_eq!(out.frame, expected(&big, |p| p.set_tcp_window(100)));
-        let small = packet(REMOTE, VM, ip_proto::TCP, Ecn::Ect0, 5, ack(tcp_flags::ACK, 50));
-        assert_eq!(run(&mut bpf, "uplink_ingress", &frame(&small)).frame, frame(&small));
+        let small = packet(
+            REMOTE,
+            VM,
+            ip_proto::TCP,
+            Ecn::Ect0,
+            5,
+            ack(tcp_flags::ACK, 50),
+        );
+        assert_eq!(
+            run(&mut bpf, "uplink_ingress", &frame(&small)).frame,
+            frame(&small)
+        );
         let syn_ack = packet(
             REMOTE,
             VM,
@@ -517,9 +587,17 @@ mod tests {
         let out = run(&mut bpf, "uplink_ingress", &frame(&syn_ack));
         assert_eq!(out.frame, expected(&syn_ack, |p| p.set_tcp_window(1460)));
         // Lapsed: left alone.
-        let lapsed = RawClamp { expires_ns: 1, ..clamp };
-        maps.clamps.insert(PairKey::new(VM, REMOTE), lapsed, 0).unwrap();
-        assert_eq!(run(&mut bpf, "uplink_ingress", &frame(&big)).frame, frame(&big));
+        let lapsed = RawClamp {
+            expires_ns: 1,
+            ..clamp
+        };
+        maps.clamps
+            .insert(PairKey::new(VM, REMOTE), lapsed, 0)
+            .unwrap();
+        assert_eq!(
+            run(&mut bpf, "uplink_ingress", &frame(&big)).frame,
+            frame(&big)
+        );
     }
 
     #[test]
@@ -528,16 +606,39 @@ mod tests {
             return;
         }
         let (mut bpf, _maps) = load(ALL).unwrap();
-        let forged = tacc_mech::FeedbackPacket { src: VM, dst: REMOTE, count: 500 }.to_ipv4_bytes();
-        assert_eq!(run(&mut bpf, "vm_ingress", &frame(&forged)).verdict, TC_ACT_SHOT);
-        let mut ipr = packet(VM, REMOTE, ip_proto::TCP, Ecn::Ect0, 8, ack(tcp_flags::ACK, 100));
-        Ipv4Packet::new_checked(&mut ipr[..]).unwrap().set_reserved_bit(true);
+        let forged = tacc_mech::FeedbackPacket {
+            src: VM,
+            dst: REMOTE,
+            count: 500,
+        }
+        .to_ipv4_bytes();
+        assert_eq!(
+            run(&mut bpf, "vm_ingress", &frame(&forged)).verdict,
+            TC_ACT_SHOT
+        );
+        let mut ipr = packet(
+            VM,
+            REMOTE,
+            ip_proto::TCP,
+            Ecn::Ect0,
+            8,
+            ack(tcp_flags::ACK, 100),
+        );
+        Ipv4Packet::new_checked(&mut ipr[..])
+            .unwrap()
+            .set_reserved_bit(true);
         let out = run(&mut bpf, "vm_ingress", &frame(&ipr));
         assert_eq!(out.verdict, TC_ACT_OK);
         assert_eq!(out.frame, expected(&ipr, |p| p.set_reserved_bit(false)));
         // Scrubbing off: both pass untouched.
         let (mut open, _maps) = load(ALL & !F_SCRUB).unwrap();
-        assert_eq!(run(&mut open, "vm_ingress", &frame(&forged)).verdict, TC_ACT_OK);
-        assert_eq!(run(&mut open, "vm_ingress", &frame(&ipr)).frame, frame(&ipr));
+        assert_eq!(
+            run(&mut open, "vm_ingress", &frame(&forged)).verdict,
+            TC_ACT_OK
+        );
+        assert_eq!(
+            run(&mut open, "vm_ingress", &frame(&ipr)).frame,
+            frame(&ipr)
+        );
     }
 }

@@ -38,10 +38,10 @@ pub fn run(role: &str, config: &str) -> Result<(), String> {
     }
     match role {
         "host" => host::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?),
-        "switch" => {
-            switch::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?)
-        }
-        other => Err(format!("unknown agent role {other:?} (expected host or switch)")),
+        "switch" => switch::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?),
+        other => Err(format!(
+            "unknown agent role {other:?} (expected host or switch)"
+        )),
     }
 }
 

@@ -115,8 +115,11 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     let mut out = BufWriter::new(
         File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
     );
-    writeln!(out, "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes")
-        .map_err(|e| e.to_string())?;
+    writeln!(
+        out,
+        "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes"
+    )
+    .map_err(|e| e.to_string())?;
     signal_ready(&cfg.ready)?;
     let sample = cfg.sample_ns.max(1_000_000);
     loop {
@@ -138,5 +141,74 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         out.flush().map_err(|e| e.to_string())?;
         let next = (now / sample + 1) * sample;
         sleep_ns(next - now);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testrun::{frame, privileged, run, TC_ACT_OK, TC_ACT_SHOT};
+    use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
+    use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet};
+
+    /// BPF_PROG_TEST_RUN runs a frame on the loopback device.
+    const LOOPBACK: u32 = 1;
+
+    fn full_frame(ecn: Ecn) -> Vec<u8> {
+        frame(&emit(
+            &Ipv4Fields {
+                src: 0x0a00_0001,
+                dst: 0x0a00_0002,
+                protocol: ip_proto::UDP,
+                ident: 1,
+                ecn,
+                total_len: 1500,
+                ttl: 64,
+            },
+            None,
+        ))
+    }
+
+    #[test]
+    fn above_k_the_phantom_queue_marks_ect_and_drops_not_ect_frames() {
+        if !privileged("switch datapath") {
+            return;
+        }
+        let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
+        load(&mut bpf, &["port_egress"]).unwrap();
+        let mut config: BpfHashMap<MapData, u32, PortConfig> =
+            take_map(&mut bpf, "port_config").unwrap();
+        let state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
+        // Drains 125 B/ms: a few bytes between back-to-back test runs. K just under 2 frames.
+        let pc = PortConfig {
+            drain_bytes_per_sec: 125_000,
+            k_bytes: 2 * FRAME_BYTES - 100,
+            limit_bytes: 10 * FRAME_BYTES,
+        };
+        config.insert(LOOPBACK, pc, 0).unwrap();
+        let mut state = state;
+        state.insert(LOOPBACK, PortState::default(), 0).unwrap();
+
+        let ect = full_frame(Ecn::Ect0);
+        for _ in 0..2 {
+            let out = run(&mut bpf, "port_egress", &ect);
+            assert_eq!(out.verdict, TC_ACT_OK);
+            assert!(out.frame == ect, "below K: untouched");
+        }
+        let out = run(&mut bpf, "port_egress", &ect);
+        let mut marked = ect[14..].to_vec();
+        Ipv4Packet::new_checked(&mut marked[..])
+            .unwrap()
+            .set_ecn(Ecn::Ce);
+        // At K: CE, the checksum patched as the wire code does.
+        assert_eq!(out.frame[..34], frame(&marked)[..34]);
+        assert!(out.frame == frame(&marked));
+        assert_eq!(
+            run(&mut bpf, "port_egress", &full_frame(Ecn::NotEct)).verdict,
+            TC_ACT_SHOT
+        );
+        let s = state.get(&LOOPBACK, 0).unwrap();
+        assert_eq!((s.tx_packets, s.marks, s.drops), (3, 1, 1));
+        assert_eq!(s.tx_bytes, 3 * FRAME_BYTES);
     }
 }

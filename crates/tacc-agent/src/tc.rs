@@ -37,11 +37,7 @@ pub fn attach(bpf: &mut Ebpf, name: &str, ifname: &str, hook: TcAttachType) -> R
         .try_into()
         .map_err(|e| format!("{name}: {e}"))?;
     let link = prog
-        .attach_with_options(
-            ifname,
-            hook,
-            TcAttachOptions::Netlink(NlOptions::default()),
-        )
+        .attach_with_options(ifname, hook, TcAttachOptions::Netlink(NlOptions::default()))
         .map_err(|e| format!("attaching {name} to {ifname}: {e}"))?;
     // Ours no longer: dropping the link would detach it.
     std::mem::forget(prog.take_link(link).map_err(|e| format!("{name}: {e}"))?);

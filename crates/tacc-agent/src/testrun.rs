@@ -92,7 +92,12 @@ pub fn run(bpf: &mut Ebpf, program: &str, frame: &[u8]) -> Outcome {
             std::mem::size_of::<TestRunAttr>(),
         )
     };
-    assert_eq!(rc, 0, "BPF_PROG_TEST_RUN: {}", std::io::Error::last_os_error());
+    assert_eq!(
+        rc,
+        0,
+        "BPF_PROG_TEST_RUN: {}",
+        std::io::Error::last_os_error()
+    );
     out.truncate(attr.data_size_out as usize);
     let priority = u32::from_ne_bytes(
         ctx_out[SK_BUFF_PRIORITY..SK_BUFF_PRIORITY + 4]

@@ -481,6 +481,97 @@ mod tests {
     }
 
     #[test]
+    fn a_datapath_reporting_counts_drives_the_shim_as_the_packets_would() {
+        let mut per_packet = HygenShim::new(HygenConfig::default(), GBPS);
+        let mut counted = HygenShim::new(HygenConfig::default(), GBPS);
+        let report = |s: &mut HygenShim, now, c: PairCounts| {
+            s.on_datapath(
+                now,
+                &PairCounts {
+                    vm: VM_A,
+                    remote: REMOTE,
+                    ..c
+                },
+            )
+        };
+        send(&mut per_packet, 0, VM_A, REMOTE);
+        report(
+            &mut counted,
+            0,
+            PairCounts {
+                tx_packets: 1,
+                tx_bytes: 1500,
+                ..Default::default()
+            },
+        );
+        for t in [10_000, 11_000, 12_000] {
+            let mut b = packet(REMOTE, VM_A, ip_proto::UDP, Ecn::Ce, 0);
+            receive(&mut per_packet, t, &mut b);
+        }
+        report(
+            &mut counted,
+            12_000,
+            PairCounts {
+                ce_cleared: 3,
+                ..Default::default()
+            },
+        );
+        let (_, b) = send(&mut per_packet, 20_000, VM_A, REMOTE);
+        assert!(Ipv4Packet::new_checked(&b[..]).unwrap().reserved_bit());
+        report(
+            &mut counted,
+            20_000,
+            PairCounts {
+                tx_packets: 1,
+                tx_bytes: 1500,
+                ipr_set: 1,
+                ..Default::default()
+            },
+        );
+        feedback(&mut per_packet, 30_000, REMOTE, VM_A, 50);
+        for t in [31_000, 32_000] {
+            let mut b = packet(REMOTE, VM_A, ip_proto::TCP, Ecn::Ect0, 0);
+            Ipv4Packet::new_checked(&mut b[..])
+                .unwrap()
+                .set_reserved_bit(true);
+            receive(&mut per_packet, t, &mut b);
+        }
+        report(
+            &mut counted,
+            32_000,
+            PairCounts {
+                ipr_seen: 2,
+                feedback_packets: 1,
+                feedback_marks: 50,
+                ..Default::default()
+            },
+        );
+        let mut sent = [Vec::new(), Vec::new()];
+        for (s, out) in [&mut per_packet, &mut counted].into_iter().zip(&mut sent) {
+            while let Some(t) = s.poll_at().filter(|&t| t <= 3 * TU) {
+                s.on_timer(t);
+                out.extend(std::iter::from_fn(|| s.poll_transmit(t)));
+            }
+        }
+        assert_eq!(
+            sent[0],
+            vec![FeedbackPacket {
+                src: VM_A,
+                dst: REMOTE,
+                count: 2
+            }]
+        );
+        assert_eq!(sent[0], sent[1]);
+        // 52 marks cut C/1000 each at Tu; +C/1000 at 2 Tu (congested, quiet); +C/100 at 3 Tu.
+        assert_eq!(per_packet.pair_rate_bps(VM_A, REMOTE), Some(959 * MBPS));
+        assert_eq!(
+            per_packet.pair_rate_bps(VM_A, REMOTE),
+            counted.pair_rate_bps(VM_A, REMOTE)
+        );
+        assert_eq!(per_packet.counters(), counted.counters());
+    }
+
+    #[test]
     fn a_new_pair_starts_at_the_vm_share_and_packets_leave_ect0() {
         let mut s = HygenShim::new(HygenConfig::default(), GBPS);
         let (v, b) = send(&mut s, 0, VM_A, REMOTE);

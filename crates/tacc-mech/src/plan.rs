@@ -215,7 +215,10 @@ impl Fabric for Plan {
             .unwrap_or(&[])
     }
     fn receiver_window(&self) -> (u64, u8) {
-        (self.tcp.rcv_buf_bytes, window_scale_for(self.tcp.rcv_buf_bytes))
+        (
+            self.tcp.rcv_buf_bytes,
+            window_scale_for(self.tcp.rcv_buf_bytes),
+        )
     }
 }
 

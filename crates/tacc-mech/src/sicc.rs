@@ -337,15 +337,13 @@ impl SiccHypervisor {
 
     /// The clamps in force (some may have lapsed: see [`SiccHypervisor::on_timer`]).
     pub fn clamps(&self) -> impl Iterator<Item = WindowClamp> + '_ {
-        self.clamps
-            .iter()
-            .map(|(&(vm, remote), c)| WindowClamp {
-                vm,
-                remote,
-                window: c.window,
-                mss: c.mss,
-                expires: c.expires,
-            })
+        self.clamps.iter().map(|(&(vm, remote), c)| WindowClamp {
+            vm,
+            remote,
+            window: c.window,
+            mss: c.mss,
+            expires: c.expires,
+        })
     }
 
     /// A message from the controller.

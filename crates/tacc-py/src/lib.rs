@@ -91,7 +91,8 @@ fn plan(path: &str, seed: Option<u64>, sets: Vec<(String, String)>) -> PyResult<
 #[pyfunction]
 fn agent_run(py: Python<'_>, role: &str, config: &str) -> PyResult<()> {
     let (role, config) = (role.to_string(), config.to_string());
-    py.detach(move || tacc_agent::run(&role, &config)).map_err(PyOSError::new_err)
+    py.detach(move || tacc_agent::run(&role, &config))
+        .map_err(PyOSError::new_err)
 }
 
 /// True if this build carries the testbed's eBPF programs.
