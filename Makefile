@@ -18,7 +18,13 @@ PGO := target/pgo/trained
 $(PGO): tools/pgo-profile.sh $(shell find crates -name '*.rs' -o -name 'Cargo.toml') Cargo.lock python/tacc/scenarios/default.toml python/tacc/scenarios/papers/*.toml
 	tools/pgo-profile.sh
 
-$(STAMP): $(VENV)/bin/python $(PGO) $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' 2>/dev/null) Cargo.toml pyproject.toml
+# System packages of the testbed (clang must be there before the engine is built).
+DEPS := target/.testbed-deps
+$(DEPS): tools/testbed-deps.sh
+	tools/testbed-deps.sh
+	mkdir -p target && touch $(DEPS)
+
+$(STAMP): $(DEPS) $(VENV)/bin/python $(PGO) $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' -o -name '*.c' -o -name '*.h' 2>/dev/null) Cargo.toml pyproject.toml
 	flags=$$(tools/pgo-profile.sh --cargo-flags); \
 	if [ -n "$$flags" ]; then export CARGO_ENCODED_RUSTFLAGS="$$flags"; fi; \
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
@@ -30,9 +36,10 @@ setup: $(STAMP)
 demo: setup
 	$(VENV)/bin/tacc run --out out/motivating
 
+# TACC_REQUIRE_TESTBED=1: as root, a testbed test that cannot run fails instead of skipping.
 test: setup
-	cargo test --workspace
-	$(PY) -m pytest -q
+	TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) cargo test --workspace
+	TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) $(PY) -m pytest -q
 
 bench: setup
 	$(PY) bench/run.py

@@ -102,7 +102,7 @@ impl Htb {
 /// that a low rate still passes full-size frames.
 fn rate_args(rate_bps: u64) -> String {
     let rate = rate_bps.max(8_000);
-    format!("rate {rate}bit ceil {rate}bit burst 6056 cburst 6056")
+    format!("rate {rate}bit ceil {rate}bit burst 6056 cburst 6056 quantum 1514")
 }
 
 impl Drop for Htb {
