@@ -47,13 +47,18 @@ def check(plan: Plan, probe_ns: str, keep_going: bool = False) -> Features:
     `notes`) instead."""
     missing, netem = host_problems(probe_ns)
     cc, cc_missing, notes = _congestion_controls(plan, keep_going)
-    missing += cc_missing
-    if importlib.util.find_spec("tacc.testbed.agent") is None:
-        missing.append("agent: the module tacc.testbed.agent (host and switch agent) is not "
-                       "installed")
+    missing += cc_missing + agent_problems()
     if missing:
         raise TestbedUnavailable(missing)
     return Features(kernel=platform.release(), netem=netem, cc=cc, notes=notes)
+
+
+def agent_problems() -> list[str]:
+    """Every run starts a switch agent in each switch (ECN marking, port counters)."""
+    if importlib.util.find_spec("tacc.testbed.agent") is None:
+        return ["agent: the module tacc.testbed.agent (the host and switch agent) is not "
+                "installed"]
+    return []
 
 
 def host_problems(probe_ns: str) -> tuple[list[str], bool]:

@@ -15,6 +15,7 @@ Spec: {"vm", "address", "seed", "start_mono_ns", "end_mono_ns", "bin_ns", "rcv_b
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -125,7 +126,10 @@ class Traffic:
                 else:
                     self._udp(src, rec)
         except OSError as exc:
-            rec["error"] = f"{type(exc).__name__}: {exc}"
+            # At the end every process closes its sockets at once: a peer's reset then is
+            # the end of the run, not a failure.
+            if not self.stopping.is_set() and time.monotonic_ns() < self.end:
+                rec["error"] = f"{type(exc).__name__}: {exc}"
 
     def _stop_at(self, src: dict[str, Any]) -> int:
         stop = src["stop_ns"]
@@ -161,8 +165,10 @@ class Traffic:
                 # retransmitted) until the run ends.
                 sock.shutdown(socket.SHUT_WR)
                 self._wait_until(self.end)
-            _tcp_counts(sock, rec)
         finally:
+            if rec["connected_ns"] is not None:
+                with contextlib.suppress(OSError):
+                    _tcp_counts(sock, rec)
             # A reset, not a FIN: a flow that stops sends nothing more, as in the engine
             # (a graceful close would deliver what is still in the send buffer).
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
