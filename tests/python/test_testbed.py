@@ -411,6 +411,50 @@ def test_the_topology_forwards_and_queues_as_planned(testbed_machine: None, name
     assert ecn.stdout.strip() == "2"
 
 
+def _two_path_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """Two switches joined by two links (ECMP both ways); host h0 runs VMs v0 and v1 on
+    sw0, host h1 runs v2 on sw1."""
+    def port(name: str, a: dict[str, int], b: dict[str, int]) -> dict[str, Any]:
+        return dict(plan["ports"][0], name=name, **{"from": a, "to": b})
+
+    h0, h1, sw0, sw1 = {"host": 0}, {"host": 1}, {"switch": 0}, {"switch": 1}
+    ports = [port("h0->sw0", h0, sw0), port("sw0->h0", sw0, h0),
+             port("sw0->sw1.a", sw0, sw1), port("sw1->sw0.a", sw1, sw0),
+             port("sw0->sw1.b", sw0, sw1), port("sw1->sw0.b", sw1, sw0),
+             port("sw1->h1", sw1, h1), port("h1->sw1", h1, sw1)]
+    vms = [{"name": "h0/0", "host": 0, "address": "10.0.0.1"},
+           {"name": "h0/1", "host": 0, "address": "10.0.0.2"},
+           {"name": "h1", "host": 1, "address": "10.0.0.3"}]
+    routes = [{"switch": 0, "vm": 0, "ports": [1]}, {"switch": 0, "vm": 1, "ports": [1]},
+              {"switch": 0, "vm": 2, "ports": [2, 4]}, {"switch": 1, "vm": 2, "ports": [6]},
+              {"switch": 1, "vm": 0, "ports": [3, 5]}, {"switch": 1, "vm": 1, "ports": [3, 5]}]
+    flow = dict(plan["flows"][0], src_vm=0, dst_vm=2)
+    return dict(plan, hosts=[{"name": "h0", "nic_port": 0}, {"name": "h1", "nic_port": 7}],
+                vms=vms, switches=[{"name": "sw0"}, {"name": "sw1"}], ports=ports,
+                routes=routes, flows=[flow], output=dict(plan["output"], ports=[2]))
+
+
+@pytest.mark.testbed
+def test_two_paths_and_two_vms_on_a_host(testbed_machine: None, names: Names,
+                                        plan: dict[str, Any]) -> None:
+    two_paths = _two_path_plan(plan)
+    plans.check_plan(two_paths)
+    topology.build(two_paths, names, 0.1)
+
+    assert run.measure_base_rtt(two_paths, names) > 0  # v0 -> v2 across either link
+    for src, dst in ((1, "10.0.0.3"), (1, "10.0.0.1")):  # and to the VM on its own host
+        ping = subprocess.run(["ip", "netns", "exec", names.vm(src), "ping", "-n", "-c", "1",
+                               "-W", "1", dst], capture_output=True, text=True)
+        assert ping.returncode == 0, ping.stdout
+    routes = subprocess.run(["ip", "-n", names.switch(0), "route", "show", "10.0.0.3"],
+                            capture_output=True, check=True, text=True).stdout
+    assert "nexthop dev p2" in routes and "nexthop dev p4" in routes
+    policy = subprocess.run(["ip", "netns", "exec", names.switch(0), "sysctl", "-n",
+                             "net.ipv4.fib_multipath_hash_policy"],
+                            capture_output=True, check=True, text=True)
+    assert policy.stdout.strip() == "1"
+
+
 @pytest.mark.testbed
 @pytest.mark.parametrize("failure", [RuntimeError("injected"), run.Interrupted()])
 def test_a_failing_run_leaves_nothing_behind(

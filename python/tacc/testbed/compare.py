@@ -97,6 +97,9 @@ def compare_dirs(dir_a: str | PathLike[str], dir_b: str | PathLike[str],
     _same_flows(a, b)
     port = _bottleneck(a, b, bottleneck)
     header = [f"A: {a.describe()}", f"B: {b.describe()}", _bottleneck_line(a, b, port)]
+    if a.summary["sim_seconds"] != b.summary["sim_seconds"]:
+        header.append(f"note: the runs lasted {format_seconds(a.summary['sim_seconds'])} and "
+                      f"{format_seconds(b.summary['sim_seconds'])}")
     sections = [_flow_section(a, b, port), _group_section(a, b, port)]
     fct = _fct_section(a, b)
     if fct.rows:
@@ -190,8 +193,10 @@ def _group_section(a: Run, b: Run, port: str | None) -> Section:
             shares = [_share(run, flows[n], port) for n in names]
             cells.append(_fraction(None if port is None else sum(s or 0 for s in shares)))
         rows.append(cells)
+    notes = ["a group's share adds its flows' shares, each over the flow's own active time"]
     return Section("flow groups: Jain's fairness index of goodput, and the group's share",
-                   ["group", "flows", "A Jain", "B Jain", "A share", "B share"], rows)
+                   ["group", "flows", "A Jain", "B Jain", "A share", "B share"], rows,
+                   notes=notes)
 
 
 def _fct_section(a: Run, b: Run) -> Section:
