@@ -47,7 +47,7 @@ if TYPE_CHECKING:
     from tacc.testbed.plan import Plan
 
 READY_TIMEOUT_S = 10.0
-TRAFFIC_LEAD_S = 1.5  # from launching the traffic processes to the flows' time zero
+TRAFFIC_LEAD_S = 0.2  # from the go file to the flows' time zero
 STOP_GRACE_S = 5.0  # a child asked to stop gets this long to write its records
 MIN_SAMPLE_NS = 100_000_000  # one `tc` call per sampled namespace: 1 ms would cost a core
 OTHERS_EVERY = 10  # ports not in output.ports are sampled every 10th time (for the summary)
@@ -333,17 +333,22 @@ class _Run:
             time.sleep(0.02)
 
     def _start_traffic(self, cc: dict[str, str], scale: float, duration_ns: int) -> int:
-        """One process per VM that sends or receives; returns the flows' time zero."""
-        t0 = time.monotonic_ns() + round(TRAFFIC_LEAD_S * 1e9)
-        specs = traffic_specs(self.plan, cc, scale, t0, duration_ns, self.workdir)
+        """One process per VM that sends or receives, started once every sink listens
+        (the go file); returns the flows' time zero."""
+        specs = traffic_specs(self.plan, cc, scale, self.workdir, duration_ns)
         for k, spec in specs.items():
             path = self.workdir / f"traffic-v{k}.json"
             path.write_text(json.dumps(spec), encoding="utf-8")
             self.traffic.append(self.children.start(
                 f"traffic-v{k}", self.names.vm(k), ["tacc.testbed.traffic", str(path)],
                 self.workdir))
-        # Every sink must listen before the first source connects.
-        self._wait_ready(self.traffic, t0 - 100_000_000, "traffic process")
+        self._wait_ready(self.traffic, time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
+                         "traffic process")
+        t0 = time.monotonic_ns() + round(TRAFFIC_LEAD_S * 1e9)
+        go = self.workdir / "go"
+        tmp = go.with_name(".go.tmp")  # renamed: a process never reads half of it
+        tmp.write_text(json.dumps({"start_mono_ns": t0, "end_mono_ns": t0 + duration_ns}))
+        os.replace(tmp, go)
         return t0
 
     def _emulate(self, topo: topology.Topology, m: collect.Measured, t0: int,
@@ -448,8 +453,8 @@ def scaled_plan(plan: Plan, scale: float) -> Plan:
     return scaled
 
 
-def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, t0: int, duration_ns: int,
-                  workdir: Path) -> dict[int, dict[str, Any]]:
+def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
+                  duration_ns: int) -> dict[int, dict[str, Any]]:
     """Each VM's traffic spec (see tacc.testbed.traffic), for the VMs that send or receive
     a flow starting before the end."""
     scaled = scaled_plan(plan, scale)
@@ -458,11 +463,10 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, t0: int, duratio
     def spec(k: int) -> dict[str, Any]:
         return specs.setdefault(k, {
             "vm": k, "address": plan["vms"][k]["address"], "seed": plan["seed"],
-            "start_mono_ns": t0, "end_mono_ns": t0 + duration_ns,
             "bin_ns": plan["output"]["goodput_bin_ns"],
             "rcv_buf_bytes": plan["tcp"]["rcv_buf_bytes"],
             "out": str(workdir / f"traffic-v{k}.out.json"),
-            "ready": str(workdir / f"traffic-v{k}.ready"),
+            "ready": str(workdir / f"traffic-v{k}.ready"), "go": str(workdir / "go"),
             "sinks": [], "sources": [],
         })
 

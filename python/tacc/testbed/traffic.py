@@ -3,14 +3,17 @@ namespace. Sinks (a TCP listening socket or a UDP socket on each incoming flow's
 that the port names the flow) count received bytes per goodput bin and the time a sized
 flow completes; sources send the VM's flows with the kernel's own TCP and UDP.
 
-Times in the spec are relative to `start_mono_ns` (CLOCK_MONOTONIC, shared by every
-namespace): every VM's process starts its flows on one clock. The process writes its
-records to `out` when the run ends (`end_mono_ns`) or on SIGTERM, and exits.
+The process opens its sinks, says so (the `ready` file), and waits for the `go` file:
+{"start_mono_ns", "end_mono_ns"} on CLOCK_MONOTONIC, which every namespace shares. The
+orchestrator writes it once every VM's process is ready, however long they took to start
+on a busy machine, so that every flow starts on one clock. Times in the spec are relative
+to that start. The process writes its records to `out` when the run ends or on SIGTERM,
+and exits.
 
-Spec: {"vm", "address", "seed", "start_mono_ns", "end_mono_ns", "bin_ns", "rcv_buf_bytes", "out",
-"ready", "sinks": [{"flow", "transport", "port", "bytes"}], "sources": [{"flow",
-"transport", "dst", "dst_port", "src_port", "start_ns", "stop_ns", "bytes", "cc", "ecn",
-"rate_bps", "packet_bytes"}]} (rates already scaled).
+Spec: {"vm", "address", "seed", "bin_ns", "rcv_buf_bytes", "out", "ready", "go",
+"sinks": [{"flow", "transport", "port", "bytes"}], "sources": [{"flow", "transport", "dst",
+"dst_port", "src_port", "start_ns", "stop_ns", "bytes", "cc", "ecn", "rate_bps",
+"packet_bytes"}]} (rates already scaled).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ IP_UDP_HEADERS = 28  # a UDP flow's packet_bytes is the IP packet's size, as in 
 SEND_CHUNK = 1 << 16
 RECV_CHUNK = 1 << 18
 POLL_S = 0.05  # how soon a blocked thread sees the end of the run
+GO_POLL_S = 0.005
 MAX_LAG_NS = 2_000_000  # a late UDP source catches up on at most this much missed sending
 ECT0 = 0x02
 # struct tcp_info offsets (linux/tcp.h): tcpi_total_retrans (u32), tcpi_total_rto (u16,
@@ -51,8 +55,7 @@ class Traffic:
 
     def __init__(self, spec: dict[str, Any]) -> None:
         self.spec = spec
-        self.t0 = spec["start_mono_ns"]
-        self.end = spec["end_mono_ns"]
+        self.t0 = self.end = 0  # set by `go`
         self.stopping = threading.Event()
         self.received: dict[int, dict[str, Any]] = {
             s["flow"]: {"bytes": 0, "bins": {}, "done_ns": None, "size": s["bytes"]}
@@ -232,6 +235,13 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda *_: traffic.stopping.set())
     traffic.open_sinks()
     Path(spec["ready"]).touch()
+    go = Path(spec["go"])
+    while not go.exists():
+        if traffic.stopping.wait(GO_POLL_S):
+            _write_json(Path(spec["out"]), traffic.records())
+            return 0
+    clock = json.loads(go.read_text(encoding="utf-8"))
+    traffic.t0, traffic.end = clock["start_mono_ns"], clock["end_mono_ns"]
     threads = [threading.Thread(target=traffic.sink_loop, daemon=True)]
     threads += [threading.Thread(target=traffic.source, args=(s,), daemon=True)
                 for s in spec["sources"]]
