@@ -273,6 +273,7 @@ def test_results_are_in_the_engines_formats(plan: dict[str, Any], tmp_path: Path
     assert tagged["goodput_mbps"] == pytest.approx(9e6 * 8 / 3 / 1e6)  # 3 s active
     assert (tagged["retransmits"], tagged["timeouts"], tagged["linux_cc"]) == (12, 2, "reno")
     assert (udp["end"], udp["goodput_mbps"]) == (2.0, pytest.approx(8e6 * 8 / 2 / 1e6))
+    assert (udp["send_errors"], "send_errors" in tagged) == (0, False)
     port = summary["ports"][8]
     assert (port["name"], port["rate_bps"], port["tx_bytes"]) == ("sw0->r0", 10**8, 48 * 10**6)
     assert (port["dropped"], port["marked"], port["max_backlog_pkts"]) == (900, 321, 100)
@@ -494,12 +495,13 @@ def test_a_failing_run_leaves_nothing_behind(
 
 
 @pytest.mark.testbed
-def test_cleanup_removes_what_a_dead_run_left(testbed_machine: None) -> None:
+def test_cleanup_removes_what_a_dead_run_left(testbed_machine: None,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
     names = Names(secrets.token_hex(2))
     subprocess.run(["ip", "netns", "add", names.switch(0)], check=True)
     names.bpffs.mkdir()
 
-    removed = run.cleanup()
+    assert cli.main(["testbed", "--cleanup"]) == 0
 
-    assert f"run {names.run_id}: 1 namespaces" in removed
+    assert f"run {names.run_id}: 1 namespaces" in capsys.readouterr().out.splitlines()
     assert topology.run_namespaces(names.prefix) == [] and not names.bpffs.exists()

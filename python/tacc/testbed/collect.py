@@ -100,7 +100,8 @@ def read_csv(path: Path) -> list[dict[str, str]]:
 
 def flow_summaries(plan: Plan, m: Measured, cc: dict[str, str]) -> list[dict[str, Any]]:
     """Per flow, the engine's FlowSummary fields (goodput over the flow's active time,
-    exactly as the engine computes it), plus the Linux congestion control it ran."""
+    exactly as the engine computes it), plus the Linux congestion control a TCP flow ran
+    and the sends a UDP flow's kernel refused."""
     received = _by_flow(m.traffic, "received")
     sent = _by_flow(m.traffic, "sent")
     vms = plan["vms"]
@@ -127,6 +128,8 @@ def flow_summaries(plan: Plan, m: Measured, cc: dict[str, str]) -> list[dict[str
         }
         if f["transport"] == "tcp":
             summary["linux_cc"] = cc.get(f["cc"])
+        else:  # datagrams the source's kernel refused (a full queue): never on the wire
+            summary["send_errors"] = tx.get("send_errors", 0)
         flows.append(summary)
     return flows
 
