@@ -130,6 +130,12 @@ def test_one_tcp_ecn_per_vm_and_disagreements_recorded(plan: dict[str, Any]) -> 
         "VM s0: flows marked ask ECN and tagged do not; one tcp_ecn per VM: all ask it"]
 
 
+def test_dctcp_asks_for_ecn_as_in_the_engine(plan: dict[str, Any]) -> None:
+    plan["flows"][0]["cc"] = "dctcp"
+
+    assert plans.vm_tcp_ecn(plan) == ({0: 1}, [])
+
+
 def test_units_read_as_in_scenario_files() -> None:
     assert plans.parse_rate("100Mbps") == 100e6
     assert plans.parse_rate("2.5gbps") == 2.5e9

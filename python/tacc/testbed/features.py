@@ -16,6 +16,7 @@ from pathlib import Path
 
 from tacc.testbed import TestbedError, TestbedUnavailable, shell
 from tacc.testbed.plan import linux_cc
+from tacc.testbed.topology import BPFFS
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
 
 TOOLS = {"ip": "iproute2", "tc": "iproute2", "nstat": "iproute2", "ethtool": "ethtool",
          "ping": "iputils-ping", "sysctl": "procps", "mount": "mount"}
-BPFFS = Path("/sys/fs/bpf")
 AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 # What runs a congestion control the kernel lacks, with --keep-going: its nearest relative.
 SUBSTITUTES = {"dctcp": "reno"}

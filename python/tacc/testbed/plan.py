@@ -162,13 +162,13 @@ def scale_message(plan: Plan, scale: float) -> str | None:
 def vm_tcp_ecn(plan: Plan) -> tuple[dict[int, int], list[str]]:
     """Each VM's net.ipv4.tcp_ecn from the TCP flows it sends: 1 (ask for ECN) when they ask,
     else 2 (do not ask, but accept a peer's request: a VM that receives an ECN flow must
-    answer it). One setting per VM: flows of one VM that disagree are listed."""
+    answer it). DCTCP always asks, as in the engine. One setting per VM: flows of one VM
+    that disagree are listed."""
     asks: dict[int, dict[bool, list[str]]] = {}
     for flow in plan["flows"]:
         if flow["transport"] == "tcp":
-            asks.setdefault(flow["src_vm"], {}).setdefault(bool(flow["ecn"]), []).append(
-                flow["name"]
-            )
+            ecn = bool(flow["ecn"]) or flow["cc"] == "dctcp"
+            asks.setdefault(flow["src_vm"], {}).setdefault(ecn, []).append(flow["name"])
     settings = {vm: 1 if True in by else 2 for vm, by in asks.items()}
     disagreements = [
         f"VM {plan['vms'][vm]['name']}: flows {', '.join(by[True])} ask ECN and "
