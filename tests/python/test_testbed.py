@@ -79,10 +79,12 @@ def test_a_host_with_two_links_is_refused(plan: dict[str, Any]) -> None:
         plans.check_plan(plan)
 
 
-def test_two_flows_on_one_receiving_port_are_refused(plan: dict[str, Any]) -> None:
-    plan["flows"][2]["dst_port"] = plan["flows"][1]["dst_port"]
+def test_two_flows_with_one_five_tuple_are_refused(plan: dict[str, Any]) -> None:
+    # The engine's UDP flows share port 9 on r0: their senders tell them apart.
+    assert len({f["dst_port"] for f in plan["flows"][1:]}) == 1
+    plan["flows"][2]["src_vm"] = plan["flows"][1]["src_vm"]
 
-    with pytest.raises(plans.PlanError, match="competitor.0 and competitor.1 share udp port"):
+    with pytest.raises(plans.PlanError, match="competitor.0 and competitor.1 are one udp flow"):
         plans.check_plan(plan)
 
 
@@ -96,15 +98,6 @@ def test_rates_scale_down_to_the_cap(plan: dict[str, Any]) -> None:
     assert plans.scale_message(plan, 1.0) is None
 
 
-def test_the_agents_and_sources_get_scaled_rates(plan: dict[str, Any]) -> None:
-    scaled = run.scaled_plan(plan, 0.1)
-
-    assert {p["rate_bps"] for p in scaled["ports"]} == {100_000_000}
-    assert [f["rate_bps"] for f in scaled["flows"]] == [None, 100_000_000, 100_000_000,
-                                                        100_000_000]
-    assert plan["ports"][0]["rate_bps"] == 1_000_000_000  # the plan itself is left alone
-
-
 def test_traffic_specs_give_each_vm_its_sinks_and_sources(plan: dict[str, Any],
                                                          tmp_path: Path) -> None:
     specs = run.traffic_specs(plan, {"newreno": "reno"}, 0.1, tmp_path, 15 * 10**9)
@@ -113,8 +106,10 @@ def test_traffic_specs_give_each_vm_its_sinks_and_sources(plan: dict[str, Any],
     assert [s["flow"] for s in specs[4]["sinks"]] == [0, 1, 2, 3]
     assert specs[4]["sources"] == []
     (tagged,) = specs[0]["sources"]
-    assert (tagged["cc"], tagged["dst"], tagged["dst_port"]) == ("reno", "10.0.0.5", 20000)
-    assert specs[1]["sources"][0]["rate_bps"] == 100_000_000
+    assert (tagged["cc"], tagged["dst"], tagged["dst_port"]) == ("reno", "10.0.0.5", 5001)
+    assert specs[4]["sinks"][1]["src"] == "10.0.0.2"  # competitor.0's sender
+    assert [specs[k]["sources"][0]["rate_bps"] for k in (1, 2, 3)] == [100_000_000] * 3
+    assert plan["flows"][1]["rate_bps"] == 1_000_000_000  # the plan itself is left alone
     # A flow starting after the (shortened) end is not run at all.
     short = run.traffic_specs(plan, {}, 0.1, tmp_path, 5 * 10**9)
     assert 0 not in short and [s["flow"] for s in short[4]["sinks"]] == [1, 2, 3]
@@ -219,12 +214,13 @@ def test_a_failed_testbed_run_exits_3(monkeypatch: pytest.MonkeyPatch,
         "tacc: error: testbed: agent-sw0 exited with status 1 at 2.5s: lost its map\n")
 
 
-def test_qdisc_counters_come_from_the_bfifo_and_clsact() -> None:
+def test_qdisc_counters_come_from_the_root_htb_and_clsact() -> None:
+    """The root counts every class: the default leaf's bfifo and an agent's limiters."""
     text = json.dumps([
-        {"kind": "htb", "handle": "1:", "dev": "p8", "bytes": 9, "packets": 9, "drops": 9,
-         "backlog": 0, "qlen": 0},
-        {"kind": "bfifo", "handle": "2:", "dev": "p8", "parent": "1:2", "bytes": 3000,
-         "packets": 2, "drops": 5, "backlog": 1500, "qlen": 1},
+        {"kind": "htb", "handle": "1:", "dev": "p8", "bytes": 3000, "packets": 2, "drops": 5,
+         "backlog": 1500, "qlen": 1},
+        {"kind": "bfifo", "handle": "2:", "dev": "p8", "parent": "1:2", "bytes": 1500,
+         "packets": 1, "drops": 2, "backlog": 0, "qlen": 0},
         {"kind": "clsact", "handle": "ffff:", "dev": "p8", "bytes": 0, "packets": 0,
          "drops": 7, "backlog": 0, "qlen": 0},
     ])
@@ -253,10 +249,13 @@ def _measured(plan: dict[str, Any]) -> collect.Measured:
     m.counters_end = {8: {"tx_bytes": 48_001_000, "tx_pkts": 32_010, "dropped_overflow": 900,
                           "dropped_aqm": 0, "backlog_pkts": 40, "backlog_bytes": 60_000}}
     m.queue_samples = [(t / 10, 8, 100, 150_000) for t in range(40)]
-    m.agent_ports = [{"time_s": "5.4", "port": "8", "tx_bytes": "0", "tx_pkts": "0",
-                      "marks": "321", "phantom_bytes": "0"}]
-    m.agent_hosts = [{"time_s": "2.0", "host": "0", "vm": "0", "key": "167772165",
-                      "rate_bps": "25000000", "feedback_marks": "3", "ce_marks": "4"}]
+    # The agents' clocks start 1.5 s before the flows'; their counters are cumulative.
+    m.agent_ports = [
+        {"time_s": str(t), "port": "sw0->r0", "tx_bytes": "0", "tx_pkts": "0",
+         "marks": str(marks), "aqm_drops": str(drops), "phantom_bytes": "0"}
+        for t, marks, drops in ((1.0, 1, 0), (1.5, 2, 0), (5.4, 321, 40), (6.0, 400, 50))
+    ]
+    m.agent_hosts = [{"time_s": "2.0", "vm": "s0", "dst": "r0", "rate_mbps": "25"}]
     return m
 
 
@@ -264,7 +263,7 @@ def _write(plan: dict[str, Any], out: Path) -> Path:
     m = _measured(plan)
     flows = collect.flow_summaries(plan, m, {"newreno": "reno"})
     tb = {"rate_scale": 0.1, "base_rtt_us": 85.0, "not_emulated": ["link delays"],
-          "failures": []}
+          "failures": [], "agents": collect.agent_totals(plan, m)}
     summary = collect.summary(plan, m, flows, scale=0.1, scenario_file="motivating.toml",
                               wall_seconds=6.0, sample_interval_ns=10**8, testbed=tb)
     return collect.write_results(out, plan, m, summary, flows)
@@ -282,7 +281,8 @@ def test_results_are_in_the_engines_formats(plan: dict[str, Any], tmp_path: Path
     assert (udp["send_errors"], "send_errors" in tagged) == (0, False)
     port = summary["ports"][8]
     assert (port["name"], port["rate_bps"], port["tx_bytes"]) == ("sw0->r0", 10**8, 48 * 10**6)
-    assert (port["dropped"], port["marked"], port["max_backlog_pkts"]) == (900, 321, 100)
+    assert (port["dropped"], port["marked"], port["max_backlog_pkts"]) == (900, 319, 100)
+    assert summary["testbed"]["agents"] == {"marks": 319, "aqm_drops": 40}
     assert port["utilization"] == pytest.approx(0.96)
     result = tacc.load(out)
     goodput = result.goodput[result.goodput["flow"] == "tagged"]
@@ -363,14 +363,18 @@ def _tcp(flow: int, port: int, **kw: Any) -> dict[str, Any]:
 @pytest.mark.testbed
 def test_the_traffic_process_sends_and_counts(testbed_machine: None, names: Names,
                                               tmp_path: Path) -> None:
+    # Flows share receiving ports, as the engine's do: the senders tell them apart.
+    udp = {"transport": "udp", "cc": None, "rate_bps": 10_000_000, "packet_bytes": 1500,
+           "stop_ns": 500_000_000}
     sources = [
-        _tcp(0, 20000, bytes=2_000_000),
-        _tcp(1, 20001, stop_ns=300_000_000),
-        _tcp(2, 20002, transport="udp", cc=None, rate_bps=20_000_000, packet_bytes=1500,
-             stop_ns=500_000_000),
+        _tcp(0, 5001, bytes=2_000_000),
+        _tcp(1, 5001, stop_ns=300_000_000),
+        _tcp(2, 9, **udp),
+        _tcp(3, 9, **udp),
     ]
     sinks = [{"flow": s["flow"], "transport": s["transport"], "port": s["dst_port"],
-              "bytes": s["bytes"]} for s in sources]
+              "src": "127.0.0.1", "src_port": s["src_port"], "bytes": s["bytes"]}
+             for s in sources]
 
     proc = _traffic(names, tmp_path, 1.0, sinks=sinks, sources=sources)
     _, err = proc.communicate(timeout=30)
@@ -380,11 +384,12 @@ def test_the_traffic_process_sends_and_counts(testbed_machine: None, names: Name
     rx, tx = records["received"], records["sent"]
     assert rx["0"]["bytes"] == 2_000_000 and rx["0"]["done_ns"] is not None
     assert rx["1"]["bytes"] > 0 and rx["1"]["done_ns"] is None
-    udp_bytes = 20e6 / 8 * 0.5 * 1472 / 1500
+    udp_bytes = 10e6 / 8 * 0.5 * 1472 / 1500
     assert rx["2"]["bytes"] == pytest.approx(udp_bytes, rel=0.15)
+    assert rx["3"]["bytes"] == pytest.approx(udp_bytes, rel=0.15)
     for flow in rx.values():
         assert sum(flow["bins"].values()) == flow["bytes"]
-    assert [tx[f]["error"] for f in "012"] == [None, None, None]
+    assert [tx[f]["error"] for f in "0123"] == [None] * 4
     assert tx["0"]["bytes"] == 2_000_000 and tx["0"]["retransmits"] == 0
 
 
@@ -394,7 +399,8 @@ def test_the_traffic_process_writes_its_records_on_sigterm(
 ) -> None:
     sources = [_tcp(0, 20000)]
     proc = _traffic(names, tmp_path, 60.0, sources=sources,
-                    sinks=[{"flow": 0, "transport": "tcp", "port": 20000, "bytes": None}])
+                    sinks=[{"flow": 0, "transport": "tcp", "port": 20000, "src": "127.0.0.1",
+                            "src_port": 30000, "bytes": None}])
     time.sleep(1.5)
     proc.send_signal(signal.SIGTERM)
     proc.communicate(timeout=10)

@@ -3,16 +3,19 @@
 rates.csv. Rates are as measured (scaled); `testbed.rate_scale` says by how much.
 
 Sources: the traffic processes' records (bytes per goodput bin, completion, tcp_info),
-the port qdiscs' counters (`tc -s -j qdisc show`: the bfifo's packets, bytes, drops and
-backlog; drops in clsact are the agent's, i.e. the AQM's), the switch agents' port counters
-(marks) and the host agents' rates. The agents' counters are taken as cumulative since
-their start, and their times are moved onto the traffic's clock (`agent_offset_s`).
+the port qdiscs' counters (`tc -s -j qdisc show`: the root htb's packets, bytes, drops and
+backlog; drops in clsact are the agents', i.e. the AQM's or a host shim's), the switch agents' port
+counters (`time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes`, cumulative, ports
+by name: the marks) and the host agents' rates (already in rates.csv's columns). The
+agents' times count from their own start and are moved onto the flows' clock
+(`agent_offset_s`).
 """
 
 from __future__ import annotations
 
 import csv
 import json
+import math
 import os
 import statistics
 from collections.abc import Iterable, Sequence
@@ -65,14 +68,15 @@ def port_counters(devices: dict[int, tuple[str, str]]) -> dict[int, dict[str, in
 
 
 def parse_qdiscs(text: str) -> dict[str, dict[str, int]]:
-    """`tc -s -j qdisc show` -> per device: the bfifo's (handle 2:) sent bytes and packets,
-    drops and backlog, and the drops of its clsact hook."""
+    """`tc -s -j qdisc show` -> per device: the root htb's (handle 1:) sent bytes and
+    packets, drops and backlog, which count every class under it (a host agent's rate
+    limiters beside the default leaf), and the drops of its clsact hook."""
     out: dict[str, dict[str, int]] = {}
     for q in json.loads(text or "[]"):
         dev = out.setdefault(q["dev"], {"tx_bytes": 0, "tx_pkts": 0, "dropped_overflow": 0,
                                         "backlog_pkts": 0, "backlog_bytes": 0,
                                         "dropped_aqm": 0})
-        if q["kind"] == "bfifo" and q["handle"] == "2:":
+        if q["kind"] == "htb" and q["handle"] == "1:":
             dev.update(tx_bytes=q["bytes"], tx_pkts=q["packets"], dropped_overflow=q["drops"],
                        backlog_pkts=q["qlen"], backlog_bytes=q["backlog"])
         elif q["kind"] == "clsact":
@@ -159,7 +163,7 @@ def goodput_rows(plan: Plan, m: Measured, flows: Sequence[dict[str, Any]]) -> li
 def port_summaries(plan: Plan, m: Measured, scale: float) -> list[dict[str, Any]]:
     """Per port, the engine's PortSummary fields; counters are the difference between the
     flows' time zero and the end, the backlog comes from the samples."""
-    marks = _last_per_port(plan, m, "marks")
+    marks = agent_counter(plan, m, "marks")
     samples: dict[int, list[int]] = {}
     for _, port, pkts, _ in m.queue_samples:
         samples.setdefault(port, []).append(pkts)
@@ -187,75 +191,38 @@ def _growth(start: dict[str, int], end: dict[str, int]) -> Any:
     return lambda key: end.get(key, 0) - start.get(key, 0)
 
 
-def _last_per_port(plan: Plan, m: Measured, column: str) -> dict[int, int]:
-    """The last value of a cumulative switch agent counter per port, up to the end."""
+def agent_counter(plan: Plan, m: Measured, column: str) -> dict[int, int]:
+    """A cumulative counter of the switch agents' CSVs, per port: its growth from the flows'
+    time zero to the end, as the qdiscs' counters."""
     by_name = {p["name"]: i for i, p in enumerate(plan["ports"])}
-    last: dict[int, tuple[float, int]] = {}
+    at_start: dict[int, tuple[float, int]] = {}
+    at_end: dict[int, tuple[float, int]] = {}
     for row in m.agent_ports:
-        port = _port_index(row["port"], by_name)
-        t = float(row["time_s"]) - m.agent_offset_s
-        if port is not None and t <= m.duration_ns / NS and t >= last.get(port, (-1e9, 0))[0]:
-            last[port] = (t, int(float(row[column])))
-    return {port: value for port, (_, value) in last.items()}
-
-
-def _port_index(text: str, by_name: dict[str, int]) -> int | None:
-    """An agent names a port by its index, its interface (p<index>) or its name."""
-    text = text.strip()
-    if text.isdigit():
-        return int(text)
-    if text.startswith("p") and text[1:].isdigit():
-        return int(text[1:])
-    return by_name.get(text)
-
-
-def agent_totals(m: Measured) -> dict[str, dict[str, int]]:
-    """The agents' cumulative counters summed over ports and VMs."""
-    totals: dict[str, dict[str, int]] = {}
-    for role, rows, key_columns, counters in (
-        ("switch", m.agent_ports, ("port",), ("marks", "phantom_bytes")),
-        ("host", m.agent_hosts, ("host", "vm"), ("feedback_marks", "ce_marks")),
-    ):
-        if not rows:
+        port, t = by_name.get(row["port"]), float(row["time_s"]) - m.agent_offset_s
+        if port is None:
             continue
-        peak: dict[tuple[str, ...], dict[str, int]] = {}
-        for row in rows:
-            seen = peak.setdefault(tuple(row[k] for k in key_columns), {})
-            for c in counters:
-                seen[c] = max(seen.get(c, 0), int(float(row[c] or 0)))
-        totals[role] = {c: sum(s.get(c, 0) for s in peak.values()) for c in counters}
-    return totals
+        value = int(row[column])
+        for last, until in ((at_start, 0.0), (at_end, m.duration_ns / NS)):
+            if t <= until and t >= last.get(port, (-math.inf, 0))[0]:
+                last[port] = (t, value)
+    return {port: value - at_start.get(port, (0.0, 0))[1]
+            for port, (_, value) in at_end.items()}
 
 
-def rates_rows(plan: Plan, m: Measured) -> list[list[Any]]:
-    """rates.csv (time_s, vm, dst, rate_mbps) from the host agents' rows, in the traffic's
-    time; `vm` and `key` may be a VM index, an address or the address as an integer."""
-    names = _vm_names(plan)
+def agent_totals(plan: Plan, m: Measured) -> dict[str, int]:
+    """The switch agents' marks and AQM drops over every port."""
+    return {c: sum(agent_counter(plan, m, c).values()) for c in ("marks", "aqm_drops")}
+
+
+def rates_rows(m: Measured) -> list[list[Any]]:
+    """rates.csv from the host agents' CSVs (already in its columns: time_s, vm, dst,
+    rate_mbps), on the flows' clock and within the run."""
     rows = []
     for row in m.agent_hosts:
         t = float(row["time_s"]) - m.agent_offset_s
         if 0 <= t <= m.duration_ns / NS:
-            rows.append([t, names(row["vm"], index_ok=True), names(row["key"], index_ok=False),
-                         float(row["rate_bps"]) / 1e6])
+            rows.append([t, row["vm"], row["dst"], float(row["rate_mbps"])])
     return rows
-
-
-def _vm_names(plan: Plan) -> Any:
-    by_address = {vm["address"]: vm["name"] for vm in plan["vms"]}
-
-    def name(text: str, index_ok: bool) -> str:
-        text = text.strip()
-        if text in by_address:
-            return by_address[text]
-        if text.isdigit():
-            value = int(text)
-            if index_ok and value < len(plan["vms"]):
-                return plan["vms"][value]["name"]
-            dotted = ".".join(str((value >> s) & 255) for s in (24, 16, 8, 0))
-            return by_address.get(dotted, "" if value == 0 else text)
-        return text
-
-    return name
 
 
 def summary(plan: Plan, m: Measured, flows: list[dict[str, Any]], *, scale: float,
@@ -292,7 +259,7 @@ def write_results(out: Path, plan: Plan, m: Measured, summary: dict[str, Any],
                        [[t, plan["ports"][p]["name"], pkts, size]
                         for t, p, pkts, size in m.queue_samples if p in sampled]),
     }
-    rates = rates_rows(plan, m)
+    rates = rates_rows(m)
     if rates:
         files["rates.csv"] = (("time_s", "vm", "dst", "rate_mbps"), rates)
     for name, (header, rows) in files.items():

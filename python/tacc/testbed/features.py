@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import tacc
 from tacc.testbed import TestbedError, TestbedUnavailable, shell
 from tacc.testbed.plan import linux_cc
 from tacc.testbed.topology import BPFFS
@@ -54,10 +55,20 @@ def check(plan: Plan, probe_ns: str, keep_going: bool = False) -> Features:
 
 
 def agent_problems() -> list[str]:
-    """Every run starts a switch agent in each switch (ECN marking, port counters)."""
+    """Every run starts a switch agent in each switch (ECN marking, port counters): its
+    module, and the engine built with its eBPF programs."""
     if importlib.util.find_spec("tacc.testbed.agent") is None:
         return ["agent: the module tacc.testbed.agent (the host and switch agent) is not "
                 "installed"]
+    try:
+        engine = tacc._engine()
+    except tacc.EngineUnavailableError as exc:
+        return [f"agent: {exc}"]
+    available = getattr(engine, "agent_available", None)
+    if available is None:
+        return ["agent: the compiled engine has no agent (built before the testbed)"]
+    if not available():
+        return ["agent: tacc was built without its eBPF programs (clang was missing)"]
     return []
 
 

@@ -68,7 +68,7 @@ _TABLES = {
 
 def check_plan(plan: Plan) -> None:
     """Raises PlanError listing every field the testbed needs and the plan lacks, and every
-    shape it cannot build (a host with more than one link, two flows on one receiving port)."""
+    shape it cannot build (a host with more than one link, two flows with one 5-tuple)."""
     problems = _missing_fields(plan)
     if not problems:
         problems = _unbuildable(plan)
@@ -102,13 +102,15 @@ def _unbuildable(plan: Plan) -> list[str]:
         if len(names) > 1:
             problems.append(f"host {plan['hosts'][h]['name']} has {len(names)} links "
                             f"({', '.join(names)}); the testbed gives a host one uplink")
-    receivers: dict[tuple[int, str, int], str] = {}
+    # A receiver tells flows apart by the sender's address and port.
+    senders: dict[tuple[str, int, int, int, int], str] = {}
     for flow in plan["flows"]:
-        key = (flow["dst_vm"], flow["transport"], flow["dst_port"])
-        if key in receivers:
-            problems.append(f"flows {receivers[key]} and {flow['name']} share "
-                            f"{flow['transport']} port {flow['dst_port']} on their receiver")
-        receivers.setdefault(key, flow["name"])
+        key = (flow["transport"], flow["src_vm"], flow["src_port"], flow["dst_vm"],
+               flow["dst_port"])
+        if key in senders:
+            problems.append(f"flows {senders[key]} and {flow['name']} are one "
+                            f"{flow['transport']} flow: same VMs and ports")
+        senders.setdefault(key, flow["name"])
     return problems
 
 

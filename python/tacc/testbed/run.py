@@ -284,13 +284,13 @@ class _Run:
     def _start_agents(self, topo: topology.Topology, scale: float,
                       start_ns: int) -> list[Child]:
         """A switch agent in every switch (ECN marking at K, port counters); a host agent
-        in every host when there is a mechanism. Their plan has the scaled rates."""
+        in every host when there is a mechanism. Their plan has the scenario's rates: they
+        run the mechanism at those and scale what reaches the datapath by `rate_scale`."""
         plan, names, workdir = self.plan, self.names, self.workdir
-        scaled = scaled_plan(plan, scale)
         configs = []
         for i in range(len(plan["switches"])):
             configs.append((f"agent-sw{i}", names.switch(i), "switch", {
-                "plan": scaled, "switch": i, "rate_scale": scale,
+                "plan": plan, "switch": i, "rate_scale": scale,
                 "ports": {str(p): dev for p, dev in topo.switch_ports.get(i, {}).items()},
                 "start_mono_ns": start_ns,
                 "sample_ns": max(plan["output"]["queue_sample_ns"], MIN_AGENT_SAMPLE_NS),
@@ -300,9 +300,11 @@ class _Run:
         if (plan["mechanism"] or {}).get("kind", "none") != "none":
             for j in range(len(plan["hosts"])):
                 configs.append((f"agent-h{j}", names.host(j), "host", {
-                    "plan": scaled, "host": j, "rate_scale": scale, "uplink": "up0",
+                    "plan": plan, "host": j, "rate_scale": scale, "uplink": "up0",
                     "vm_ports": {str(k): dev for k, dev in topo.host_vm_ports.get(j, {}).items()},
                     "start_mono_ns": start_ns,
+                    # The engine samples the allocated rates every goodput bin.
+                    "sample_ns": plan["output"]["goodput_bin_ns"],
                     "out": str(workdir / f"agent-h{j}.csv"),
                     "ready": str(workdir / f"agent-h{j}.ready"),
                     "scrub": True,
@@ -432,7 +434,7 @@ class _Run:
                 "other_ports_every_s": OTHERS_EVERY * self.sample_interval_ns / 1e9,
             },
             "agent_offset_s": m.agent_offset_s,
-            "agents": collect.agent_totals(m),
+            "agents": collect.agent_totals(plan, m),
             "checksum_errors": m.checksum_errors,
             "failures": self.failures,
         }
@@ -442,22 +444,10 @@ def _sleep_until(when_ns: int) -> None:
     time.sleep(max(0.0, (when_ns - time.monotonic_ns()) / 1e9))
 
 
-def scaled_plan(plan: Plan, scale: float) -> Plan:
-    """The plan with its port and UDP flow rates as the testbed runs them."""
-    scaled = json.loads(json.dumps(plan))
-    for port in scaled["ports"]:
-        port["rate_bps"] = round(port["rate_bps"] * scale)
-    for flow in scaled["flows"]:
-        if flow["rate_bps"] is not None:
-            flow["rate_bps"] = round(flow["rate_bps"] * scale)
-    return scaled
-
-
 def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
                   duration_ns: int) -> dict[int, dict[str, Any]]:
     """Each VM's traffic spec (see tacc.testbed.traffic), for the VMs that send or receive
-    a flow starting before the end."""
-    scaled = scaled_plan(plan, scale)
+    a flow starting before the end; UDP rates scaled as the links are."""
     specs: dict[int, dict[str, Any]] = {}
 
     def spec(k: int) -> dict[str, Any]:
@@ -470,17 +460,21 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
             "sinks": [], "sources": [],
         })
 
-    for i, f in enumerate(scaled["flows"]):
+    for i, f in enumerate(plan["flows"]):
         if f["start_ns"] >= duration_ns:
             continue
-        spec(f["dst_vm"])["sinks"].append({"flow": i, "transport": f["transport"],
-                                           "port": f["dst_port"], "bytes": f["bytes"]})
+        spec(f["dst_vm"])["sinks"].append({
+            "flow": i, "transport": f["transport"], "port": f["dst_port"],
+            "src": plan["vms"][f["src_vm"]]["address"], "src_port": f["src_port"],
+            "bytes": f["bytes"],
+        })
         spec(f["src_vm"])["sources"].append({
             "flow": i, "transport": f["transport"],
             "dst": plan["vms"][f["dst_vm"]]["address"], "dst_port": f["dst_port"],
             "src_port": f["src_port"], "start_ns": f["start_ns"], "stop_ns": f["stop_ns"],
             "bytes": f["bytes"], "cc": cc.get(f["cc"]), "ecn": bool(f["ecn"]),
-            "rate_bps": f["rate_bps"], "packet_bytes": f["packet_bytes"],
+            "rate_bps": None if f["rate_bps"] is None else round(f["rate_bps"] * scale),
+            "packet_bytes": f["packet_bytes"],
         })
     return specs
 

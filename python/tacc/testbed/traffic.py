@@ -1,7 +1,8 @@
 """One VM's traffic: `python -m tacc.testbed.traffic SPEC.json`, run inside the VM's
-namespace. Sinks (a TCP listening socket or a UDP socket on each incoming flow's port, so
-that the port names the flow) count received bytes per goodput bin and the time a sized
-flow completes; sources send the VM's flows with the kernel's own TCP and UDP.
+namespace. Sinks (a TCP listening socket or a UDP socket per receiving port; flows may
+share one, as the engine's UDP flows share port 9, and the sender's address and port tell
+them apart: every source binds its flow's) count received bytes per goodput bin and the
+time a sized flow completes; sources send the VM's flows with the kernel's own TCP and UDP.
 
 The process opens its sinks, says so (the `ready` file), and waits for the `go` file:
 {"start_mono_ns", "end_mono_ns"} on CLOCK_MONOTONIC, which every namespace shares. The
@@ -11,7 +12,8 @@ to that start. The process writes its records to `out` when the run ends or on S
 and exits.
 
 Spec: {"vm", "address", "seed", "bin_ns", "rcv_buf_bytes", "out", "ready", "go",
-"sinks": [{"flow", "transport", "port", "bytes"}], "sources": [{"flow", "transport", "dst",
+"sinks": [{"flow", "transport", "port", "src", "src_port", "bytes"}], "sources": [{"flow",
+"transport", "dst",
 "dst_port", "src_port", "start_ns", "stop_ns", "bytes", "cc", "ecn", "rate_bps",
 "packet_bytes"}]} (rates already scaled).
 """
@@ -67,47 +69,61 @@ class Traffic:
             for s in spec["sources"]
         }
         self.selector = selectors.DefaultSelector()
+        # (transport, port) -> (sender address, sender port) -> flow
+        self.flows_at: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
+        for s in spec["sinks"]:
+            peers = self.flows_at.setdefault((s["transport"], s["port"]), {})
+            peers[(s["src"], s["src_port"])] = s["flow"]
 
     def open_sinks(self) -> None:
         """Binds every sink before any source anywhere starts (the ready file says so)."""
-        for sink in self.spec["sinks"]:
-            if sink["transport"] == "tcp":
+        for transport, port in self.flows_at:
+            if transport == "tcp":
                 sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 # Before listen: accepted sockets inherit it, and the window scale offered
                 # in the handshake follows from it. The kernel doubles it for its overhead.
                 sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.spec["rcv_buf_bytes"])
-                sock.bind(("0.0.0.0", sink["port"]))
-                sock.listen(16)
-                role = "listen"
+                sock.bind(("0.0.0.0", port))
+                sock.listen(64)
             else:
                 sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
                 sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, UDP_RCVBUF)
-                sock.bind(("0.0.0.0", sink["port"]))
-                role = "data"
+                sock.bind(("0.0.0.0", port))
             sock.setblocking(False)
-            self.selector.register(sock, selectors.EVENT_READ, (role, sink["flow"], sock))
+            self.selector.register(sock, selectors.EVENT_READ, (transport, port, None, sock))
 
     def sink_loop(self) -> None:
+        """Accepts connections and reads every sink; a connection's flow is known when it is
+        accepted, a datagram's from its sender. Anything from an unknown sender is ignored."""
         buf = bytearray(RECV_CHUNK)
         while not self.stopping.is_set():
             for key, _ in self.selector.select(timeout=POLL_S):
-                role, flow, sock = key.data
-                if role == "listen":
-                    conn, _ = sock.accept()
+                transport, port, flow, sock = key.data
+                peers = self.flows_at[(transport, port)]
+                if transport == "tcp" and flow is None:  # the listening socket
+                    conn, peer = sock.accept()
+                    if peer not in peers:
+                        conn.close()
+                        continue
                     conn.setblocking(False)
-                    self.selector.register(conn, selectors.EVENT_READ, ("data", flow, conn))
+                    self.selector.register(conn, selectors.EVENT_READ,
+                                           (transport, port, peers[peer], conn))
                     continue
                 try:
-                    n = sock.recv_into(buf)
+                    if transport == "tcp":
+                        n = sock.recv_into(buf)
+                    else:
+                        n, peer = sock.recvfrom_into(buf)
+                        flow = peers.get(peer)
                 except (BlockingIOError, InterruptedError):
                     continue
                 except OSError:  # reset by the source at its stop time
                     n = 0
-                if n == 0 and sock.type == socket.SOCK_STREAM:
+                if n == 0 and transport == "tcp":
                     self.selector.unregister(sock)
                     sock.close()
-                else:
+                elif flow is not None:
                     self._count(flow, n, time.monotonic_ns())
 
     def _count(self, flow: int, n: int, now: int) -> None:
