@@ -58,6 +58,20 @@ def test_the_fixture_plan_passes_the_checks(plan: dict[str, Any]) -> None:
     assert plans.port_pairs(plan) == [(0, 1), (2, 3), (4, 5), (6, 7), (8, 9)]
 
 
+SHIPPED = sorted((Path(tacc.__file__).parent / "scenarios" / "papers").glob("*.toml"))
+
+
+@pytest.mark.parametrize("scenario", ["default", *SHIPPED], ids=lambda s: Path(s).stem)
+def test_the_engines_plans_of_the_shipped_scenarios_can_be_built(engine: None,
+                                                                 scenario: str) -> None:
+    if not hasattr(tacc._engine(), "plan"):
+        pytest.skip("the compiled engine predates plan()")
+
+    plan = plans.load_plan(scenario)  # checked as it is loaded
+
+    assert len(plans.port_pairs(plan)) * 2 == len(plan["ports"])
+
+
 def test_each_missing_plan_field_is_one_error_line(plan: dict[str, Any]) -> None:
     del plan["seed"]
     del plan["tcp"]["mss"]

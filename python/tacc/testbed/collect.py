@@ -46,6 +46,8 @@ class Measured:
     traffic: dict[int, dict[str, Any]] = field(default_factory=dict)  # VM -> its records
     counters_start: dict[int, dict[str, int]] = field(default_factory=dict)
     counters_end: dict[int, dict[str, int]] = field(default_factory=dict)
+    # Between the two reads of the counters: the run's duration give or take a few ms.
+    counters_ns: int | None = None
     queue_samples: list[tuple[float, int, int, int]] = field(default_factory=list)
     agent_ports: list[dict[str, str]] = field(default_factory=list)
     agent_hosts: list[dict[str, str]] = field(default_factory=list)
@@ -167,6 +169,7 @@ def port_summaries(plan: Plan, m: Measured, scale: float) -> list[dict[str, Any]
     samples: dict[int, list[int]] = {}
     for _, port, pkts, _ in m.queue_samples:
         samples.setdefault(port, []).append(pkts)
+    counted_s = (m.counters_ns or m.duration_ns) / NS
     ports = []
     for i, p in enumerate(plan["ports"]):
         end = m.counters_end.get(i, {})
@@ -182,7 +185,7 @@ def port_summaries(plan: Plan, m: Measured, scale: float) -> list[dict[str, Any]
             "marked": marks.get(i, 0),
             "max_backlog_pkts": max(backlog), "mean_backlog_pkts": statistics.fmean(backlog),
             "tx_bytes": tx_bytes,
-            "utilization": tx_bytes * 8 / (rate * m.duration_ns / NS) if rate else 0.0,
+            "utilization": tx_bytes * 8 / (rate * counted_s) if rate else 0.0,
         })
     return ports
 

@@ -363,6 +363,7 @@ class _Run:
         interval, tick = self.sample_interval_ns, 0
         _sleep_until(t0)
         m.counters_start = collect.port_counters(topo.port_devices)
+        counted_from = time.monotonic_ns()
         end = t0 + m.duration_ns
         bar = None if self.options.quiet else simulation_bar(desc="emulating")
         try:
@@ -383,6 +384,7 @@ class _Run:
             if bar is not None:
                 bar.close()
         m.counters_end = collect.port_counters(topo.port_devices)
+        m.counters_ns = time.monotonic_ns() - counted_from
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.traffic:  # they stop by themselves at the end
             try:
