@@ -21,8 +21,9 @@ class SimulationBar:
     """Simulated time against the run's end, fed by the engine's `progress(now_ns, end_ns)`
     calls; its rate is simulated seconds per wall second (or the inverse when slower)."""
 
-    def __init__(self, stream: IO[str]) -> None:
+    def __init__(self, stream: IO[str], desc: str = "simulating") -> None:
         self._stream = stream
+        self._desc = desc
         self._bar: Any = None
 
     def __call__(self, now_ns: int, end_ns: int) -> None:
@@ -32,7 +33,7 @@ class SimulationBar:
 
             self._bar = tqdm(
                 total=end_ns / 1e9, file=self._stream, unit=" sim s", leave=False,
-                desc="simulating",
+                desc=self._desc,
                 bar_format="{desc} {percentage:3.0f}%|{bar}| {n:.3f}/{total:.3f} s "
                            "[{elapsed}<{remaining}, {rate_fmt}]",
             )
@@ -43,10 +44,13 @@ class SimulationBar:
             self._bar.close()
 
 
-def simulation_bar(stream: IO[str] | None = None) -> SimulationBar | None:
-    """A bar for one run on `stream` (stderr), or None when it is not a terminal."""
+def simulation_bar(
+    stream: IO[str] | None = None, desc: str = "simulating"
+) -> SimulationBar | None:
+    """A bar for one run on `stream` (stderr), or None when it is not a terminal; a testbed
+    run feeds it emulated time (`desc` "emulating")."""
     stream = stream or sys.stderr
-    return SimulationBar(stream) if _is_terminal(stream) else None
+    return SimulationBar(stream, desc) if _is_terminal(stream) else None
 
 
 @contextmanager

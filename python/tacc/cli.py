@@ -1,8 +1,11 @@
-"""The `tacc` command: run, validate, plot and show scenarios and their results.
+"""The `tacc` command: run, validate, plot and show scenarios and their results; emulate
+them on a Linux testbed and compare two result directories.
 
 Exit status: 0 success, 1 compiled engine missing, 2 bad input (scenario, option,
-file or result directory), 130 interrupted. Each error is one `tacc: error: ...` line on
-stderr; a scenario with several errors gives one line for each.
+file or result directory) or a machine that lacks what the testbed needs, 3 a testbed
+run that failed (a command, an agent or a traffic process), 130 interrupted. Each error is
+one `tacc: error: ...` line on stderr; a scenario with several errors gives one line for
+each, a testbed missing several things one `tacc: error: testbed: ...` line for each.
 """
 
 from __future__ import annotations
@@ -69,6 +72,45 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("dir", type=Path, metavar="DIR")
     show.set_defaults(command=_show)
 
+    testbed = commands.add_parser(
+        "testbed", help="emulate a scenario on this machine (namespaces, tc, real TCP; root)",
+        description="Emulate a scenario with network namespaces, veth pairs, tc queues and "
+                    "the kernel's TCP and UDP, and write a result directory as `tacc run` "
+                    "does. Needs root. Rates are scaled down to --rate-cap.",
+    )
+    testbed.add_argument(
+        "scenario", nargs="?", default="default", metavar="SCENARIO",
+        help="scenario TOML file (default: the built-in default scenario)",
+    )
+    testbed.add_argument("--out", type=Path, metavar="DIR",
+                         help="result directory (default: out/<scenario name>-testbed)")
+    _add_set_option(testbed)
+    testbed.add_argument("--duration", type=_seconds, metavar="T",
+                         help="emulate at most this long, e.g. 10s (default: the scenario's)")
+    testbed.add_argument("--rate-cap", type=_rate, default=None, metavar="RATE",
+                         help="the fastest link runs at this rate, every rate scaled alike "
+                              "(default: 100Mbps)")
+    testbed.add_argument("--keep-going", action="store_true",
+                         help="run flows of a missing congestion control as its nearest "
+                              "relative, and finish the run when an agent or traffic "
+                              "process dies (each recorded in the result)")
+    testbed.add_argument("--cleanup", action="store_true",
+                         help="remove what earlier runs left behind, then exit")
+    testbed.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
+    testbed.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    testbed.set_defaults(command=_testbed)
+
+    compare = commands.add_parser(
+        "compare", help="two result directories side by side (simulation or testbed)")
+    compare.add_argument("dir_a", type=Path, metavar="DIR_A")
+    compare.add_argument("dir_b", type=Path, metavar="DIR_B")
+    compare.add_argument("--out", type=Path, metavar="FILE.md",
+                         help="also write the comparison as Markdown")
+    compare.add_argument("--bottleneck", metavar="PORT",
+                         help="the port whose rate the shares are of (default: the most "
+                              "congested port)")
+    compare.set_defaults(command=_compare)
+
     repro = commands.add_parser(
         "reproduce", help="re-run the papers' experiments and write figures and a report",
         description="Re-run the papers' experiments (all, or by paper: hygenicc, sdn-gcc, "
@@ -103,6 +145,24 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     return key.strip(), value.strip()
+
+
+def _seconds(text: str) -> float:
+    from tacc.testbed.plan import parse_seconds
+
+    try:
+        return parse_seconds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _rate(text: str) -> float:
+    from tacc.testbed.plan import parse_rate
+
+    try:
+        return parse_rate(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -146,6 +206,46 @@ def _show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _testbed(args: argparse.Namespace) -> int:
+    from tacc.testbed import TestbedError, TestbedUnavailable, run
+
+    try:
+        if args.cleanup:
+            for line in run.cleanup() or ["nothing to clean up"]:
+                print(line)
+            return 0
+        options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
+                              quiet=args.quiet)
+        if args.rate_cap is not None:
+            options.rate_cap_bps = args.rate_cap
+        written = run.run_testbed(args.scenario, args.sets, options)
+    except TestbedUnavailable as exc:
+        return _fail_lines([f"testbed: {item}" for item in exc.missing], 2)
+    except TestbedError as exc:
+        return _fail_lines([f"testbed: {line}" for line in _error_lines(exc)], 3)
+    if not args.no_plot:
+        from tacc.plot import plot_dir
+
+        plot_dir(written)
+    if not args.quiet:
+        print(summary_table(read_summary(written)))
+        print(f"\nwrote {written}:")
+        for path in sorted(p for p in written.iterdir() if p.is_file()):
+            print(f"  {path}")
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from tacc.testbed.compare import compare_dirs
+
+    comparison = compare_dirs(args.dir_a, args.dir_b, bottleneck=args.bottleneck)
+    print(comparison.text())
+    if args.out is not None:
+        args.out.write_text(comparison.markdown(), encoding="utf-8")
+        print(f"\nwrote {args.out}")
+    return 0
+
+
 def _reproduce(args: argparse.Namespace) -> int:
     from tacc import reproduce  # matplotlib and the registry load only here
 
@@ -164,7 +264,11 @@ def _reproduce(args: argparse.Namespace) -> int:
 
 
 def _fail(exc: BaseException, status: int) -> int:
-    for line in _error_lines(exc):
+    return _fail_lines(_error_lines(exc), status)
+
+
+def _fail_lines(lines: Sequence[str], status: int) -> int:
+    for line in lines:
         print(f"tacc: error: {line}", file=sys.stderr)
     return status
 

@@ -1,0 +1,296 @@
+"""What a testbed run measured, as a result directory in the engine's formats: summary.json
+(plus its `testbed` object), flows.csv, goodput.csv, queues.csv and, with host agents,
+rates.csv. Rates are as measured (scaled); `testbed.rate_scale` says by how much.
+
+Sources: the traffic processes' records (bytes per goodput bin, completion, tcp_info),
+the port qdiscs' counters (`tc -s -j qdisc show`: the root htb's packets, bytes, drops and
+backlog; drops in clsact are the agents', i.e. the AQM's or a host shim's), the switch agents' port
+counters (`time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes`, cumulative, ports
+by name: the marks) and the host agents' rates (already in rates.csv's columns). The
+agents' times count from their own start and are moved onto the flows' clock
+(`agent_offset_s`).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tacc.testbed import shell
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tacc.testbed.plan import Plan
+
+NS = 1e9
+CHECKSUM_COUNTERS = ("IpExtInCsumErrors", "TcpInCsumErrors", "UdpInCsumErrors",
+                     "IcmpInCsumErrors")
+FLOW_COLUMNS = ("name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_delivered",
+                "start", "end", "fct", "goodput_mbps", "completed", "retransmits",
+                "fast_retransmits", "timeouts")
+
+
+@dataclass
+class Measured:
+    """Everything a run measured, in the traffic's time (0 = the flows' time zero)."""
+
+    duration_ns: int
+    traffic: dict[int, dict[str, Any]] = field(default_factory=dict)  # VM -> its records
+    counters_start: dict[int, dict[str, int]] = field(default_factory=dict)
+    counters_end: dict[int, dict[str, int]] = field(default_factory=dict)
+    # Between the two reads of the counters: the run's duration give or take a few ms.
+    counters_ns: int | None = None
+    queue_samples: list[tuple[float, int, int, int]] = field(default_factory=list)
+    agent_ports: list[dict[str, str]] = field(default_factory=list)
+    agent_hosts: list[dict[str, str]] = field(default_factory=list)
+    agent_offset_s: float = 0.0
+    checksum_errors: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def port_counters(devices: dict[int, tuple[str, str]]) -> dict[int, dict[str, int]]:
+    """Each port's queue counters now: one `tc` call per namespace."""
+    by_ns: dict[str, dict[str, int]] = {}
+    for port, (ns, dev) in devices.items():
+        by_ns.setdefault(ns, {})[dev] = port
+    counters = {}
+    for ns, ports in by_ns.items():
+        for dev, values in parse_qdiscs(shell.run(["tc", "-n", ns, "-s", "-j", "qdisc",
+                                                   "show"])).items():
+            if dev in ports:
+                counters[ports[dev]] = values
+    return counters
+
+
+def parse_qdiscs(text: str) -> dict[str, dict[str, int]]:
+    """`tc -s -j qdisc show` -> per device: the root htb's (handle 1:) sent bytes and
+    packets, drops and backlog, which count every class under it (a host agent's rate
+    limiters beside the default leaf), and the drops of its clsact hook."""
+    out: dict[str, dict[str, int]] = {}
+    for q in json.loads(text or "[]"):
+        dev = out.setdefault(q["dev"], {"tx_bytes": 0, "tx_pkts": 0, "dropped_overflow": 0,
+                                        "backlog_pkts": 0, "backlog_bytes": 0,
+                                        "dropped_aqm": 0})
+        if q["kind"] == "htb" and q["handle"] == "1:":
+            dev.update(tx_bytes=q["bytes"], tx_pkts=q["packets"], dropped_overflow=q["drops"],
+                       backlog_pkts=q["qlen"], backlog_bytes=q["backlog"])
+        elif q["kind"] == "clsact":
+            dev["dropped_aqm"] = q["drops"]
+    return out
+
+
+def checksum_errors(namespaces: Iterable[str], prefix: str) -> dict[str, dict[str, int]]:
+    """The kernel's checksum error counters of each namespace (named without the run's
+    prefix): the agent rewrites headers, and a wrong checksum shows here."""
+    errors = {}
+    for ns in namespaces:
+        stats = json.loads(shell.run(shell.in_ns(ns, "nstat", "-asz", "-j")))
+        counters = stats.get("kernel", stats)
+        errors[ns.removeprefix(prefix)] = {k: counters.get(k, 0) for k in CHECKSUM_COUNTERS}
+    return errors
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    if not path.is_file():
+        return []
+    with path.open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def flow_summaries(plan: Plan, m: Measured, cc: dict[str, str]) -> list[dict[str, Any]]:
+    """Per flow, the engine's FlowSummary fields (goodput over the flow's active time,
+    exactly as the engine computes it), plus the Linux congestion control a TCP flow ran
+    and the sends a UDP flow's kernel refused."""
+    received = _by_flow(m.traffic, "received")
+    sent = _by_flow(m.traffic, "sent")
+    vms = plan["vms"]
+    flows = []
+    for i, f in enumerate(plan["flows"]):
+        rx, tx = received.get(i, {}), sent.get(i, {})
+        done = rx.get("done_ns")
+        stop = f["stop_ns"]
+        end = done if done is not None else (min(stop, m.duration_ns) if stop else None)
+        active = max(end if end is not None else m.duration_ns, f["start_ns"]) - f["start_ns"]
+        delivered = int(rx.get("bytes", 0))
+        summary = {
+            "name": f["name"], "group": f["group"],
+            "src": vms[f["src_vm"]]["name"], "dst": vms[f["dst_vm"]]["name"],
+            "transport": f["transport"], "cc": f["cc"] if f["transport"] == "tcp" else None,
+            "ecn": bool(f["ecn"]), "bytes_delivered": delivered,
+            "start": f["start_ns"] / NS, "end": None if end is None else end / NS,
+            "fct": None if done is None else (done - f["start_ns"]) / NS,
+            "goodput_mbps": delivered * 8 / (active / NS) / 1e6 if active > 0 else 0.0,
+            "completed": done is not None,
+            "retransmits": tx.get("retransmits") or 0,
+            "fast_retransmits": None,
+            "timeouts": tx.get("timeouts") or 0,
+        }
+        if f["transport"] == "tcp":
+            summary["linux_cc"] = cc.get(f["cc"])
+        else:  # datagrams the source's kernel refused (a full queue): never on the wire
+            summary["send_errors"] = tx.get("send_errors", 0)
+        flows.append(summary)
+    return flows
+
+
+def _by_flow(traffic: dict[int, dict[str, Any]], side: str) -> dict[int, dict[str, Any]]:
+    return {int(flow): rec for records in traffic.values()
+            for flow, rec in records.get(side, {}).items()}
+
+
+def goodput_rows(plan: Plan, m: Measured, flows: Sequence[dict[str, Any]]) -> list[list[Any]]:
+    """goodput.csv as the engine writes it: every bin from the flow's start bin to its end
+    bin, zeros included (a starving flow shows)."""
+    bin_ns = plan["output"]["goodput_bin_ns"]
+    bins = -(-m.duration_ns // bin_ns)
+    received = _by_flow(m.traffic, "received")
+    rows = []
+    for i, (f, summary) in enumerate(zip(plan["flows"], flows, strict=True)):
+        counted = {int(b): n for b, n in received.get(i, {}).get("bins", {}).items()}
+        end_ns = m.duration_ns if summary["end"] is None else round(summary["end"] * NS)
+        first, last = f["start_ns"] // bin_ns, max(0, min(end_ns, m.duration_ns) - 1) // bin_ns
+        for b in range(first, min(last, bins - 1) + 1):
+            mbps = counted.get(b, 0) * 8 / (bin_ns / NS) / 1e6
+            rows.append([b * bin_ns / NS, f["name"], mbps])
+    return rows
+
+
+def port_summaries(plan: Plan, m: Measured, scale: float) -> list[dict[str, Any]]:
+    """Per port, the engine's PortSummary fields; counters are the difference between the
+    flows' time zero and the end, the backlog comes from the samples."""
+    marks = agent_counter(plan, m, "marks")
+    samples: dict[int, list[int]] = {}
+    for _, port, pkts, _ in m.queue_samples:
+        samples.setdefault(port, []).append(pkts)
+    counted_s = (m.counters_ns or m.duration_ns) / NS
+    ports = []
+    for i, p in enumerate(plan["ports"]):
+        end = m.counters_end.get(i, {})
+        grew = _growth(m.counters_start.get(i, {}), end)
+        rate = round(p["rate_bps"] * scale)
+        backlog = samples.get(i, []) + [end.get("backlog_pkts", 0)]
+        tx_bytes = grew("tx_bytes")
+        ports.append({
+            "name": p["name"], "rate_bps": rate,
+            "enqueued": grew("tx_pkts") + end.get("backlog_pkts", 0),
+            "dropped": grew("dropped_overflow") + grew("dropped_aqm"),
+            "dropped_overflow": grew("dropped_overflow"), "dropped_aqm": grew("dropped_aqm"),
+            "marked": marks.get(i, 0),
+            "max_backlog_pkts": max(backlog), "mean_backlog_pkts": statistics.fmean(backlog),
+            "tx_bytes": tx_bytes,
+            "utilization": tx_bytes * 8 / (rate * counted_s) if rate else 0.0,
+        })
+    return ports
+
+
+def _growth(start: dict[str, int], end: dict[str, int]) -> Any:
+    return lambda key: end.get(key, 0) - start.get(key, 0)
+
+
+def agent_counter(plan: Plan, m: Measured, column: str) -> dict[int, int]:
+    """A cumulative counter of the switch agents' CSVs, per port: its growth from the flows'
+    time zero to the end, as the qdiscs' counters."""
+    by_name = {p["name"]: i for i, p in enumerate(plan["ports"])}
+    at_start: dict[int, tuple[float, int]] = {}
+    at_end: dict[int, tuple[float, int]] = {}
+    for row in m.agent_ports:
+        port, t = by_name.get(row["port"]), float(row["time_s"]) - m.agent_offset_s
+        if port is None:
+            continue
+        value = int(row[column])
+        for last, until in ((at_start, 0.0), (at_end, m.duration_ns / NS)):
+            if t <= until and t >= last.get(port, (-math.inf, 0))[0]:
+                last[port] = (t, value)
+    return {port: value - at_start.get(port, (0.0, 0))[1]
+            for port, (_, value) in at_end.items()}
+
+
+def agent_totals(plan: Plan, m: Measured) -> dict[str, int]:
+    """The switch agents' marks and AQM drops over every port."""
+    return {c: sum(agent_counter(plan, m, c).values()) for c in ("marks", "aqm_drops")}
+
+
+def rates_rows(m: Measured) -> list[list[Any]]:
+    """rates.csv from the host agents' CSVs (already in its columns: time_s, vm, dst,
+    rate_mbps), on the flows' clock and within the run."""
+    rows = []
+    for row in m.agent_hosts:
+        t = float(row["time_s"]) - m.agent_offset_s
+        if 0 <= t <= m.duration_ns / NS:
+            rows.append([t, row["vm"], row["dst"], float(row["rate_mbps"])])
+    return rows
+
+
+def summary(plan: Plan, m: Measured, flows: list[dict[str, Any]], *, scale: float,
+            scenario_file: str, wall_seconds: float, sample_interval_ns: int,
+            testbed: dict[str, Any]) -> dict[str, Any]:
+    """summary.json: the engine's keys (no event count: nothing here is an event; packet
+    conservation not measured), the mechanism as the plan gives it, and `testbed`."""
+    import tacc
+
+    mechanism = dict(plan["mechanism"] or {"kind": "none"})
+    return {
+        "tacc_version": tacc.__version__, "scenario": plan["name"],
+        "scenario_file": scenario_file, "seed": plan["seed"],
+        "sim_seconds": m.duration_ns / NS, "wall_seconds": wall_seconds, "events": None,
+        "goodput_bin_s": plan["output"]["goodput_bin_ns"] / NS,
+        "queue_sample_s": sample_interval_ns / NS,
+        "flows": flows, "ports": port_summaries(plan, m, scale),
+        "conservation": {"measured": False,
+                         "note": "not measured on a testbed: packets cross real kernels"},
+        "mechanism": {"kind": mechanism.pop("kind"), "params": mechanism},
+        "testbed": testbed,
+    }
+
+
+def write_results(out: Path, plan: Plan, m: Measured, summary: dict[str, Any],
+                  flows: Sequence[dict[str, Any]]) -> Path:
+    """The result files, each written to a temporary name and renamed (as the engine does)."""
+    out.mkdir(parents=True, exist_ok=True)
+    sampled = set(plan["output"]["ports"])
+    files = {
+        "flows.csv": (FLOW_COLUMNS, [[f[c] for c in FLOW_COLUMNS] for f in flows]),
+        "goodput.csv": (("time_s", "flow", "goodput_mbps"), goodput_rows(plan, m, flows)),
+        "queues.csv": (("time_s", "port", "backlog_pkts", "backlog_bytes"),
+                       [[t, plan["ports"][p]["name"], pkts, size]
+                        for t, p, pkts, size in m.queue_samples if p in sampled]),
+    }
+    rates = rates_rows(m)
+    if rates:
+        files["rates.csv"] = (("time_s", "vm", "dst", "rate_mbps"), rates)
+    for name, (header, rows) in files.items():
+        _write_atomic(out / name, _csv_text(header, rows))
+    _write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    return out
+
+
+def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    import io
+
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([_cell(v) for v in row] for row in rows)
+    return buf.getvalue()
+
+
+def _cell(value: Any) -> str:
+    # As the engine writes them: empty for none, lower-case booleans.
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)

@@ -1,0 +1,498 @@
+"""A testbed run, start to end: check the machine, get the plan, build the namespaces,
+start the agents, measure the base RTT, run the traffic for the scenario's duration, read
+the counters, write the result directory, and tear everything down on every way out
+(success, an error, Ctrl-C, SIGTERM, a child that dies).
+
+Each run has an id R (4 hex digits) naming its namespaces (`tacc-R-*`), its BPF directory
+(/sys/fs/bpf/tacc-R) and its working directory (<tmp>/tacc-testbed-R: the children's
+configs, ready files, records and stderr; it holds the orchestrator's pid, so that
+`cleanup` can tell a live run from leftovers).
+
+Clocks: the agents' `start_mono_ns` is the moment they are launched; the flows' time
+zero (T0) comes once every agent and traffic process is ready. The agents' times are moved
+onto the flows' clock when the results are written (`testbed.agent_offset_s` = T0 minus
+the agents' start).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import tacc
+from tacc._progress import simulation_bar
+from tacc.testbed import TestbedError, collect, features, shell, topology
+from tacc.testbed.plan import (
+    DEFAULT_RATE_CAP_BPS, load_plan, plan_notes, rate_scale, scale_message, vm_tcp_ecn,
+)
+from tacc.testbed.topology import Names
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tacc.testbed.plan import Plan
+
+READY_TIMEOUT_S = 10.0
+TRAFFIC_LEAD_S = 0.2  # from the go file to the flows' time zero
+STOP_GRACE_S = 5.0  # a child asked to stop gets this long to write its records
+MIN_SAMPLE_NS = 100_000_000  # one `tc` call per sampled namespace: 1 ms would cost a core
+OTHERS_EVERY = 10  # ports not in output.ports are sampled every 10th time (for the summary)
+MIN_AGENT_SAMPLE_NS = 1_000_000
+PING = ("-n", "-c", "20", "-i", "0.01", "-W", "1")
+RUN_DIR = re.compile(r"^tacc-testbed-([0-9a-f]{4})$")
+
+
+@dataclass
+class Options:
+    out: Path | None = None
+    duration_s: float | None = None
+    rate_cap_bps: float = DEFAULT_RATE_CAP_BPS
+    keep_going: bool = False
+    quiet: bool = False
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGTERM, raised like Ctrl-C so that the same `finally` tears the run down."""
+
+
+def run_testbed(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str]] = (),
+                options: Options | None = None) -> Path:
+    """Runs a scenario file (or "default") on the testbed; returns the result directory."""
+    plan = load_plan(scenario, sets)
+    path = tacc.default_scenario_path() if scenario == "default" else Path(scenario)
+    return run_plan(plan, options or Options(), scenario_file=str(path))
+
+
+def run_plan(plan: Plan, options: Options, scenario_file: str = "") -> Path:
+    started = time.monotonic()
+    names, workdir = _new_run()
+    run = _Run(plan, options, names, workdir)
+    try:
+        with _signals_raise():
+            return run.go(scenario_file, started)
+    finally:
+        with _signals_ignored():  # a second Ctrl-C must not leave namespaces behind
+            run.children.stop_all()
+            problems = topology.teardown(names)
+            shutil.rmtree(workdir, ignore_errors=True)
+        for problem in problems:
+            print(f"tacc: warning: teardown: {problem}", file=sys.stderr)
+
+
+def cleanup() -> list[str]:
+    """Removes what earlier runs left (namespaces, BPF directories, working directories)
+    unless their orchestrator still runs; returns what was removed."""
+    ids = {m.group(1) for ns in topology.run_namespaces()
+           if (m := topology.RUN_ID.match(ns))}
+    if topology.BPFFS.is_dir():
+        ids |= {m.group(1) for p in topology.BPFFS.iterdir()
+                if (m := topology.RUN_ID.match(p.name + "-"))}
+    ids |= {m.group(1) for p in Path(tempfile.gettempdir()).iterdir()
+            if (m := RUN_DIR.match(p.name))}
+    removed = []
+    for run_id in sorted(ids):
+        if _alive(run_id):
+            continue
+        names = Names(run_id)
+        namespaces = topology.run_namespaces(names.prefix)
+        problems = topology.teardown(names)
+        shutil.rmtree(_run_dir(run_id), ignore_errors=True)
+        if problems:
+            raise TestbedError("\n".join(problems))
+        removed.append(f"run {run_id}: {len(namespaces)} namespaces")
+    return removed
+
+
+def _run_dir(run_id: str) -> Path:
+    return Path(tempfile.gettempdir()) / f"tacc-testbed-{run_id}"
+
+
+def _alive(run_id: str) -> bool:
+    try:
+        pid = int((_run_dir(run_id) / "pid").read_text())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except (OSError, ValueError):
+        return False
+    return b"tacc" in cmdline
+
+
+def _new_run() -> tuple[Names, Path]:
+    for _ in range(100):
+        run_id = secrets.token_hex(2)
+        workdir = _run_dir(run_id)
+        if topology.run_namespaces(Names(run_id).prefix):
+            continue
+        try:
+            workdir.mkdir(mode=0o700)
+        except FileExistsError:
+            continue
+        (workdir / "pid").write_text(str(os.getpid()))
+        return Names(run_id), workdir
+    raise TestbedError(f"no free run id in {tempfile.gettempdir()} (try tacc testbed --cleanup)")
+
+
+@contextlib.contextmanager
+def _signals_raise() -> Iterator[None]:
+    """SIGTERM and SIGINT raise, even where SIGINT came ignored (a background job): either
+    way the run's `finally` tears it down."""
+
+    def terminated(_signum: int, _frame: object) -> None:
+        raise Interrupted()
+
+    previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, terminated),
+                signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@contextlib.contextmanager
+def _signals_ignored() -> Iterator[None]:
+    previous = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen[bytes]
+    stderr: Path
+    reported: bool = False  # its early exit is recorded (--keep-going)
+
+    def said(self) -> str:
+        """The last lines of its stderr, for an error message."""
+        try:
+            lines = self.stderr.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in lines[-5:] if line.strip())
+
+
+@dataclass
+class Children:
+    """The run's child processes, each in its own session (process group), so that
+    stopping one stops whatever it started."""
+
+    all: list[Child] = field(default_factory=list)
+
+    def start(self, name: str, ns: str, args: Sequence[str], workdir: Path) -> Child:
+        stderr = workdir / f"{name}.stderr"
+        env = dict(os.environ)
+        # The children import this same tacc, installed or from the source tree.
+        root = str(Path(tacc.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        with stderr.open("wb") as err:
+            proc = subprocess.Popen(shell.in_ns(ns, sys.executable, "-m", *args),
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=err, env=env, start_new_session=True)
+        child = Child(name, proc, stderr)
+        self.all.append(child)
+        return child
+
+    def stop(self, children: Sequence[Child], grace_s: float = STOP_GRACE_S) -> None:
+        """SIGTERM to each group, then SIGKILL to what is left after `grace_s`."""
+        for child in children:
+            _signal_group(child, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for child in children:
+            try:
+                child.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                _signal_group(child, signal.SIGKILL)
+                child.proc.wait()
+
+    def stop_all(self) -> None:
+        self.stop([c for c in self.all if c.proc.poll() is None], grace_s=2.0)
+
+
+def _signal_group(child: Child, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.proc.pid, sig)
+
+
+class _Run:
+    def __init__(self, plan: Plan, options: Options, names: Names, workdir: Path) -> None:
+        self.plan, self.options, self.names, self.workdir = plan, options, names, workdir
+        self.children = Children()
+        self.traffic: list[Child] = []
+        self.agent_csvs: list[tuple[str, Path]] = []  # (role, the agent's CSV)
+        self.sample_interval_ns = max(plan["output"]["queue_sample_ns"], MIN_SAMPLE_NS)
+        self.failures: list[str] = []
+
+    def say(self, text: str) -> None:
+        if not self.options.quiet:
+            print(text, flush=True)
+
+    def go(self, scenario_file: str, started: float) -> Path:
+        plan, options = self.plan, self.options
+        found = features.check(plan, self.names.probe, options.keep_going)
+        scale = rate_scale(plan, options.rate_cap_bps)
+        duration_ns = plan["duration_ns"]
+        if options.duration_s is not None:
+            duration_ns = min(duration_ns, round(options.duration_s * 1e9))
+        message = scale_message(plan, scale)
+        if message:
+            self.say(message)
+        self.say(f"testbed {self.names.run_id}: {len(plan['switches'])} switches, "
+                 f"{len(plan['hosts'])} hosts, {len(plan['vms'])} VMs, "
+                 f"{len(plan['flows'])} flows, {duration_ns / 1e9:g}s")
+        topo = topology.build(plan, self.names, scale)
+        base_rtt_us = measure_base_rtt(plan, self.names)
+        if base_rtt_us is not None:
+            self.say(f"base RTT {base_rtt_us:.0f}us (first flow's endpoints, median of 20)")
+        agents_start = time.monotonic_ns()
+        agents = self._start_agents(topo, scale, agents_start)
+        m = collect.Measured(duration_ns=duration_ns)
+        t0 = self._start_traffic(found.cc, scale, duration_ns)
+        m.agent_offset_s = (t0 - agents_start) / 1e9
+        self._emulate(topo, m, t0, agents)
+        m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
+        self.children.stop(agents)
+        self._read_records(m)
+        flows = collect.flow_summaries(plan, m, found.cc)
+        summary = collect.summary(
+            plan, m, flows, scale=scale, scenario_file=scenario_file,
+            wall_seconds=time.monotonic() - started, sample_interval_ns=self.sample_interval_ns,
+            testbed=self._testbed(m, found, scale, base_rtt_us),
+        )
+        out = options.out or Path("out") / f"{plan['name']}-testbed"
+        collect.write_results(out, plan, m, summary, flows)
+        if self.failures:
+            raise TestbedError("\n".join([*self.failures, f"results written to {out}"]))
+        return out
+
+    def _start_agents(self, topo: topology.Topology, scale: float,
+                      start_ns: int) -> list[Child]:
+        """A switch agent in every switch (ECN marking at K, port counters); a host agent
+        in every host when there is a mechanism. Their plan has the scenario's rates: they
+        run the mechanism at those and scale what reaches the datapath by `rate_scale`."""
+        plan, names, workdir = self.plan, self.names, self.workdir
+        configs = []
+        for i in range(len(plan["switches"])):
+            configs.append((f"agent-sw{i}", names.switch(i), "switch", {
+                "plan": plan, "switch": i, "rate_scale": scale,
+                "ports": {str(p): dev for p, dev in topo.switch_ports.get(i, {}).items()},
+                "start_mono_ns": start_ns,
+                "sample_ns": max(plan["output"]["queue_sample_ns"], MIN_AGENT_SAMPLE_NS),
+                "out": str(workdir / f"ports-sw{i}.csv"),
+                "ready": str(workdir / f"agent-sw{i}.ready"),
+            }))
+        if (plan["mechanism"] or {}).get("kind", "none") != "none":
+            for j in range(len(plan["hosts"])):
+                configs.append((f"agent-h{j}", names.host(j), "host", {
+                    "plan": plan, "host": j, "rate_scale": scale, "uplink": "up0",
+                    "vm_ports": {str(k): dev for k, dev in topo.host_vm_ports.get(j, {}).items()},
+                    "start_mono_ns": start_ns,
+                    # The engine samples the allocated rates every goodput bin.
+                    "sample_ns": plan["output"]["goodput_bin_ns"],
+                    "out": str(workdir / f"agent-h{j}.csv"),
+                    "ready": str(workdir / f"agent-h{j}.ready"),
+                    "scrub": True,
+                }))
+        agents = []
+        for name, ns, role, config in configs:
+            path = workdir / f"{name}.json"
+            path.write_text(json.dumps(config), encoding="utf-8")
+            agents.append(self.children.start(name, ns, ["tacc.testbed.agent", role, str(path)],
+                                              workdir))
+            self.agent_csvs.append((role, Path(config["out"])))
+        self._wait_ready(agents, time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9), "agent")
+        return agents
+
+    def _wait_ready(self, children: Sequence[Child], deadline_ns: int, what: str) -> None:
+        waiting = list(children)
+        while waiting:
+            for child in list(waiting):
+                if (self.workdir / f"{child.name}.ready").exists():
+                    waiting.remove(child)
+                elif child.proc.poll() is not None:
+                    raise TestbedError(f"{child.name} exited with status "
+                                       f"{child.proc.returncode} before it was ready: "
+                                       f"{child.said() or 'no message'}")
+            if waiting and time.monotonic_ns() > deadline_ns:
+                raise TestbedError(f"{what}s not ready in time: "
+                                   f"{', '.join(c.name for c in waiting)}")
+            time.sleep(0.02)
+
+    def _start_traffic(self, cc: dict[str, str], scale: float, duration_ns: int) -> int:
+        """One process per VM that sends or receives, started once every sink listens
+        (the go file); returns the flows' time zero."""
+        specs = traffic_specs(self.plan, cc, scale, self.workdir, duration_ns)
+        for k, spec in specs.items():
+            path = self.workdir / f"traffic-v{k}.json"
+            path.write_text(json.dumps(spec), encoding="utf-8")
+            self.traffic.append(self.children.start(
+                f"traffic-v{k}", self.names.vm(k), ["tacc.testbed.traffic", str(path)],
+                self.workdir))
+        self._wait_ready(self.traffic, time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
+                         "traffic process")
+        t0 = time.monotonic_ns() + round(TRAFFIC_LEAD_S * 1e9)
+        go = self.workdir / "go"
+        tmp = go.with_name(".go.tmp")  # renamed: a process never reads half of it
+        tmp.write_text(json.dumps({"start_mono_ns": t0, "end_mono_ns": t0 + duration_ns}))
+        os.replace(tmp, go)
+        return t0
+
+    def _emulate(self, topo: topology.Topology, m: collect.Measured, t0: int,
+                 agents: list[Child]) -> None:
+        """Waits out the run, watching the children: the backlog of the scenario's sampled
+        ports every sample interval (queues.csv), of every port every 10th (the summary's
+        backlog figures); the counters at the flows' time zero and at the end."""
+        plan = self.plan
+        sampled = {p: topo.port_devices[p] for p in plan["output"]["ports"]}
+        interval, tick = self.sample_interval_ns, 0
+        _sleep_until(t0)
+        m.counters_start = collect.port_counters(topo.port_devices)
+        counted_from = time.monotonic_ns()
+        end = t0 + m.duration_ns
+        bar = None if self.options.quiet else simulation_bar(desc="emulating")
+        try:
+            next_sample = t0
+            while (now := time.monotonic_ns()) < end:
+                if now >= next_sample:
+                    ports = topo.port_devices if tick % OTHERS_EVERY == 0 else sampled
+                    for port, c in collect.port_counters(ports).items():
+                        m.queue_samples.append(((now - t0) / 1e9, port, c["backlog_pkts"],
+                                                c["backlog_bytes"]))
+                    next_sample += interval
+                    tick += 1
+                self._watch(agents + self.traffic, now - t0)
+                if bar is not None:
+                    bar(now - t0, m.duration_ns)
+                _sleep_until(min(next_sample, end))
+        finally:
+            if bar is not None:
+                bar.close()
+        m.counters_end = collect.port_counters(topo.port_devices)
+        m.counters_ns = time.monotonic_ns() - counted_from
+        deadline = time.monotonic() + STOP_GRACE_S
+        for child in self.traffic:  # they stop by themselves at the end
+            try:
+                child.proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                self.children.stop([child])
+
+    def _watch(self, children: Sequence[Child], at_ns: int) -> None:
+        for child in children:
+            status = child.proc.poll()
+            if status is None or child.reported:
+                continue
+            failure = (f"{child.name} exited with status {status} at {at_ns / 1e9:.1f}s: "
+                       f"{child.said() or 'no message'}")
+            if not self.options.keep_going:
+                raise TestbedError(failure)
+            child.reported = True
+            self.failures.append(failure)
+            print(f"tacc: warning: {failure} (--keep-going)", file=sys.stderr)
+
+    def _read_records(self, m: collect.Measured) -> None:
+        for child in self.traffic:
+            path = self.workdir / f"{child.name}.out.json"
+            if not path.is_file():
+                raise TestbedError(f"{child.name} wrote no records: "
+                                   f"{child.said() or 'no message'}")
+            records = json.loads(path.read_text(encoding="utf-8"))
+            m.traffic[records["vm"]] = records
+            for flow, rec in records["sent"].items():
+                if rec.get("error"):
+                    name = self.plan["flows"][int(flow)]["name"]
+                    self.failures.append(f"flow {name}: {rec['error']}")
+        for role, path in self.agent_csvs:
+            (m.agent_ports if role == "switch" else m.agent_hosts).extend(collect.read_csv(path))
+
+    def _testbed(self, m: collect.Measured, found: features.Features, scale: float,
+                 base_rtt_us: float | None) -> dict[str, Any]:
+        """summary.json's `testbed` object: how this run differs from a simulation."""
+        plan = self.plan
+        _, disagreements = vm_tcp_ecn(plan)
+        return {
+            "run_id": self.names.run_id, "kernel": found.kernel,
+            "rate_scale": scale, "rate_cap_bps": self.options.rate_cap_bps,
+            "base_rtt_us": base_rtt_us,
+            "not_emulated": [*plan_notes(plan, found.netem), *found.notes, *disagreements],
+            "backlog_samples": {
+                "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
+                "every_s": self.sample_interval_ns / 1e9,
+                "other_ports_every_s": OTHERS_EVERY * self.sample_interval_ns / 1e9,
+            },
+            "agent_offset_s": m.agent_offset_s,
+            "agents": collect.agent_totals(plan, m),
+            "checksum_errors": m.checksum_errors,
+            "failures": self.failures,
+        }
+
+
+def _sleep_until(when_ns: int) -> None:
+    time.sleep(max(0.0, (when_ns - time.monotonic_ns()) / 1e9))
+
+
+def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
+                  duration_ns: int) -> dict[int, dict[str, Any]]:
+    """Each VM's traffic spec (see tacc.testbed.traffic), for the VMs that send or receive
+    a flow starting before the end; UDP rates scaled as the links are."""
+    specs: dict[int, dict[str, Any]] = {}
+
+    def spec(k: int) -> dict[str, Any]:
+        return specs.setdefault(k, {
+            "vm": k, "address": plan["vms"][k]["address"], "seed": plan["seed"],
+            "bin_ns": plan["output"]["goodput_bin_ns"],
+            "rcv_buf_bytes": plan["tcp"]["rcv_buf_bytes"],
+            "out": str(workdir / f"traffic-v{k}.out.json"),
+            "ready": str(workdir / f"traffic-v{k}.ready"), "go": str(workdir / "go"),
+            "sinks": [], "sources": [],
+        })
+
+    for i, f in enumerate(plan["flows"]):
+        if f["start_ns"] >= duration_ns:
+            continue
+        spec(f["dst_vm"])["sinks"].append({
+            "flow": i, "transport": f["transport"], "port": f["dst_port"],
+            "src": plan["vms"][f["src_vm"]]["address"], "src_port": f["src_port"],
+            "bytes": f["bytes"],
+        })
+        spec(f["src_vm"])["sources"].append({
+            "flow": i, "transport": f["transport"],
+            "dst": plan["vms"][f["dst_vm"]]["address"], "dst_port": f["dst_port"],
+            "src_port": f["src_port"], "start_ns": f["start_ns"], "stop_ns": f["stop_ns"],
+            "bytes": f["bytes"], "cc": cc.get(f["cc"]), "ecn": bool(f["ecn"]),
+            "rate_bps": None if f["rate_bps"] is None else round(f["rate_bps"] * scale),
+            "packet_bytes": f["packet_bytes"],
+        })
+    return specs
+
+
+def measure_base_rtt(plan: Plan, names: Names) -> float | None:
+    """The median of 20 pings between the first flow's endpoints, in microseconds, before
+    any traffic (and before the agents): the links' delays are not emulated, so this is
+    the RTT the flows start from. No answer means the topology does not forward."""
+    if not plan["flows"]:
+        return None
+    flow = plan["flows"][0]
+    dst = plan["vms"][flow["dst_vm"]]["address"]
+    try:
+        said = shell.run(shell.in_ns(names.vm(flow["src_vm"]), "ping", *PING, dst))
+    except TestbedError as exc:
+        raise TestbedError(f"base RTT: {exc}: VM {plan['vms'][flow['src_vm']]['name']} "
+                           f"cannot reach {plan['vms'][flow['dst_vm']]['name']} ({dst})") from exc
+    times = [float(t) for t in re.findall(r"time=([0-9.]+) ms", said)]
+    return statistics.median(times) * 1e3 if times else None

@@ -1,0 +1,52 @@
+"""Running the commands that build and read the testbed (ip, tc, sysctl, ethtool, nstat,
+ping): each failure is a TestbedError naming the command and what it printed."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+from collections.abc import Sequence
+
+from tacc.testbed import TestbedError, TestbedUnavailable
+
+
+def run(argv: Sequence[str], *, input: str | None = None, timeout: float = 60) -> str:
+    """Runs a command and returns its output; raises TestbedError when it fails, naming the
+    failing line of a `-batch -` input (ip and tc say only its number)."""
+    try:
+        proc = subprocess.run(list(argv), input=input, capture_output=True, text=True,
+                              timeout=timeout)
+    except FileNotFoundError as exc:
+        raise TestbedUnavailable([f"{argv[0]}: not found on PATH"]) from exc
+    except subprocess.TimeoutExpired as exc:
+        raise TestbedError(f"{shlex.join(argv)}: no answer in {timeout:g}s") from exc
+    if proc.returncode != 0:
+        said = " ".join(proc.stderr.split()) or f"exit status {proc.returncode}"
+        line = re.search(r"-:(\d+)", proc.stderr)
+        if line and input is not None:
+            lines = input.splitlines()
+            number = int(line.group(1))
+            if 0 < number <= len(lines):
+                said += f" (line {number}: {lines[number - 1]})"
+        raise TestbedError(f"{shlex.join(argv)}: {said}")
+    return proc.stdout
+
+
+def in_ns(ns: str, *argv: str) -> list[str]:
+    """A command line run inside network namespace `ns`."""
+    return ["ip", "netns", "exec", ns, *argv]
+
+
+def batch(tool: str, ns: str | None, lines: Sequence[str]) -> None:
+    """`ip` or `tc` commands run in one process inside `ns` (or the initial namespace):
+    one process per namespace rather than one per command."""
+    if lines:
+        where = ["-n", ns] if ns else []
+        run([tool, *where, "-batch", "-"], input="\n".join(lines) + "\n")
+
+
+def sysctl(ns: str, settings: dict[str, object]) -> None:
+    """Kernel settings of one namespace, all in one process."""
+    if settings:
+        run(in_ns(ns, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in settings.items())))

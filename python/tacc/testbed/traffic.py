@@ -1,0 +1,275 @@
+"""One VM's traffic: `python -m tacc.testbed.traffic SPEC.json`, run inside the VM's
+namespace. Sinks (a TCP listening socket or a UDP socket per receiving port; flows may
+share one, as the engine's UDP flows share port 9, and the sender's address and port tell
+them apart: every source binds its flow's) count received bytes per goodput bin and the
+time a sized flow completes; sources send the VM's flows with the kernel's own TCP and UDP.
+
+The process opens its sinks, says so (the `ready` file), and waits for the `go` file:
+{"start_mono_ns", "end_mono_ns"} on CLOCK_MONOTONIC, which every namespace shares. The
+orchestrator writes it once every VM's process is ready, however long they took to start
+on a busy machine, so that every flow starts on one clock. Times in the spec are relative
+to that start. The process writes its records to `out` when the run ends or on SIGTERM,
+and exits.
+
+Spec: {"vm", "address", "seed", "bin_ns", "rcv_buf_bytes", "out", "ready", "go",
+"sinks": [{"flow", "transport", "port", "src", "src_port", "bytes"}], "sources": [{"flow",
+"transport", "dst",
+"dst_port", "src_port", "start_ns", "stop_ns", "bytes", "cc", "ecn", "rate_bps",
+"packet_bytes"}]} (rates already scaled).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+from pathlib import Path
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+SO_RCVBUFFORCE = getattr(socket, "SO_RCVBUFFORCE", 33)  # root may exceed net.core.rmem_max
+UDP_RCVBUF = 4 << 20  # a sink must not be where UDP packets are lost
+IP_UDP_HEADERS = 28  # a UDP flow's packet_bytes is the IP packet's size, as in the engine
+SEND_CHUNK = 1 << 16
+RECV_CHUNK = 1 << 18
+POLL_S = 0.05  # how soon a blocked thread sees the end of the run
+GO_POLL_S = 0.005
+MAX_LAG_NS = 2_000_000  # a late UDP source catches up on at most this much missed sending
+ECT0 = 0x02
+# struct tcp_info offsets (linux/tcp.h): tcpi_total_retrans (u32), tcpi_total_rto (u16,
+# Linux 6.7 and later).
+TCPI_TOTAL_RETRANS = 100
+TCPI_TOTAL_RTO = 240
+
+
+class Traffic:
+    """The VM's sinks and sources; records are filled as they go, read when they stop."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.t0 = self.end = 0  # set by `go`
+        self.stopping = threading.Event()
+        self.received: dict[int, dict[str, Any]] = {
+            s["flow"]: {"bytes": 0, "bins": {}, "done_ns": None, "size": s["bytes"]}
+            for s in spec["sinks"]
+        }
+        self.sent: dict[int, dict[str, Any]] = {
+            s["flow"]: {"bytes": 0, "connected_ns": None, "retransmits": None,
+                        "timeouts": None, "send_errors": 0, "error": None}
+            for s in spec["sources"]
+        }
+        self.selector = selectors.DefaultSelector()
+        # (transport, port) -> (sender address, sender port) -> flow
+        self.flows_at: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
+        for s in spec["sinks"]:
+            peers = self.flows_at.setdefault((s["transport"], s["port"]), {})
+            peers[(s["src"], s["src_port"])] = s["flow"]
+
+    def open_sinks(self) -> None:
+        """Binds every sink before any source anywhere starts (the ready file says so)."""
+        for transport, port in self.flows_at:
+            if transport == "tcp":
+                sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                # Before listen: accepted sockets inherit it, and the window scale offered
+                # in the handshake follows from it. The kernel doubles it for its overhead.
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.spec["rcv_buf_bytes"])
+                sock.bind(("0.0.0.0", port))
+                sock.listen(64)
+            else:
+                sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+                sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, UDP_RCVBUF)
+                sock.bind(("0.0.0.0", port))
+            sock.setblocking(False)
+            self.selector.register(sock, selectors.EVENT_READ, (transport, port, None, sock))
+
+    def sink_loop(self) -> None:
+        """Accepts connections and reads every sink; a connection's flow is known when it is
+        accepted, a datagram's from its sender. Anything from an unknown sender is ignored."""
+        buf = bytearray(RECV_CHUNK)
+        while not self.stopping.is_set():
+            for key, _ in self.selector.select(timeout=POLL_S):
+                transport, port, flow, sock = key.data
+                peers = self.flows_at[(transport, port)]
+                if transport == "tcp" and flow is None:  # the listening socket
+                    conn, peer = sock.accept()
+                    if peer not in peers:
+                        conn.close()
+                        continue
+                    conn.setblocking(False)
+                    self.selector.register(conn, selectors.EVENT_READ,
+                                           (transport, port, peers[peer], conn))
+                    continue
+                try:
+                    if transport == "tcp":
+                        n = sock.recv_into(buf)
+                    else:
+                        n, peer = sock.recvfrom_into(buf)
+                        flow = peers.get(peer)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:  # reset by the source at its stop time
+                    n = 0
+                if n == 0 and transport == "tcp":
+                    self.selector.unregister(sock)
+                    sock.close()
+                elif flow is not None:
+                    self._count(flow, n, time.monotonic_ns())
+
+    def _count(self, flow: int, n: int, now: int) -> None:
+        if now >= self.end:
+            return
+        rec = self.received[flow]
+        rec["bytes"] += n
+        b = max(0, now - self.t0) // self.spec["bin_ns"]
+        rec["bins"][b] = rec["bins"].get(b, 0) + n
+        if rec["size"] is not None and rec["done_ns"] is None and rec["bytes"] >= rec["size"]:
+            rec["done_ns"] = now - self.t0
+
+    def source(self, src: dict[str, Any]) -> None:
+        rec = self.sent[src["flow"]]
+        try:
+            if self._wait_until(self.t0 + src["start_ns"]):
+                if src["transport"] == "tcp":
+                    self._tcp(src, rec)
+                else:
+                    self._udp(src, rec)
+        except OSError as exc:
+            # At the end every process closes its sockets at once: a peer's reset then is
+            # the end of the run, not a failure.
+            if not self.stopping.is_set() and time.monotonic_ns() < self.end:
+                rec["error"] = f"{type(exc).__name__}: {exc}"
+
+    def _stop_at(self, src: dict[str, Any]) -> int:
+        stop = src["stop_ns"]
+        return self.end if stop is None else min(self.end, self.t0 + stop)
+
+    def _wait_until(self, when_ns: int) -> bool:
+        """Sleeps until `when_ns` unless the run stops first; True when it is time."""
+        return not self.stopping.wait(max(0.0, (when_ns - time.monotonic_ns()) / 1e9))
+
+    def _tcp(self, src: dict[str, Any], rec: dict[str, Any]) -> None:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Before connect: the handshake already belongs to the chosen congestion control.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, src["cc"].encode())
+        sock.bind((self.spec["address"], src["src_port"]))
+        stop_at = self._stop_at(src)
+        sock.settimeout(max(POLL_S, (stop_at - time.monotonic_ns()) / 1e9))
+        try:
+            sock.connect((src["dst"], src["dst_port"]))
+            rec["connected_ns"] = time.monotonic_ns() - self.t0
+            sock.settimeout(POLL_S)
+            left = src["bytes"] if src["bytes"] is not None else float("inf")
+            chunk = memoryview(bytearray(SEND_CHUNK))
+            while left > 0 and not self.stopping.is_set() and time.monotonic_ns() < stop_at:
+                try:
+                    n = sock.send(chunk[: int(min(SEND_CHUNK, left))])
+                except TimeoutError:
+                    continue
+                rec["bytes"] += n
+                left -= n
+            if left == 0:
+                # Sent in full: its last bytes may still be on their way (or lost and
+                # retransmitted) until the run ends.
+                sock.shutdown(socket.SHUT_WR)
+                self._wait_until(self.end)
+        finally:
+            if rec["connected_ns"] is not None:
+                with contextlib.suppress(OSError):
+                    _tcp_counts(sock, rec)
+            # A reset, not a FIN: a flow that stops sends nothing more, as in the engine
+            # (a graceful close would deliver what is still in the send buffer).
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            sock.close()
+
+    def _udp(self, src: dict[str, Any], rec: dict[str, Any]) -> None:
+        """Constant bit rate on an absolute schedule: each packet leaves one gap after the
+        one before, on the clock rather than after a sleep, and all packets due are sent at
+        once when the thread wakes late, so the mean rate holds whatever the sleep
+        granularity. Gaps vary uniformly by +/-10% (mean exact), as the engine's do:
+        strictly periodic sources phase-lock at a shared drop-tail queue, and one of them
+        would win every free slot."""
+        jitter = random.Random(self.spec["seed"] * 1_000_003 + src["flow"])
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.bind((self.spec["address"], src["src_port"]))
+            if src["ecn"]:
+                sock.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, ECT0)
+            sock.connect((src["dst"], src["dst_port"]))
+            payload = bytes(src["packet_bytes"] - IP_UDP_HEADERS)
+            gap = src["packet_bytes"] * 8 * 1e9 / src["rate_bps"]
+            stop_at, due = self._stop_at(src), float(time.monotonic_ns())
+            while not self.stopping.is_set():
+                now = time.monotonic_ns()
+                if now >= stop_at:
+                    break
+                due = max(due, now - MAX_LAG_NS)
+                while due <= now:
+                    try:
+                        rec["bytes"] += sock.send(payload)
+                    except OSError:  # a full queue (ENOBUFS), or ICMP port unreachable
+                        rec["send_errors"] += 1
+                    due += gap * jitter.uniform(0.9, 1.1)
+                time.sleep(max(0.0, (due - time.monotonic_ns()) / 1e9))
+
+    def records(self) -> dict[str, Any]:
+        return {
+            "vm": self.spec["vm"],
+            "received": {str(f): {k: v for k, v in r.items() if k != "size"}
+                         for f, r in self.received.items()},
+            "sent": {str(f): r for f, r in self.sent.items()},
+        }
+
+
+def _tcp_counts(sock: socket.socket, rec: dict[str, Any]) -> None:
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 512)
+    if len(info) >= TCPI_TOTAL_RETRANS + 4:
+        rec["retransmits"] = struct.unpack_from("I", info, TCPI_TOTAL_RETRANS)[0]
+    if len(info) >= TCPI_TOTAL_RTO + 2:
+        rec["timeouts"] = struct.unpack_from("H", info, TCPI_TOTAL_RTO)[0]
+
+
+def _write_json(path: Path, data: object) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(data), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def main(argv: list[str]) -> int:
+    spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
+    traffic = Traffic(spec)
+    signal.signal(signal.SIGTERM, lambda *_: traffic.stopping.set())
+    traffic.open_sinks()
+    Path(spec["ready"]).touch()
+    go = Path(spec["go"])
+    while not go.exists():
+        if traffic.stopping.wait(GO_POLL_S):
+            _write_json(Path(spec["out"]), traffic.records())
+            return 0
+    clock = json.loads(go.read_text(encoding="utf-8"))
+    traffic.t0, traffic.end = clock["start_mono_ns"], clock["end_mono_ns"]
+    threads = [threading.Thread(target=traffic.sink_loop, daemon=True)]
+    threads += [threading.Thread(target=traffic.source, args=(s,), daemon=True)
+                for s in spec["sources"]]
+    for thread in threads:
+        thread.start()
+    traffic.stopping.wait(max(0.0, (traffic.end - time.monotonic_ns()) / 1e9))
+    traffic.stopping.set()
+    for thread in threads:
+        thread.join(timeout=2.0)
+    _write_json(Path(spec["out"]), traffic.records())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

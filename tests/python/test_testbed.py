@@ -1,0 +1,533 @@
+"""The testbed (`tacc testbed`): plan checks, rate scaling, the machine's features, result
+files, and, marked `testbed` (root, namespaces, qdiscs, bpffs), the traffic process, the
+topology and the teardown of a failing run.
+
+The plan fixture (data/motivating-plan.json) is the default scenario's plan written by hand
+in the schema of `tacc._core.plan`. Tests marked `testbed` skip, naming what is missing,
+unless TACC_REQUIRE_TESTBED=1, which makes them fail instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tacc
+from tacc import cli, testbed
+from tacc.plot import plot_dir
+from tacc.summary import read_summary, summary_table
+from tacc.testbed import collect, features, plan as plans, run, topology
+from tacc.testbed.topology import Names
+
+PLAN_FILE = Path(__file__).parent / "data" / "motivating-plan.json"
+ENGINE_FLOWS_HEADER = (  # crates/tacc-sim/src/output.rs
+    "name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,"
+    "completed,retransmits,fast_retransmits,timeouts"
+)
+
+
+@pytest.fixture
+def plan() -> dict[str, Any]:
+    return json.loads(PLAN_FILE.read_text())
+
+
+@pytest.fixture
+def testbed_machine() -> None:
+    """Root, the tools, namespaces, the qdiscs and bpffs, or a skip that says which are
+    missing (a failure with TACC_REQUIRE_TESTBED=1)."""
+    problems, _ = features.host_problems(Names(secrets.token_hex(2)).probe)
+    if problems:
+        reason = "testbed unavailable: " + "; ".join(problems)
+        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+
+
+def test_the_fixture_plan_passes_the_checks(plan: dict[str, Any]) -> None:
+    plans.check_plan(plan)
+
+    assert plans.port_pairs(plan) == [(0, 1), (2, 3), (4, 5), (6, 7), (8, 9)]
+
+
+SHIPPED = sorted((Path(tacc.__file__).parent / "scenarios" / "papers").glob("*.toml"))
+
+
+@pytest.mark.parametrize("scenario", ["default", *SHIPPED], ids=lambda s: Path(s).stem)
+def test_the_engines_plans_of_the_shipped_scenarios_can_be_built(engine: None,
+                                                                 scenario: str) -> None:
+    if not hasattr(tacc._engine(), "plan"):
+        pytest.skip("the compiled engine predates plan()")
+
+    plan = plans.load_plan(scenario)  # checked as it is loaded
+
+    assert len(plans.port_pairs(plan)) * 2 == len(plan["ports"])
+
+
+def test_each_missing_plan_field_is_one_error_line(plan: dict[str, Any]) -> None:
+    del plan["seed"]
+    del plan["tcp"]["mss"]
+    del plan["flows"][1]["dst_port"]
+
+    with pytest.raises(plans.PlanError) as err:
+        plans.check_plan(plan)
+
+    assert str(err.value).splitlines() == [
+        "plan: missing seed", "plan: flows[1]: missing dst_port", "plan: tcp: missing mss",
+    ]
+
+
+def test_a_host_with_two_links_is_refused(plan: dict[str, Any]) -> None:
+    extra = dict(plan["ports"][0], name="s0->sw0 (second)")
+    plan["ports"] += [extra, dict(plan["ports"][1], name="sw0->s0 (second)")]
+
+    with pytest.raises(plans.PlanError, match="host s0 has 2 links"):
+        plans.check_plan(plan)
+
+
+def test_two_flows_with_one_five_tuple_are_refused(plan: dict[str, Any]) -> None:
+    # The engine's UDP flows share port 9 on r0: their senders tell them apart.
+    assert len({f["dst_port"] for f in plan["flows"][1:]}) == 1
+    plan["flows"][2]["src_vm"] = plan["flows"][1]["src_vm"]
+
+    with pytest.raises(plans.PlanError, match="competitor.0 and competitor.1 are one udp flow"):
+        plans.check_plan(plan)
+
+
+def test_rates_scale_down_to_the_cap(plan: dict[str, Any]) -> None:
+    scale = plans.rate_scale(plan, 100e6)
+
+    assert scale == pytest.approx(0.1)
+    assert plans.scale_message(plan, scale) == (
+        "rates scaled down x10: the 1Gbps links run at 100Mbps")
+    assert plans.rate_scale(plan, 10e9) == 1.0
+    assert plans.scale_message(plan, 1.0) is None
+
+
+def test_traffic_specs_give_each_vm_its_sinks_and_sources(plan: dict[str, Any],
+                                                         tmp_path: Path) -> None:
+    specs = run.traffic_specs(plan, {"newreno": "reno"}, 0.1, tmp_path, 15 * 10**9)
+
+    assert sorted(specs) == [0, 1, 2, 3, 4]
+    assert [s["flow"] for s in specs[4]["sinks"]] == [0, 1, 2, 3]
+    assert specs[4]["sources"] == []
+    (tagged,) = specs[0]["sources"]
+    assert (tagged["cc"], tagged["dst"], tagged["dst_port"]) == ("reno", "10.0.0.5", 5001)
+    assert specs[4]["sinks"][1]["src"] == "10.0.0.2"  # competitor.0's sender
+    assert [specs[k]["sources"][0]["rate_bps"] for k in (1, 2, 3)] == [100_000_000] * 3
+    assert plan["flows"][1]["rate_bps"] == 1_000_000_000  # the plan itself is left alone
+    # A flow starting after the (shortened) end is not run at all.
+    short = run.traffic_specs(plan, {}, 0.1, tmp_path, 5 * 10**9)
+    assert 0 not in short and [s["flow"] for s in short[4]["sinks"]] == [1, 2, 3]
+
+
+def test_one_tcp_ecn_per_vm_and_disagreements_recorded(plan: dict[str, Any]) -> None:
+    plan["flows"].append(dict(plan["flows"][0], name="marked", ecn=True, dst_port=20010))
+
+    settings, disagreements = plans.vm_tcp_ecn(plan)
+
+    assert settings == {0: 1}  # the UDP senders ask nothing; receivers accept (2)
+    assert disagreements == [
+        "VM s0: flows marked ask ECN and tagged do not; one tcp_ecn per VM: all ask it"]
+
+
+def test_dctcp_asks_for_ecn_as_in_the_engine(plan: dict[str, Any]) -> None:
+    plan["flows"][0]["cc"] = "dctcp"
+
+    assert plans.vm_tcp_ecn(plan) == ({0: 1}, [])
+
+
+def test_units_read_as_in_scenario_files() -> None:
+    assert plans.parse_rate("100Mbps") == 100e6
+    assert plans.parse_rate("2.5gbps") == 2.5e9
+    assert plans.parse_seconds("500ms") == 0.5
+    with pytest.raises(ValueError, match="expected a time"):
+        plans.parse_seconds("5 parsecs")
+
+
+def test_a_missing_dctcp_is_named_or_replaced_with_keep_going(
+    plan: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    available = tmp_path / "tcp_available_congestion_control"
+    available.write_text("reno cubic bbr\n")
+    monkeypatch.setattr(features, "AVAILABLE_CC", available)
+    plan["flows"][0]["cc"] = "dctcp"
+
+    cc, missing, notes = features._congestion_controls(plan, keep_going=False)
+    assert missing == ["congestion control dctcp (flows tagged): no dctcp module and no BPF "
+                       "struct_ops DCTCP yet; --keep-going runs them as reno"]
+    cc, missing, notes = features._congestion_controls(plan, keep_going=True)
+    assert (cc, missing) == ({"dctcp": "reno"}, [])
+    assert notes == ["dctcp missing (no dctcp module and no BPF struct_ops DCTCP yet): flows "
+                     "tagged ran reno"]
+
+
+def test_every_missing_tool_and_root_are_reported(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_which = features.shutil.which
+    monkeypatch.setattr(features.shutil, "which",
+                        lambda tool: None if tool in ("ethtool", "ping") else real_which(tool))
+    monkeypatch.setattr(features.os, "geteuid", lambda: 1000)
+
+    problems, netem = features.host_problems("tacc-0000-probe")
+
+    assert problems == [
+        "ethtool: not found on PATH (Debian package ethtool)",
+        "ping: not found on PATH (Debian package iputils-ping)",
+        "not root: namespaces, qdiscs and the BPF filesystem need euid 0",
+    ]
+    assert netem is False
+
+
+def test_check_lists_every_missing_item_at_once(
+    plan: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    available = tmp_path / "cc"
+    available.write_text("reno cubic\n")
+    monkeypatch.setattr(features, "AVAILABLE_CC", available)
+    monkeypatch.setattr(features, "host_problems", lambda _ns: (["not root: ..."], False))
+    monkeypatch.setattr(features, "agent_problems", lambda: ["agent: ..."])
+    plan["flows"][0]["cc"] = "dctcp"
+
+    with pytest.raises(testbed.TestbedUnavailable) as err:
+        features.check(plan, "tacc-0000-probe")
+
+    assert [m.split(":")[0] for m in err.value.missing] == [
+        "not root", "congestion control dctcp (flows tagged)", "agent"]
+
+
+def test_the_cli_prints_one_line_per_missing_item(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def unavailable(*_args: object) -> Path:
+        raise testbed.TestbedUnavailable(["not root: x", "ethtool: not found on PATH"])
+
+    monkeypatch.setattr(run, "run_testbed", unavailable)
+
+    assert cli.main(["testbed"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "tacc: error: testbed: not root: x", "tacc: error: testbed: ethtool: not found on PATH"]
+
+
+def test_a_failed_testbed_run_exits_3(monkeypatch: pytest.MonkeyPatch,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    def failed(*_args: object) -> Path:
+        raise testbed.TestbedError("agent-sw0 exited with status 1 at 2.5s: lost its map")
+
+    monkeypatch.setattr(run, "run_testbed", failed)
+
+    assert cli.main(["testbed", "--duration", "2s"]) == 3
+    assert capsys.readouterr().err == (
+        "tacc: error: testbed: agent-sw0 exited with status 1 at 2.5s: lost its map\n")
+
+
+def test_qdisc_counters_come_from_the_root_htb_and_clsact() -> None:
+    """The root counts every class: the default leaf's bfifo and an agent's limiters."""
+    text = json.dumps([
+        {"kind": "htb", "handle": "1:", "dev": "p8", "bytes": 3000, "packets": 2, "drops": 5,
+         "backlog": 1500, "qlen": 1},
+        {"kind": "bfifo", "handle": "2:", "dev": "p8", "parent": "1:2", "bytes": 1500,
+         "packets": 1, "drops": 2, "backlog": 0, "qlen": 0},
+        {"kind": "clsact", "handle": "ffff:", "dev": "p8", "bytes": 0, "packets": 0,
+         "drops": 7, "backlog": 0, "qlen": 0},
+    ])
+
+    assert collect.parse_qdiscs(text) == {"p8": {
+        "tx_bytes": 3000, "tx_pkts": 2, "dropped_overflow": 5, "backlog_pkts": 1,
+        "backlog_bytes": 1500, "dropped_aqm": 7}}
+
+
+def _measured(plan: dict[str, Any]) -> collect.Measured:
+    """Four seconds of the motivating experiment as a testbed run would record them: the
+    UDP flows 0-2 s, the tagged flow from 1 s (bins of 100 ms)."""
+    plan["flows"][0]["start_ns"] = 10**9
+    for f in plan["flows"][1:]:
+        f["stop_ns"] = 2 * 10**9
+    m = collect.Measured(duration_ns=4 * 10**9, agent_offset_s=1.5)
+    received = {"0": {"bytes": 30 * 300_000, "bins": {str(b): 300_000 for b in range(10, 40)},
+                      "done_ns": None}}
+    for i in (1, 2, 3):
+        received[str(i)] = {"bytes": 20 * 400_000,
+                            "bins": {str(b): 400_000 for b in range(20)}, "done_ns": None}
+    m.traffic = {4: {"vm": 4, "received": received, "sent": {}},
+                 0: {"vm": 0, "received": {}, "sent": {"0": {
+                     "bytes": 9_100_000, "retransmits": 12, "timeouts": 2, "error": None}}}}
+    m.counters_start = {8: {"tx_bytes": 1000, "tx_pkts": 10}}
+    m.counters_end = {8: {"tx_bytes": 48_001_000, "tx_pkts": 32_010, "dropped_overflow": 900,
+                          "dropped_aqm": 0, "backlog_pkts": 40, "backlog_bytes": 60_000}}
+    m.queue_samples = [(t / 10, 8, 100, 150_000) for t in range(40)]
+    # The agents' clocks start 1.5 s before the flows'; their counters are cumulative.
+    m.agent_ports = [
+        {"time_s": str(t), "port": "sw0->r0", "tx_bytes": "0", "tx_pkts": "0",
+         "marks": str(marks), "aqm_drops": str(drops), "phantom_bytes": "0"}
+        for t, marks, drops in ((1.0, 1, 0), (1.5, 2, 0), (5.4, 321, 40), (6.0, 400, 50))
+    ]
+    m.agent_hosts = [{"time_s": "2.0", "vm": "s0", "dst": "r0", "rate_mbps": "25"}]
+    return m
+
+
+def _write(plan: dict[str, Any], out: Path) -> Path:
+    m = _measured(plan)
+    flows = collect.flow_summaries(plan, m, {"newreno": "reno"})
+    tb = {"rate_scale": 0.1, "base_rtt_us": 85.0, "not_emulated": ["link delays"],
+          "failures": [], "agents": collect.agent_totals(plan, m)}
+    summary = collect.summary(plan, m, flows, scale=0.1, scenario_file="motivating.toml",
+                              wall_seconds=6.0, sample_interval_ns=10**8, testbed=tb)
+    return collect.write_results(out, plan, m, summary, flows)
+
+
+def test_results_are_in_the_engines_formats(plan: dict[str, Any], tmp_path: Path) -> None:
+    out = _write(plan, tmp_path / "tb")
+
+    assert (out / "flows.csv").read_text().splitlines()[0] == ENGINE_FLOWS_HEADER
+    summary = read_summary(out)
+    tagged, udp = summary["flows"][0], summary["flows"][1]
+    assert tagged["goodput_mbps"] == pytest.approx(9e6 * 8 / 3 / 1e6)  # 3 s active
+    assert (tagged["retransmits"], tagged["timeouts"], tagged["linux_cc"]) == (12, 2, "reno")
+    assert (udp["end"], udp["goodput_mbps"]) == (2.0, pytest.approx(8e6 * 8 / 2 / 1e6))
+    assert (udp["send_errors"], "send_errors" in tagged) == (0, False)
+    port = summary["ports"][8]
+    assert (port["name"], port["rate_bps"], port["tx_bytes"]) == ("sw0->r0", 10**8, 48 * 10**6)
+    assert (port["dropped"], port["marked"], port["max_backlog_pkts"]) == (900, 319, 100)
+    assert summary["testbed"]["agents"] == {"marks": 319, "aqm_drops": 40}
+    assert port["utilization"] == pytest.approx(0.96)
+    result = tacc.load(out)
+    goodput = result.goodput[result.goodput["flow"] == "tagged"]
+    assert goodput["time_s"].min() == pytest.approx(1.0)  # from its start bin
+    assert len(goodput) == 30 and (goodput["goodput_mbps"] > 0).all()
+    assert list(result.queues["port"].unique()) == ["sw0->r0"]
+    # The host agent's row at 2.0 s on its clock is 0.5 s on the flows' clock.
+    assert result.rates.to_dict("records") == [
+        {"time_s": 0.5, "vm": "s0", "dst": "r0", "rate_mbps": 25.0}]
+
+
+def test_show_and_plot_read_a_testbed_result_unchanged(plan: dict[str, Any],
+                                                       tmp_path: Path) -> None:
+    out = _write(plan, tmp_path / "tb")
+
+    table = summary_table(read_summary(out))
+    written = plot_dir(out)
+
+    assert "packet conservation: not measured on a testbed" in table
+    assert "testbed: emulated 4.000s in 6.000s wall, rates as measured at x0.1" in table
+    assert "  not emulated: link delays" in table
+    assert sorted(p.name for p in written) == ["goodput.png", "queues.png", "rates.png"]
+
+
+def test_a_sized_flow_completes_at_its_last_byte(plan: dict[str, Any]) -> None:
+    plan["flows"][0].update(bytes=1_000_000, start_ns=10**9)
+    m = collect.Measured(duration_ns=4 * 10**9)
+    m.traffic = {4: {"vm": 4, "sent": {}, "received": {"0": {
+        "bytes": 1_000_000, "bins": {"10": 1_000_000}, "done_ns": 1_250_000_000}}}}
+
+    tagged = collect.flow_summaries(plan, m, {})[0]
+
+    assert (tagged["completed"], tagged["end"], tagged["fct"]) == (True, 1.25, 0.25)
+    assert tagged["goodput_mbps"] == pytest.approx(8e6 / 0.25 / 1e6)
+
+
+# --- root, namespaces, qdiscs -------------------------------------------------------------
+
+
+@pytest.fixture
+def names() -> Any:
+    made = Names(secrets.token_hex(2))
+    yield made
+    assert topology.teardown(made) == []
+
+
+def _traffic(names: Names, tmp_path: Path, duration_s: float, **flows: Any) -> Any:
+    """Starts a traffic process in a namespace of its own (loopback only) and, once it is
+    ready, its clock."""
+    ns = names.vm(0)
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+    spec = {"vm": 0, "address": "127.0.0.1", "seed": 1, "bin_ns": 100_000_000,
+            "rcv_buf_bytes": 1_000_000, "out": str(tmp_path / "out.json"),
+            "ready": str(tmp_path / "ready"), "go": str(tmp_path / "go"), **flows}
+    (tmp_path / "spec.json").write_text(json.dumps(spec))
+    env = dict(os.environ, PYTHONPATH=str(Path(tacc.__file__).resolve().parents[1]))
+    proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m",
+                             "tacc.testbed.traffic", str(tmp_path / "spec.json")],
+                            env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "traffic not ready"
+        time.sleep(0.01)
+    t0 = time.monotonic_ns() + 100_000_000
+    clock = {"start_mono_ns": t0, "end_mono_ns": t0 + round(duration_s * 1e9)}
+    (tmp_path / ".go").write_text(json.dumps(clock))
+    os.replace(tmp_path / ".go", tmp_path / "go")
+    return proc
+
+
+def _tcp(flow: int, port: int, **kw: Any) -> dict[str, Any]:
+    return {"flow": flow, "transport": "tcp", "dst": "127.0.0.1", "dst_port": port,
+            "src_port": 30000 + flow, "start_ns": 0, "stop_ns": None, "bytes": None,
+            "cc": "reno", "ecn": False, "rate_bps": None, "packet_bytes": None, **kw}
+
+
+@pytest.mark.testbed
+def test_the_traffic_process_sends_and_counts(testbed_machine: None, names: Names,
+                                              tmp_path: Path) -> None:
+    # Flows share receiving ports, as the engine's do: the senders tell them apart.
+    udp = {"transport": "udp", "cc": None, "rate_bps": 10_000_000, "packet_bytes": 1500,
+           "stop_ns": 500_000_000}
+    sources = [
+        _tcp(0, 5001, bytes=2_000_000),
+        _tcp(1, 5001, stop_ns=300_000_000),
+        _tcp(2, 9, **udp),
+        _tcp(3, 9, **udp),
+    ]
+    sinks = [{"flow": s["flow"], "transport": s["transport"], "port": s["dst_port"],
+              "src": "127.0.0.1", "src_port": s["src_port"], "bytes": s["bytes"]}
+             for s in sources]
+
+    proc = _traffic(names, tmp_path, 1.0, sinks=sinks, sources=sources)
+    _, err = proc.communicate(timeout=30)
+
+    assert proc.returncode == 0, err
+    records = json.loads((tmp_path / "out.json").read_text())
+    rx, tx = records["received"], records["sent"]
+    assert rx["0"]["bytes"] == 2_000_000 and rx["0"]["done_ns"] is not None
+    assert rx["1"]["bytes"] > 0 and rx["1"]["done_ns"] is None
+    udp_bytes = 10e6 / 8 * 0.5 * 1472 / 1500
+    assert rx["2"]["bytes"] == pytest.approx(udp_bytes, rel=0.15)
+    assert rx["3"]["bytes"] == pytest.approx(udp_bytes, rel=0.15)
+    for flow in rx.values():
+        assert sum(flow["bins"].values()) == flow["bytes"]
+    assert [tx[f]["error"] for f in "0123"] == [None] * 4
+    assert tx["0"]["bytes"] == 2_000_000 and tx["0"]["retransmits"] == 0
+
+
+@pytest.mark.testbed
+def test_the_traffic_process_writes_its_records_on_sigterm(
+    testbed_machine: None, names: Names, tmp_path: Path
+) -> None:
+    sources = [_tcp(0, 20000)]
+    proc = _traffic(names, tmp_path, 60.0, sources=sources,
+                    sinks=[{"flow": 0, "transport": "tcp", "port": 20000, "src": "127.0.0.1",
+                            "src_port": 30000, "bytes": None}])
+    time.sleep(1.5)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=10)
+
+    assert proc.returncode == 0
+    assert json.loads((tmp_path / "out.json").read_text())["received"]["0"]["bytes"] > 0
+
+
+@pytest.mark.testbed
+def test_the_topology_forwards_and_queues_as_planned(testbed_machine: None, names: Names,
+                                                     plan: dict[str, Any]) -> None:
+    topo = topology.build(plan, names, 0.1)
+
+    assert topo.port_devices[8] == (names.switch(0), "p8")
+    assert topo.port_devices[9] == (names.host(4), "up0")
+    assert run.measure_base_rtt(plan, names) > 0  # s0 reaches r0 through sw0
+    qdiscs = json.loads(subprocess.run(["tc", "-n", names.switch(0), "-j", "qdisc", "show",
+                                        "dev", "p8"], capture_output=True, check=True,
+                                       text=True).stdout)
+    assert [(q["kind"], q["handle"]) for q in qdiscs] == [("htb", "1:"), ("bfifo", "2:")]
+    assert qdiscs[1]["options"]["limit"] == 150_000
+    classes = subprocess.run(["tc", "-n", names.switch(0), "class", "show", "dev", "p8"],
+                             capture_output=True, check=True, text=True).stdout
+    assert "rate 100Mbit ceil 100Mbit" in classes
+    ecn = subprocess.run(["ip", "netns", "exec", names.vm(0), "sysctl", "-n",
+                          "net.ipv4.tcp_ecn"], capture_output=True, check=True, text=True)
+    assert ecn.stdout.strip() == "2"
+
+
+def _two_path_plan(plan: dict[str, Any]) -> dict[str, Any]:
+    """Two switches joined by two links (ECMP both ways); host h0 runs VMs v0 and v1 on
+    sw0, host h1 runs v2 on sw1."""
+    def port(name: str, a: dict[str, int], b: dict[str, int]) -> dict[str, Any]:
+        return dict(plan["ports"][0], name=name, **{"from": a, "to": b})
+
+    h0, h1, sw0, sw1 = {"host": 0}, {"host": 1}, {"switch": 0}, {"switch": 1}
+    ports = [port("h0->sw0", h0, sw0), port("sw0->h0", sw0, h0),
+             port("sw0->sw1.a", sw0, sw1), port("sw1->sw0.a", sw1, sw0),
+             port("sw0->sw1.b", sw0, sw1), port("sw1->sw0.b", sw1, sw0),
+             port("sw1->h1", sw1, h1), port("h1->sw1", h1, sw1)]
+    vms = [{"name": "h0/0", "host": 0, "address": "10.0.0.1"},
+           {"name": "h0/1", "host": 0, "address": "10.0.0.2"},
+           {"name": "h1", "host": 1, "address": "10.0.0.3"}]
+    routes = [{"switch": 0, "vm": 0, "ports": [1]}, {"switch": 0, "vm": 1, "ports": [1]},
+              {"switch": 0, "vm": 2, "ports": [2, 4]}, {"switch": 1, "vm": 2, "ports": [6]},
+              {"switch": 1, "vm": 0, "ports": [3, 5]}, {"switch": 1, "vm": 1, "ports": [3, 5]}]
+    flow = dict(plan["flows"][0], src_vm=0, dst_vm=2)
+    return dict(plan, hosts=[{"name": "h0", "nic_port": 0}, {"name": "h1", "nic_port": 7}],
+                vms=vms, switches=[{"name": "sw0"}, {"name": "sw1"}], ports=ports,
+                routes=routes, flows=[flow], output=dict(plan["output"], ports=[2]))
+
+
+@pytest.mark.testbed
+def test_two_paths_and_two_vms_on_a_host(testbed_machine: None, names: Names,
+                                        plan: dict[str, Any]) -> None:
+    two_paths = _two_path_plan(plan)
+    plans.check_plan(two_paths)
+    topology.build(two_paths, names, 0.1)
+
+    assert run.measure_base_rtt(two_paths, names) > 0  # v0 -> v2 across either link
+    for src, dst in ((1, "10.0.0.3"), (1, "10.0.0.1")):  # and to the VM on its own host
+        ping = subprocess.run(["ip", "netns", "exec", names.vm(src), "ping", "-n", "-c", "1",
+                               "-W", "1", dst], capture_output=True, text=True)
+        assert ping.returncode == 0, ping.stdout
+    routes = subprocess.run(["ip", "-n", names.switch(0), "route", "show", "10.0.0.3"],
+                            capture_output=True, check=True, text=True).stdout
+    assert "nexthop dev p2" in routes and "nexthop dev p4" in routes
+    policy = subprocess.run(["ip", "netns", "exec", names.switch(0), "sysctl", "-n",
+                             "net.ipv4.fib_multipath_hash_policy"],
+                            capture_output=True, check=True, text=True)
+    assert policy.stdout.strip() == "1"
+
+
+@pytest.mark.testbed
+@pytest.mark.parametrize("failure", [RuntimeError("injected"), run.Interrupted()])
+def test_a_failing_run_leaves_nothing_behind(
+    testbed_machine: None, plan: dict[str, Any], failure: BaseException,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    """The failure comes after the build, with a process left in a VM and an agent's BPF
+    directory pinned: teardown removes them all."""
+    seen: dict[str, Any] = {}
+
+    def fail_after_build(_plan: dict[str, Any], names: Names) -> float:
+        names.bpffs.mkdir()
+        seen["names"] = names
+        seen["stray"] = subprocess.Popen(["ip", "netns", "exec", names.vm(0), "sleep", "60"])
+        seen["namespaces"] = topology.run_namespaces(names.prefix)
+        raise failure
+
+    monkeypatch.setattr(features, "agent_problems", lambda: [])
+    monkeypatch.setattr(run, "measure_base_rtt", fail_after_build)
+
+    with pytest.raises(type(failure)):
+        run.run_plan(plan, run.Options(out=tmp_path / "out", quiet=True))
+
+    names = seen["names"]
+    assert len(seen["namespaces"]) == 11  # the switch, 5 hosts, 5 VMs were there
+    assert topology.run_namespaces(names.prefix) == []
+    assert not names.bpffs.exists()
+    assert not run._run_dir(names.run_id).exists()
+    assert seen["stray"].wait(timeout=5) is not None
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.testbed
+def test_cleanup_removes_what_a_dead_run_left(testbed_machine: None,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    names = Names(secrets.token_hex(2))
+    subprocess.run(["ip", "netns", "add", names.switch(0)], check=True)
+    names.bpffs.mkdir()
+
+    assert cli.main(["testbed", "--cleanup"]) == 0
+
+    assert f"run {names.run_id}: 1 namespaces" in capsys.readouterr().out.splitlines()
+    assert topology.run_namespaces(names.prefix) == [] and not names.bpffs.exists()
