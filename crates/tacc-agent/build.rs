@@ -23,7 +23,9 @@ fn main() {
     for name in PROGRAMS {
         let obj = out.join(format!("{name}.bpf.o"));
         let status = Command::new(&clang)
-            .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf"])
+            .args([
+                "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-mcpu=v3",
+            ])
             .arg(format!("-I/usr/include/{multiarch}"))
             .arg("-c")
             .arg(format!("bpf/{name}.bpf.c"))

@@ -33,4 +33,15 @@ def run(
 def validate(path: str, *, sets: list[tuple[str, str]] = ...) -> _ScenarioInfo:
     """Check the scenario as `run` would, without running it."""
 
+def plan(path: str, *, seed: int | None = None, sets: list[tuple[str, str]] = ...) -> str:
+    """The scenario's built world as JSON (`tacc_mech::plan::Plan`): what `tacc testbed`
+    builds from namespaces and veths, and what its agents build the mechanism from."""
+
+def agent_run(role: str, config: str) -> None:
+    """Run a testbed agent ("host" or "switch") with its JSON configuration until the
+    process is killed; OSError if it cannot start."""
+
+def agent_available() -> bool:
+    """True if this build carries the testbed's eBPF programs (clang was there)."""
+
 def version() -> str: ...

@@ -4,12 +4,14 @@
  * the qdisc's backlog, so the program keeps a phantom queue: it adds each frame's bytes and
  * drains at the port's rate (times a fraction, 1 by default) since the last frame, capped at
  * the buffer. Above K an ECT frame gets CE and a Not-ECT frame is dropped: the simulator's
- * red-ecn queue (RED with min = max = K on the instantaneous queue). Counters per port. */
+ * red-ecn queue (RED with min = max = K on the instantaneous queue). Counters per port.
+ * The phantom queue also tells the switch agent how full a port is (RWNDQ's control loop),
+ * so it runs on every port, marking or not. */
 #include "common.h"
 
 struct port_config {
-	__u64 drain_bytes_per_sec; /* 0: this port does not mark */
-	__u64 k_bytes;
+	__u64 drain_bytes_per_sec;
+	__u64 k_bytes; /* ~0: this port does not mark */
 	__u64 limit_bytes;
 };
 
@@ -38,6 +40,95 @@ struct {
 	__type(value, struct port_state);
 } ports SEC(".maps");
 
+/* TCP flows seen leaving a port, for RWNDQ's flow count and its ACK rewrites. */
+struct flow_key {
+	__u32 saddr;
+	__u32 daddr;
+	__u16 sport;
+	__u16 dport;
+};
+
+#define SEEN_SYN (1 << 0)
+#define SEEN_DATA (1 << 1)
+#define SEEN_END (1 << 2) /* FIN or RST */
+
+struct flow_seen {
+	__u64 packets;
+	__u32 ifindex;
+	__u32 seen; /* SEEN_* since the agent last took them */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct flow_key);
+	__type(value, struct flow_seen);
+} flows SEC(".maps");
+
+/* ifindex of a port -> the window field the ACKs of its flows get at most (0: none). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1024);
+	__type(key, __u32);
+	__type(value, __u32);
+} windows SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} rwnd_rewrites SEC(".maps");
+
+/* The longest pure ACK: 20 B of IPv4 and 60 B of TCP header. */
+#define PURE_ACK_MAX 80
+
+static __always_inline void track_flow(struct __sk_buff *skb, struct iphdr *ip)
+{
+	struct tcphdr *tcp = tcp_of(skb, ip);
+	if (!tcp)
+		return;
+	struct flow_key key = { ip->saddr, ip->daddr, tcp->source, tcp->dest };
+	__u32 seen = (tcp->syn ? SEEN_SYN : 0) | (tcp->fin || tcp->rst ? SEEN_END : 0) |
+		     (bpf_ntohs(ip->tot_len) > PURE_ACK_MAX ? SEEN_DATA : 0);
+	struct flow_seen *f = bpf_map_lookup_elem(&flows, &key);
+	if (!f) {
+		if (!seen)
+			return; /* a pure ACK opens no flow */
+		struct flow_seen fresh = { .packets = 1, .ifindex = skb->ifindex, .seen = seen };
+		bpf_map_update_elem(&flows, &key, &fresh, BPF_ANY);
+		return;
+	}
+	__sync_fetch_and_add(&f->packets, 1);
+	if (seen)
+		__sync_fetch_and_or(&f->seen, seen);
+}
+
+SEC("classifier")
+int port_ingress(struct __sk_buff *skb)
+{
+	struct iphdr *ip = ipv4_of(skb);
+	if (!ip)
+		return TC_ACT_OK;
+	struct tcphdr *tcp = tcp_of(skb, ip);
+	if (!tcp || !tcp->ack)
+		return TC_ACT_OK;
+	struct flow_key data = { ip->daddr, ip->saddr, tcp->dest, tcp->source };
+	struct flow_seen *f = bpf_map_lookup_elem(&flows, &data);
+	if (!f)
+		return TC_ACT_OK;
+	__u32 ifindex = f->ifindex;
+	__u32 *window = bpf_map_lookup_elem(&windows, &ifindex);
+	if (!window || !*window || bpf_ntohs(tcp->window) <= *window)
+		return TC_ACT_OK;
+	rewrite_word(&tcp->window, &tcp->check, bpf_htons((__u16)*window));
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&rwnd_rewrites, &zero);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+	return TC_ACT_OK;
+}
+
 SEC("classifier")
 int port_egress(struct __sk_buff *skb)
 {
@@ -56,16 +147,13 @@ int port_egress(struct __sk_buff *skb)
 	__u64 drained = (elapsed / 1000) * (cfg->drain_bytes_per_sec / 1000) / 1000;
 	st->queue_bytes = st->queue_bytes > drained ? st->queue_bytes - drained : 0;
 	st->last_ns = now;
-	if (cfg->drain_bytes_per_sec && st->queue_bytes >= cfg->k_bytes)
-		above_k = 1;
-	st->queue_bytes += len;
-	if (st->queue_bytes > cfg->limit_bytes)
-		st->queue_bytes = cfg->limit_bytes;
+	above_k = st->queue_bytes >= cfg->k_bytes;
 	bpf_spin_unlock(&st->lock);
 
 	struct iphdr *ip = ipv4_of(skb);
 	if (above_k && ip) {
 		if (ecn_of(ip) == ECN_NOT_ECT) {
+			/* Dropped here, so it never joins the queue. */
 			__sync_fetch_and_add(&st->drops, 1);
 			return TC_ACT_SHOT;
 		}
@@ -73,8 +161,15 @@ int port_egress(struct __sk_buff *skb)
 			set_ecn(ip, ECN_CE);
 		__sync_fetch_and_add(&st->marks, 1);
 	}
+	bpf_spin_lock(&st->lock);
+	st->queue_bytes += len;
+	if (st->queue_bytes > cfg->limit_bytes)
+		st->queue_bytes = cfg->limit_bytes;
+	bpf_spin_unlock(&st->lock);
 	__sync_fetch_and_add(&st->tx_packets, 1);
 	__sync_fetch_and_add(&st->tx_bytes, len);
+	if (ip)
+		track_flow(skb, ip);
 	return TC_ACT_OK;
 }
 

@@ -1,8 +1,11 @@
-//! The switch agent: in a switch namespace. It attaches `switch.bpf.c` to the egress of every
-//! port, configures each red-ecn port's marking (K, the buffer, the drain rate) and samples the
-//! ports' counters to a CSV file.
+//! The switch agent: in a switch namespace. It attaches `switch.bpf.c` to every port,
+//! configures each port's phantom queue (the drain rate, the buffer, K where the port marks)
+//! and samples the ports' counters to a CSV file. Where the mechanism has a switch hook
+//! (RWNDQ), the agent runs it: the flows the datapath saw leaving each port go into
+//! [`SwitchHook::on_forward`], the phantom queues into its timer, and its per-port windows
+//! back into the map the ACK rewrite reads.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -11,7 +14,10 @@ use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::programs::TcAttachType;
 use aya::Ebpf;
 use serde::Deserialize;
+use tacc_mech::headers::{ip_proto, tcp_flags, Ecn};
+use tacc_mech::roles::SwitchHook;
 use tacc_mech::units::Size;
+use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
 use crate::tc::{attach, load};
 use crate::{
@@ -80,9 +86,11 @@ unsafe impl aya::Pod for PortState {}
 pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     let plan = &cfg.plan;
     let mut bpf = Ebpf::load(SWITCH_OBJECT).map_err(|e| format!("loading switch.bpf.o: {e}"))?;
-    load(&mut bpf, &["port_egress"])?;
+    load(&mut bpf, &["port_egress", "port_ingress"])?;
     let mut config: BpfHashMap<MapData, u32, PortConfig> = take_map(&mut bpf, "port_config")?;
     let mut state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports")?;
+    let mut flows: BpfHashMap<MapData, FlowKey, FlowSeen> = take_map(&mut bpf, "flows")?;
+    let mut windows: BpfHashMap<MapData, u32, u32> = take_map(&mut bpf, "windows")?;
     let mut ports = Vec::new();
     for (index, ifname) in &cfg.ports {
         let port: usize = index
@@ -95,12 +103,14 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         let ifx = ifindex(ifname)?;
         let marking = p.queue.kind == "red-ecn";
         let pc = PortConfig {
-            drain_bytes_per_sec: if marking {
-                (p.rate_bps as f64 * cfg.rate_scale * cfg.drain_fraction / 8.0) as u64
-            } else {
-                0
-            },
-            k_bytes: p.queue.k().map(bytes).unwrap_or(u64::MAX),
+            drain_bytes_per_sec: (p.rate_bps as f64 * cfg.rate_scale * cfg.drain_fraction / 8.0)
+                as u64,
+            k_bytes: p
+                .queue
+                .k()
+                .filter(|_| marking)
+                .map(bytes)
+                .unwrap_or(u64::MAX),
             limit_bytes: bytes(p.queue.limit()),
         };
         config
@@ -110,7 +120,8 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             .insert(ifx, PortState::default(), 0)
             .map_err(|e| format!("ports: {e}"))?;
         attach(&mut bpf, "port_egress", ifname, TcAttachType::Egress)?;
-        ports.push((ifx, p.name.clone()));
+        attach(&mut bpf, "port_ingress", ifname, TcAttachType::Ingress)?;
+        ports.push((ifx, port as u32, p.name.clone()));
     }
     let mut out = BufWriter::new(
         File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
@@ -121,27 +132,164 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     signal_ready(&cfg.ready)?;
+
+    let mut hook: Option<Box<dyn SwitchHook<Ipv4Packet<Vec<u8>>>>> = plan
+        .mechanism
+        .as_ref()
+        .and_then(|m| {
+            m.build::<Ipv4Packet<Vec<u8>>>(plan)
+                .switch_hooks
+                .into_iter()
+                .nth(cfg.switch as usize)
+        })
+        .flatten();
+    let port_of: HashMap<u32, u32> = ports.iter().map(|&(ifx, port, _)| (ifx, port)).collect();
     let sample = cfg.sample_ns.max(1_000_000);
+    let mut next_sample = 0;
+    let mut packets_seen = HashMap::new();
     loop {
         let now = monotonic_ns().saturating_sub(cfg.start_mono_ns);
-        for (ifx, name) in &ports {
-            let s = state.get(ifx, 0).map_err(|e| format!("ports map: {e}"))?;
-            writeln!(
-                out,
-                "{},{name},{},{},{},{},{}",
-                now as f64 / 1e9,
-                s.tx_bytes,
-                s.tx_packets,
-                s.marks,
-                s.drops,
-                s.queue_bytes
-            )
-            .map_err(|e| e.to_string())?;
+        if let Some(hook) = hook.as_mut() {
+            let mut queue = HashMap::new();
+            for &(ifx, port, _) in &ports {
+                let s = state.get(&ifx, 0).map_err(|e| format!("ports map: {e}"))?;
+                queue.insert(port, s.queue_bytes);
+            }
+            feed_flows(&mut **hook, now, &mut flows, &port_of, &mut packets_seen)?;
+            if hook.poll_at().is_some_and(|t| t <= now) {
+                hook.on_timer(now, &|port| queue.get(&port).copied().unwrap_or(0));
+            }
+            let mut fields = HashMap::new();
+            hook.port_windows(&mut |port, field| {
+                fields.insert(port, field);
+            });
+            for &(ifx, port, _) in &ports {
+                let field = fields.get(&port).copied().unwrap_or(0) as u32;
+                windows
+                    .insert(ifx, field, 0)
+                    .map_err(|e| format!("windows map: {e}"))?;
+            }
         }
-        out.flush().map_err(|e| e.to_string())?;
-        let next = (now / sample + 1) * sample;
-        sleep_ns(next - now);
+        if now >= next_sample {
+            for (ifx, _, name) in &ports {
+                let s = state.get(ifx, 0).map_err(|e| format!("ports map: {e}"))?;
+                writeln!(
+                    out,
+                    "{},{name},{},{},{},{},{}",
+                    now as f64 / 1e9,
+                    s.tx_bytes,
+                    s.tx_packets,
+                    s.marks,
+                    s.drops,
+                    s.queue_bytes
+                )
+                .map_err(|e| e.to_string())?;
+            }
+            out.flush().map_err(|e| e.to_string())?;
+            next_sample = (now / sample + 1) * sample;
+        }
+        let wake = match &hook {
+            Some(h) => h.poll_at().unwrap_or(u64::MAX).min(now + POLL_NS),
+            None => next_sample,
+        };
+        sleep_ns(wake.min(next_sample).saturating_sub(now).max(10_000));
     }
+}
+
+/// How often a switch hook's flow table is refreshed from the datapath's.
+const POLL_NS: u64 = 100_000;
+
+const SEEN_SYN: u32 = 1 << 0;
+const SEEN_DATA: u32 = 1 << 1;
+const SEEN_END: u32 = 1 << 2;
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+struct FlowKey {
+    saddr: u32,
+    daddr: u32,
+    sport: u16,
+    dport: u16,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct FlowSeen {
+    packets: u64,
+    ifindex: u32,
+    seen: u32,
+}
+
+// SAFETY: plain C structs without padding.
+unsafe impl aya::Pod for FlowKey {}
+unsafe impl aya::Pod for FlowSeen {}
+
+/// Hands the hook what the datapath saw of each TCP flow since the last call, as the
+/// segments it stands for: a SYN, a data segment, a FIN, in that order. A flow that ended is
+/// taken out of the datapath's table (a new connection on the same ports starts afresh).
+fn feed_flows(
+    hook: &mut dyn SwitchHook<Ipv4Packet<Vec<u8>>>,
+    now: u64,
+    flows: &mut BpfHashMap<MapData, FlowKey, FlowSeen>,
+    port_of: &HashMap<u32, u32>,
+    packets_seen: &mut HashMap<FlowKey, u64>,
+) -> Result<(), String> {
+    let entries: Vec<(FlowKey, FlowSeen)> = flows.iter().filter_map(Result::ok).collect();
+    packets_seen.retain(|k, _| entries.iter().any(|(e, _)| e == k));
+    for (key, mut f) in entries {
+        let Some(&port) = port_of.get(&f.ifindex) else {
+            continue;
+        };
+        let sent = packets_seen.insert(key, f.packets) != Some(f.packets);
+        if f.seen != 0 {
+            // Take the flags: the program only ORs new ones in.
+            let seen = f.seen;
+            f.seen = 0;
+            flows
+                .insert(key, f, 0)
+                .map_err(|e| format!("flows map: {e}"))?;
+            for (bit, flags, len) in [
+                (SEEN_SYN, tcp_flags::SYN, 40),
+                (SEEN_DATA, tcp_flags::ACK, 1500),
+                (SEEN_END, tcp_flags::FIN | tcp_flags::ACK, 40),
+            ] {
+                if seen & bit != 0 {
+                    hook.on_forward(now, port, &segment(key, flags, len));
+                }
+            }
+            if seen & SEEN_END != 0 {
+                let _ = flows.remove(&key);
+                packets_seen.remove(&key);
+            }
+        } else if sent {
+            // Still sending: keeps the flow alive in the hook.
+            hook.on_forward(now, port, &segment(key, tcp_flags::ACK, 1500));
+        }
+    }
+    Ok(())
+}
+
+fn segment(key: FlowKey, flags: u8, len: u16) -> Ipv4Packet<Vec<u8>> {
+    let bytes = emit(
+        &Ipv4Fields {
+            src: u32::from_be(key.saddr),
+            dst: u32::from_be(key.daddr),
+            protocol: ip_proto::TCP,
+            ident: 0,
+            ecn: Ecn::NotEct,
+            total_len: len,
+            ttl: 64,
+        },
+        Some(&TcpFields {
+            src_port: u16::from_be(key.sport),
+            dst_port: u16::from_be(key.dport),
+            seq: 0,
+            ack: 0,
+            flags,
+            window: 0,
+        }),
+    );
+    Ipv4Packet::new_checked(bytes).expect("a well-formed segment")
 }
 
 #[cfg(test)]
@@ -210,5 +358,62 @@ mod tests {
         let s = state.get(&LOOPBACK, 0).unwrap();
         assert_eq!((s.tx_packets, s.marks, s.drops), (3, 1, 1));
         assert_eq!(s.tx_bytes, 3 * FRAME_BYTES);
+    }
+
+    #[test]
+    fn acks_of_a_flow_leaving_a_port_with_a_window_get_that_window() {
+        if !privileged("switch datapath") {
+            return;
+        }
+        let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
+        load(&mut bpf, &["port_egress", "port_ingress"]).unwrap();
+        let mut config: BpfHashMap<MapData, u32, PortConfig> =
+            take_map(&mut bpf, "port_config").unwrap();
+        let mut state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
+        let mut windows: BpfHashMap<MapData, u32, u32> = take_map(&mut bpf, "windows").unwrap();
+        let flows: BpfHashMap<MapData, FlowKey, FlowSeen> = take_map(&mut bpf, "flows").unwrap();
+        let pc = PortConfig {
+            drain_bytes_per_sec: 125_000_000,
+            k_bytes: u64::MAX,
+            limit_bytes: 100 * FRAME_BYTES,
+        };
+        config.insert(LOOPBACK, pc, 0).unwrap();
+        state.insert(LOOPBACK, PortState::default(), 0).unwrap();
+        let key = FlowKey {
+            saddr: 0x0a00_0001u32.to_be(),
+            daddr: 0x0a00_0002u32.to_be(),
+            sport: 40000u16.to_be(),
+            dport: 5001u16.to_be(),
+        };
+        let syn = segment(key, tcp_flags::SYN, 40).into_inner();
+        run(&mut bpf, "port_egress", &frame(&syn));
+        let seen = flows.get(&key, 0).unwrap();
+        assert_eq!(
+            (seen.ifindex, seen.seen, seen.packets),
+            (LOOPBACK, SEEN_SYN, 1)
+        );
+
+        let reverse = FlowKey {
+            saddr: key.daddr,
+            daddr: key.saddr,
+            sport: key.dport,
+            dport: key.sport,
+        };
+        let mut ack = segment(reverse, tcp_flags::ACK, 40).into_inner();
+        Ipv4Packet::new_checked(&mut ack[..])
+            .unwrap()
+            .set_tcp_window(5000);
+        // No window for the port yet: untouched.
+        assert!(run(&mut bpf, "port_ingress", &frame(&ack)).frame == frame(&ack));
+        windows.insert(LOOPBACK, 100, 0).unwrap();
+        let out = run(&mut bpf, "port_ingress", &frame(&ack));
+        let mut want = ack.clone();
+        let mut p = Ipv4Packet::new_checked(&mut want[..]).unwrap();
+        p.set_tcp_window(100);
+        assert!(p.checksums_valid());
+        assert!(
+            out.frame == frame(&want),
+            "window 100, checksum patched as the wire code does"
+        );
     }
 }

@@ -134,6 +134,9 @@ pub trait SwitchHook<P: PacketHeaders + ?Sized>: Send {
     fn poll_at(&self) -> Option<Nanos> {
         None
     }
+    /// The window field ACKs get at most, per output port their flow's data leaves through,
+    /// for a kernel datapath that rewrites them (RWNDQ); ports without a limit are left out.
+    fn port_windows(&self, _out: &mut dyn FnMut(u32, u16)) {}
     /// Per-flow byte counters, for a [`crate::control::StatsRequest::Switch`] reply.
     fn flow_stats(&self, _out: &mut Vec<FlowSample>) {}
     fn counters(&self, _out: &mut dyn FnMut(&'static str, f64)) {}

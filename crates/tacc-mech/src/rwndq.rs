@@ -207,6 +207,17 @@ impl Rwndq {
         }
     }
 
+    /// The window field of ACKs of each port's flows, for the ports that clamp now.
+    pub fn window_fields(&self) -> impl Iterator<Item = (u32, u16)> + '_ {
+        self.ports
+            .iter()
+            .filter_map(|(&port, p)| Some((port, self.window_field(self.window_of(p)?))))
+    }
+
+    fn window_field(&self, window: u32) -> u16 {
+        ((window >> self.config.window_shift) as u16).max(1)
+    }
+
     /// An ACK crossing the switch: lower its rwnd to the share of the port its flow's data
     /// leaves through. Returns true if rewritten.
     pub fn on_ack(&mut self, pkt: &mut (impl PacketHeaders + ?Sized)) -> bool {
@@ -219,7 +230,7 @@ impl Rwndq {
         let Some(window) = self.ports.get(&entry.port).and_then(|p| self.window_of(p)) else {
             return false;
         };
-        let field = ((window >> self.config.window_shift) as u16).max(1);
+        let field = self.window_field(window);
         match pkt.tcp_window() {
             Some(w) if w > field => {
                 pkt.set_tcp_window(field);

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 
     Plan = dict[str, Any]
 
-PACKET_BYTES = 1500  # a queue limit given in packets counts full-sized packets, as the engine
+# A queue limit given in packets holds that many full frames (1500 B of IP and the 14 B
+# Ethernet header that htb and bfifo count), as the switch agent sizes its phantom queue.
+PACKET_BYTES = 1514
 DEFAULT_RATE_CAP_BPS = 100_000_000
 
 

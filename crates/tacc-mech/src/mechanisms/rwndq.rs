@@ -77,6 +77,11 @@ impl<P: PacketHeaders + ?Sized> SwitchHook<P> for Rwndq {
     fn poll_at(&self) -> Option<Nanos> {
         Rwndq::poll_at(self)
     }
+    fn port_windows(&self, out: &mut dyn FnMut(u32, u16)) {
+        for (port, field) in self.window_fields() {
+            out(port, field);
+        }
+    }
     fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
         out("rwnd_rewrites", self.counters().rwnd_rewrites as f64);
         out(

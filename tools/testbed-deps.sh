@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The system packages `tacc testbed` needs, from Debian: clang (compiles the eBPF programs into
+# the build) and libbpf's headers, iproute2 (ip, tc, nstat), ethtool (offloads off on the veths),
+# ping (base RTT) and tcpdump (captures). Installed when missing and run as root; otherwise
+# the missing ones are named and the build goes on (the simulator needs none of them; the
+# testbed then says what it lacks and exits 2).
+set -euo pipefail
+missing=()
+have() { command -v "$1" >/dev/null 2>&1; }
+have clang || missing+=(clang)
+[ -e /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
+have tc && have nstat || missing+=(iproute2)
+have ethtool || missing+=(ethtool)
+have ping || missing+=(iputils-ping)
+have tcpdump || missing+=(tcpdump)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! have apt-get; then
+    echo "note: the testbed needs these packages: ${missing[*]} (apt-get install ${missing[*]})" >&2
+    exit 0
+fi
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q >/dev/null
+apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
