@@ -94,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
                          help="run flows of a missing congestion control as its nearest "
                               "relative, and finish the run when an agent or traffic "
                               "process dies (each recorded in the result)")
+    testbed.add_argument("--no-scrub", action="store_true",
+                         help="let VMs send what only a shim may send (feedback packets, IPR "
+                              "bits): to measure an attack without the protection")
     testbed.add_argument("--cleanup", action="store_true",
                          help="remove what earlier runs left behind, then exit")
     testbed.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
@@ -215,7 +218,7 @@ def _testbed(args: argparse.Namespace) -> int:
                 print(line)
             return 0
         options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
-                              quiet=args.quiet)
+                              quiet=args.quiet, scrub=not args.no_scrub)
         if args.rate_cap is not None:
             options.rate_cap_bps = args.rate_cap
         written = run.run_testbed(args.scenario, args.sets, options)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -113,3 +114,20 @@ def result_dir(make_result_dir: Callable[..., Path]) -> Path:
 def engine() -> None:
     """Tests that run the compiled engine."""
     pytest.importorskip("tacc._core", reason="the compiled engine tacc._core is not built")
+
+
+@pytest.fixture
+def testbed_machine() -> None:
+    """Root, the tools, namespaces, the qdiscs and bpffs, or a skip that says which are
+    missing (a failure with TACC_REQUIRE_TESTBED=1)."""
+    import secrets
+
+    from tacc.testbed import features
+    from tacc.testbed.topology import Names
+
+    problems, _ = features.host_problems(Names(secrets.token_hex(2)).probe)
+    if problems:
+        reason = "testbed unavailable: " + "; ".join(problems)
+        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)

@@ -40,18 +40,6 @@ def plan() -> dict[str, Any]:
     return json.loads(PLAN_FILE.read_text())
 
 
-@pytest.fixture
-def testbed_machine() -> None:
-    """Root, the tools, namespaces, the qdiscs and bpffs, or a skip that says which are
-    missing (a failure with TACC_REQUIRE_TESTBED=1)."""
-    problems, _ = features.host_problems(Names(secrets.token_hex(2)).probe)
-    if problems:
-        reason = "testbed unavailable: " + "; ".join(problems)
-        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
 def test_the_fixture_plan_passes_the_checks(plan: dict[str, Any]) -> None:
     plans.check_plan(plan)
 

@@ -147,27 +147,34 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     let sample = cfg.sample_ns.max(1_000_000);
     let mut next_sample = 0;
     let mut packets_seen = HashMap::new();
+    let mut written = HashMap::new();
     loop {
         let now = monotonic_ns().saturating_sub(cfg.start_mono_ns);
-        if let Some(hook) = hook.as_mut() {
+        // The hook learns what happened since its last tick at its next one: its state only
+        // matters at its ticks, and reading the maps more often would cost the CPU the
+        // traffic needs.
+        if let Some(hook) = hook
+            .as_mut()
+            .filter(|h| h.poll_at().is_some_and(|t| t <= now))
+        {
+            feed_flows(&mut **hook, now, &mut flows, &port_of, &mut packets_seen)?;
             let mut queue = HashMap::new();
             for &(ifx, port, _) in &ports {
                 let s = state.get(&ifx, 0).map_err(|e| format!("ports map: {e}"))?;
                 queue.insert(port, s.queue_bytes);
             }
-            feed_flows(&mut **hook, now, &mut flows, &port_of, &mut packets_seen)?;
-            if hook.poll_at().is_some_and(|t| t <= now) {
-                hook.on_timer(now, &|port| queue.get(&port).copied().unwrap_or(0));
-            }
+            hook.on_timer(now, &|port| queue.get(&port).copied().unwrap_or(0));
             let mut fields = HashMap::new();
             hook.port_windows(&mut |port, field| {
                 fields.insert(port, field);
             });
             for &(ifx, port, _) in &ports {
                 let field = fields.get(&port).copied().unwrap_or(0) as u32;
-                windows
-                    .insert(ifx, field, 0)
-                    .map_err(|e| format!("windows map: {e}"))?;
+                if written.insert(ifx, field) != Some(field) {
+                    windows
+                        .insert(ifx, field, 0)
+                        .map_err(|e| format!("windows map: {e}"))?;
+                }
             }
         }
         if now >= next_sample {
@@ -188,16 +195,10 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             out.flush().map_err(|e| e.to_string())?;
             next_sample = (now / sample + 1) * sample;
         }
-        let wake = match &hook {
-            Some(h) => h.poll_at().unwrap_or(u64::MAX).min(now + POLL_NS),
-            None => next_sample,
-        };
+        let wake = hook.as_ref().and_then(|h| h.poll_at()).unwrap_or(u64::MAX);
         sleep_ns(wake.min(next_sample).saturating_sub(now).max(10_000));
     }
 }
-
-/// How often a switch hook's flow table is refreshed from the datapath's.
-const POLL_NS: u64 = 100_000;
 
 const SEEN_SYN: u32 = 1 << 0;
 const SEEN_DATA: u32 = 1 << 1;

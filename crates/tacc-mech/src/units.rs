@@ -130,15 +130,38 @@ impl fmt::Display for Size {
     }
 }
 
+/// `value` in the largest of `units` (ascending multiples) that holds it exactly, as a
+/// scenario would write it: what is serialized reads back to the same value.
+fn with_unit(value: u64, units: &[(&str, u64)]) -> String {
+    let (name, mult) = units
+        .iter()
+        .rev()
+        .find(|(_, m)| value % m == 0 && value >= *m)
+        .unwrap_or(&units[0]);
+    format!("{}{name}", value / mult)
+}
+
 impl serde::Serialize for Rate {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(self.0)
+        let units = [
+            ("bps", 1),
+            ("Kbps", 1_000),
+            ("Mbps", 1_000_000),
+            ("Gbps", 1_000_000_000),
+        ];
+        s.serialize_str(&with_unit(self.0, &units))
     }
 }
 
 impl serde::Serialize for Duration {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(self.0 as f64 / 1e9)
+        let units = [
+            ("ns", 1),
+            ("us", 1_000),
+            ("ms", 1_000_000),
+            ("s", 1_000_000_000),
+        ];
+        s.serialize_str(&with_unit(self.0, &units))
     }
 }
 
@@ -173,6 +196,30 @@ deserialize_from_str!(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_serialize_in_their_largest_exact_unit_and_read_back() {
+        fn text(v: impl serde::Serialize) -> String {
+            serde_json::to_string(&v).unwrap()
+        }
+        assert_eq!(text(Rate(500_000_000)), "\"500Mbps\"");
+        assert_eq!(text(Rate(1_500_000)), "\"1500Kbps\"");
+        assert_eq!(text(Duration(25_000)), "\"25us\"");
+        assert_eq!(text(Duration(1_000_000_001)), "\"1000000001ns\"");
+        assert_eq!(text(Duration(0)), "\"0ns\"");
+        for r in [0, 7, 1_000, 2_500_000, 40_000_000_000] {
+            let back: Rate =
+                serde_json::from_str(&serde_json::to_string(&Rate(r)).unwrap()).unwrap();
+            assert_eq!(back, Rate(r));
+        }
+        for d in [0, 1, 999, 25_000, 200_000_000, 3_000_000_000] {
+            let json = serde_json::to_string(&Duration(d)).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Duration>(&json).unwrap(),
+                Duration(d)
+            );
+        }
+    }
 
     #[test]
     fn parses_each_unit() {

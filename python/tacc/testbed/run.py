@@ -27,8 +27,9 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -63,6 +64,13 @@ class Options:
     rate_cap_bps: float = DEFAULT_RATE_CAP_BPS
     keep_going: bool = False
     quiet: bool = False
+    # Host agents drop what only a shim may send (feedback packets, IPR bits) when a VM sends
+    # it; off only to measure what a forging VM could do without the protection.
+    scrub: bool = True
+    # Called in a thread of its own once the traffic has started, with the run's names, its
+    # working directory (agents' control sockets: agent-h<j>.sock) and the flows' time zero:
+    # for tests and experiments that act on a running testbed.
+    during: Callable[[Names, Path, int], None] | None = None
 
 
 class Interrupted(KeyboardInterrupt):
@@ -265,7 +273,14 @@ class _Run:
         m = collect.Measured(duration_ns=duration_ns)
         t0 = self._start_traffic(found.cc, scale, duration_ns)
         m.agent_offset_s = (t0 - agents_start) / 1e9
+        during = None
+        if options.during is not None:
+            during = threading.Thread(target=options.during, args=(self.names, self.workdir, t0),
+                                      daemon=True)
+            during.start()
         self._emulate(topo, m, t0, agents)
+        if during is not None:
+            during.join()
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
         self.children.stop(agents)
         self._read_records(m)
@@ -307,7 +322,8 @@ class _Run:
                     "sample_ns": plan["output"]["goodput_bin_ns"],
                     "out": str(workdir / f"agent-h{j}.csv"),
                     "ready": str(workdir / f"agent-h{j}.ready"),
-                    "scrub": True,
+                    "control": str(workdir / f"agent-h{j}.sock"),
+                    "scrub": self.options.scrub,
                 }))
         agents = []
         for name, ns, role, config in configs:

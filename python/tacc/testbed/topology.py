@@ -99,9 +99,12 @@ def build(plan: Plan, names: Names, scale: float) -> Topology:
         shell.sysctl(names.vm(k), _vm_settings(plan, k))
     for ns, devices in interfaces.items():
         for dev in devices:
-            # Without offloads tc sees (and counts, and queues) the packets on the wire.
+            # Without offloads tc sees (and counts, and queues) the packets on the wire, and
+            # every checksum is computed by the sender and checked by the receiver: a veth
+            # otherwise passes TCP checksums unfilled and unchecked, so a wrong rewrite by the
+            # agent would go unseen (its updates need complete checksums to patch).
             shell.run(shell.in_ns(ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
-                                  "gro", "off"))
+                                  "gro", "off", "tx", "off", "rx", "off"))
     for ns, lines in _queues(plan, topo, scale).items():
         shell.batch("tc", ns, lines)
     return topo
