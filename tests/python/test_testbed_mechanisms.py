@@ -32,7 +32,7 @@ from tacc.testbed.topology import Names
 SCENARIO = Path(__file__).parent / "data" / "tagged-vs-udp.toml"
 HYGENICC = ("mechanism", '{kind="hygenicc",on_shortage="queue"}')
 STATIC_500 = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="queue"}')
-FRAME = 1514  # what htb counts of a full packet: 1500 B of IP and the Ethernet header
+PACKET = 1500  # what htb counts of a full packet on a veth: its IP bytes
 
 pytestmark = pytest.mark.testbed
 
@@ -83,8 +83,8 @@ def test_hygenicc_gives_the_tagged_flow_its_share(testbed_machine: None,
 
 def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Path) -> None:
     out = run_on_testbed(tmp_path, [STATIC_500])
-    udp_payload = 500.0 * 1472 / FRAME
-    tcp_payload = 500.0 * 1460 / FRAME
+    udp_payload = 500.0 * 1472 / PACKET
+    tcp_payload = 500.0 * 1448 / PACKET  # Linux carries TCP timestamps: 1448 B a segment
     udp = goodput(out, "competitor", 1.0, 6.0)
     both = goodput(out, "tagged", 3.0, 6.0)
     assert abs(udp - udp_payload) <= 0.03 * udp_payload, f"UDP {udp:.1f}, limit {udp_payload:.1f}"
@@ -110,7 +110,7 @@ def test_killing_the_agents_leaves_the_last_rates_in_force(testbed_machine: None
     assert len(killed) == 3
     udp = goodput(out, "competitor", 3.0, 6.0)
     both = goodput(out, "tagged", 3.0, 6.0)
-    udp_payload, tcp_payload = 500.0 * 1472 / FRAME, 500.0 * 1460 / FRAME
+    udp_payload, tcp_payload = 500.0 * 1472 / PACKET, 500.0 * 1448 / PACKET
     assert abs(udp - udp_payload) <= 0.03 * udp_payload, f"UDP {udp:.1f} after the kill"
     assert abs(both - tcp_payload) <= 0.03 * tcp_payload, f"TCP {both:.1f} after the kill"
 
@@ -193,3 +193,57 @@ def test_sicc_clamps_the_window_of_acks_to_a_flagged_vm(testbed_machine: None,
     assert len(lines) >= 10, lines
     assert all("win 1460" in ln for ln in lines), lines
     assert all("(correct)" in ln for ln in lines), lines
+
+
+FOUR_FLOWS = Path(__file__).parent / "data" / "four-flows.toml"
+DROPTAIL = [("queue", '{kind="droptail",limit="100pkt"}'), ("tcp.ecn", "false")]
+
+
+def bottleneck(out: Path) -> dict[str, Any]:
+    return next(p for p in read_summary(out)["ports"] if p["name"] == "sw0->r0")
+
+
+def shares(out: Path) -> list[float]:
+    summary = read_summary(out)
+    scale = summary["testbed"]["rate_scale"] if "testbed" in summary else 1.0
+    return [f["goodput_mbps"] / scale / 1000.0 for f in summary["flows"]]
+
+
+def jain(x: list[float]) -> float:
+    return sum(x) ** 2 / (len(x) * sum(v * v for v in x))
+
+
+def test_rwndq_keeps_the_drop_tail_queue_short_and_the_flows_fair(testbed_machine: None,
+                                                                  tmp_path: Path) -> None:
+    """RWNDQ's claim (PAPERS.md §3): windows written into ACKs hold the queue near its
+    target (1/8 of the buffer) without loss, where plain TCP fills the drop-tail buffer."""
+    out = tmp_path / "rwndq"
+    run.run_testbed(FOUR_FLOWS, [*DROPTAIL, ("mechanism", '{kind="rwndq"}')],
+                    run.Options(out=out, quiet=True))
+    assert_checksums_correct(out)
+    plain = tmp_path / "plain"
+    run.run_testbed(FOUR_FLOWS, DROPTAIL, run.Options(out=plain, quiet=True))
+    port, plain_port = bottleneck(out), bottleneck(plain)
+    assert plain_port["dropped_overflow"] > 0, "plain TCP never filled the buffer"
+    assert port["dropped_overflow"] == 0
+    assert port["mean_backlog_pkts"] <= 25.0 < plain_port["mean_backlog_pkts"]
+    s = shares(out)
+    assert sum(s) >= 0.9 and jain(s) >= 0.99, s
+
+
+@pytest.mark.parametrize("cc", ["newreno", "cubic"])
+def test_linux_tcp_shares_the_dumbbell_as_the_simulated_tcp_does(
+        testbed_machine: None, engine: None, tmp_path: Path, cc: str) -> None:
+    """Four long flows, RED marking at K: each flow's share of the bottleneck on the testbed
+    within 0.03 of the simulator's (ideal 0.25 each)."""
+    from tacc import _core
+
+    sets = [("tcp.cc", f'"{cc}"')]
+    sim = tmp_path / "sim"
+    _core.run(str(FOUR_FLOWS), sets=sets, out=str(sim))
+    out = tmp_path / "testbed"
+    run.run_testbed(FOUR_FLOWS, sets, run.Options(out=out, quiet=True))
+    assert_checksums_correct(out)
+    for a, b in zip(shares(sim), shares(out)):
+        assert abs(a - b) <= 0.03, (shares(sim), shares(out))
+    assert bottleneck(out)["marked"] > 0

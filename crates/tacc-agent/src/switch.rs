@@ -47,9 +47,9 @@ fn full_rate() -> f64 {
     1.0
 }
 
-/// Frame bytes per packet where the scenario sizes a queue in packets (1500 B of IP and the
-/// Ethernet header tc counts).
-const FRAME_BYTES: u64 = 1514;
+/// Bytes per packet where the scenario sizes a queue in packets: a full packet's IP bytes,
+/// as htb and bfifo count them on a veth (the phantom queue counts the same).
+const FRAME_BYTES: u64 = 1500;
 
 fn bytes(s: Size) -> u64 {
     match s {

@@ -21,9 +21,9 @@ if TYPE_CHECKING:
 
     Plan = dict[str, Any]
 
-# A queue limit given in packets holds that many full frames (1500 B of IP and the 14 B
-# Ethernet header that htb and bfifo count), as the switch agent sizes its phantom queue.
-PACKET_BYTES = 1514
+# A queue limit given in packets holds that many full packets: 1500 B each, as htb and bfifo
+# count them on a veth (their IP bytes), and as the switch agent sizes its phantom queue.
+PACKET_BYTES = 1500
 DEFAULT_RATE_CAP_BPS = 100_000_000
 
 

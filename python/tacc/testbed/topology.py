@@ -12,7 +12,7 @@ Each plan port is the egress of one veth end, with this queue (rates already sca
              packet's, as the engine counts: rates, the buffer, the byte counters)
       1:1  rate = ceil = port rate         (the agent adds its rate limiters under it)
         1:2  rate = ceil = port rate, the default class
-          2: bfifo limit = the port's buffer (a limit in packets x 1514 B, full frames)
+          2: bfifo limit = the port's buffer (a limit in packets x 1500 B, as htb and bfifo count a full packet)
 
 htb's quantum is one full packet (1514 B with the Ethernet header), so that classes the
 agent adds share the link packet by packet; its burst is 2 full packets or 100 us at the
