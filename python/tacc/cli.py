@@ -174,6 +174,11 @@ def _run(args: argparse.Namespace) -> int:
         args.scenario, seed=args.seed, sets=args.sets, out=out,
         progress=not args.quiet,
     )
+    return _present(written, args)
+
+
+def _present(written: Path, args: argparse.Namespace) -> int:
+    """Plots, the summary table and the files of a result directory a command wrote."""
     if not args.no_plot:
         from tacc.plot import plot_dir
 
@@ -226,16 +231,7 @@ def _testbed(args: argparse.Namespace) -> int:
         return _fail_lines([f"testbed: {item}" for item in exc.missing], 2)
     except TestbedError as exc:
         return _fail_lines([f"testbed: {line}" for line in _error_lines(exc)], 3)
-    if not args.no_plot:
-        from tacc.plot import plot_dir
-
-        plot_dir(written)
-    if not args.quiet:
-        print(summary_table(read_summary(written)))
-        print(f"\nwrote {written}:")
-        for path in sorted(p for p in written.iterdir() if p.is_file()):
-            print(f"  {path}")
-    return 0
+    return _present(written, args)
 
 
 def _compare(args: argparse.Namespace) -> int:
