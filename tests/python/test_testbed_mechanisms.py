@@ -247,3 +247,36 @@ def test_linux_tcp_shares_the_dumbbell_as_the_simulated_tcp_does(
     for a, b in zip(shares(sim), shares(out)):
         assert abs(a - b) <= 0.03, (shares(sim), shares(out))
     assert bottleneck(out)["marked"] > 0
+
+
+def notify_congestion(names: Names, workdir: Path, t0: int) -> None:
+    """SDN-GCC's controller, by hand: from 3 s to 4.5 s, every millisecond, marks attributed
+    to the tagged flow's VM (s0) for its traffic to r0."""
+    time.sleep(max(0.0, (t0 - time.monotonic_ns()) / 1e9 + 3.0))
+    message = json.dumps({"Congestion": {"to_src": 0x0A000001, "from_dst": 0x0A000003,
+                                         "marks": 50.0}}).encode()
+    end = time.monotonic() + 1.5
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        while time.monotonic() < end:
+            s.sendto(message, str(workdir / "agent-h0.sock"))
+            time.sleep(0.001)
+
+
+def test_sdn_gcc_notifications_cut_the_notified_pairs_rate(testbed_machine: None,
+                                                           tmp_path: Path) -> None:
+    """The host side of SDN-GCC with its controller's notifications written by hand: the
+    rate of s0 falls while they arrive and the flow's goodput with it, then recovers."""
+    out = run_on_testbed(tmp_path, [("mechanism", '{kind="sdn-gcc",on_shortage="queue"}'),
+                                    ("flows[0].rate", '"10Mbps"')],
+                         during=notify_congestion)
+    before = goodput(out, "tagged", 2.5, 3.0)
+    during = goodput(out, "tagged", 3.5, 4.5)
+    after = goodput(out, "tagged", 7.5, 9.0)
+    assert during < 0.5 * before, (before, during)
+    assert after > 0.8 * before, (before, after)
+    # SDN-GCC keys its rates per VM by default (rates.csv's dst is empty).
+    with (out / "rates.csv").open(newline="") as f:
+        rates = [float(r["rate_mbps"]) for r in csv.DictReader(f)
+                 if r["vm"] == "s0" and 3.5 <= float(r["time_s"]) < 4.5]
+    scale = read_summary(out)["testbed"]["rate_scale"]
+    assert rates and max(rates) < 0.5 * before * scale, rates
