@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The system packages `tacc testbed` needs, from Debian: clang (compiles the eBPF programs into
-# the build) and libbpf's headers, iproute2 (ip, tc, nstat), ethtool (offloads off on the veths),
+# the build) and libbpf's headers, bpftool (the kernel's types for the BPF DCTCP at build time;
+# registers it at run time), iproute2 (ip, tc, nstat), ethtool (offloads off on the veths),
 # ping (base RTT) and tcpdump (captures). Installed when missing and run as root; otherwise
 # the missing ones are named and the build goes on (the simulator needs none of them; the
 # testbed then says what it lacks and exits 2).
@@ -9,6 +10,7 @@ missing=()
 have() { command -v "$1" >/dev/null 2>&1; }
 have clang || missing+=(clang)
 [ -e /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
+have bpftool || missing+=(bpftool)
 have tc && have nstat || missing+=(iproute2)
 have ethtool || missing+=(ethtool)
 have ping || missing+=(iputils-ping)

@@ -44,4 +44,8 @@ def agent_run(role: str, config: str) -> None:
 def agent_available() -> bool:
     """True if this build carries the testbed's eBPF programs (clang was there)."""
 
+def dctcp_object() -> bytes:
+    """The BPF DCTCP (struct_ops "dctcp") as an object file for bpftool; empty if this build
+    could not compile it (no bpftool or kernel BTF at build time)."""
+
 def version() -> str: ...

@@ -141,7 +141,7 @@ def test_units_read_as_in_scenario_files() -> None:
         plans.parse_seconds("5 parsecs")
 
 
-def test_a_missing_dctcp_is_named_or_replaced_with_keep_going(
+def test_a_missing_dctcp_runs_as_the_bpf_dctcp_or_is_named(
     plan: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     available = tmp_path / "tcp_available_congestion_control"
@@ -149,12 +149,19 @@ def test_a_missing_dctcp_is_named_or_replaced_with_keep_going(
     monkeypatch.setattr(features, "AVAILABLE_CC", available)
     plan["flows"][0]["cc"] = "dctcp"
 
-    cc, missing, notes = features._congestion_controls(plan, keep_going=False)
-    assert missing == ["congestion control dctcp (flows tagged): no dctcp module and no BPF "
-                       "struct_ops DCTCP yet; --keep-going runs them as reno"]
-    cc, missing, notes = features._congestion_controls(plan, keep_going=True)
-    assert (cc, missing) == ({"dctcp": "reno"}, [])
-    assert notes == ["dctcp missing (no dctcp module and no BPF struct_ops DCTCP yet): flows "
+    monkeypatch.setattr(features.dctcp, "problem", lambda: None)
+    cc, missing, notes, bpf = features._congestion_controls(plan, keep_going=False)
+    assert (cc, missing, bpf) == ({"dctcp": "dctcp"}, [], True)
+    assert notes == ["dctcp: the kernel has no dctcp module; tacc's BPF DCTCP (struct_ops) "
+                     "ran instead"]
+
+    monkeypatch.setattr(features.dctcp, "problem", lambda: "bpftool: not found on PATH")
+    cc, missing, notes, bpf = features._congestion_controls(plan, keep_going=False)
+    assert missing == ["congestion control dctcp (flows tagged): no dctcp module, and "
+                       "bpftool: not found on PATH; --keep-going runs them as reno"]
+    cc, missing, notes, bpf = features._congestion_controls(plan, keep_going=True)
+    assert (cc, missing, bpf) == ({"dctcp": "reno"}, [], False)
+    assert notes == ["dctcp missing (no dctcp module, and bpftool: not found on PATH): flows "
                      "tagged ran reno"]
 
 

@@ -231,11 +231,12 @@ def test_rwndq_keeps_the_drop_tail_queue_short_and_the_flows_fair(testbed_machin
     assert sum(s) >= 0.9 and jain(s) >= 0.99, s
 
 
-@pytest.mark.parametrize("cc", ["newreno", "cubic"])
+@pytest.mark.parametrize("cc", ["newreno", "cubic", "dctcp"])
 def test_linux_tcp_shares_the_dumbbell_as_the_simulated_tcp_does(
         testbed_machine: None, engine: None, tmp_path: Path, cc: str) -> None:
     """Four long flows, RED marking at K: each flow's share of the bottleneck on the testbed
-    within 0.03 of the simulator's (ideal 0.25 each)."""
+    within 0.03 of the simulator's (ideal 0.25 each). DCTCP is the kernel's module or, where
+    it has none, tacc's BPF DCTCP; it holds the queue near K (20 packets) without loss."""
     from tacc import _core
 
     sets = [("tcp.cc", f'"{cc}"')]
@@ -246,7 +247,14 @@ def test_linux_tcp_shares_the_dumbbell_as_the_simulated_tcp_does(
     assert_checksums_correct(out)
     for a, b in zip(shares(sim), shares(out)):
         assert abs(a - b) <= 0.03, (shares(sim), shares(out))
-    assert bottleneck(out)["marked"] > 0
+    port = bottleneck(out)
+    assert port["marked"] > 0
+    if cc == "dctcp":
+        assert port["dropped_overflow"] == 0
+        # Around K: DCTCP's sawtooth adds a few packets per flow above it, and a host busy
+        # with four senders delays the marks' echo by a scheduling slice or so. Drop-tail
+        # Reno sits at the 100-packet limit instead.
+        assert 10.0 <= port["mean_backlog_pkts"] <= 40.0, port["mean_backlog_pkts"]
 
 
 def notify_congestion(names: Names, workdir: Path, t0: int) -> None:

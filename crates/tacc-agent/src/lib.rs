@@ -26,6 +26,14 @@ pub use tacc_mech::plan::Plan;
 const HOST_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/host.bpf.o"));
 const SWITCH_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switch.bpf.o"));
 
+const DCTCP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/dctcp.bpf.o"));
+
+/// The BPF DCTCP (a `tcp_congestion_ops` struct_ops named "dctcp", registered with bpftool
+/// on kernels without the module); empty if the build could not have it.
+pub fn dctcp_object() -> &'static [u8] {
+    DCTCP_OBJECT
+}
+
 /// True if the agent was built with its eBPF programs.
 pub fn has_programs() -> bool {
     !HOST_OBJECT.is_empty() && !SWITCH_OBJECT.is_empty()

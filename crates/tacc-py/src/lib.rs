@@ -101,6 +101,12 @@ fn agent_available() -> bool {
     tacc_agent::has_programs()
 }
 
+/// The BPF DCTCP object file (empty if this build has none).
+#[pyfunction]
+fn dctcp_object(py: Python<'_>) -> Bound<'_, pyo3::types::PyBytes> {
+    pyo3::types::PyBytes::new(py, tacc_agent::dctcp_object())
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -114,6 +120,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;
+    m.add_function(wrap_pyfunction!(dctcp_object, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
     Ok(())
 }

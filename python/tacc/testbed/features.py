@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import tacc
-from tacc.testbed import TestbedError, TestbedUnavailable, shell
+from tacc.testbed import TestbedError, TestbedUnavailable, dctcp, shell
 from tacc.testbed.plan import linux_cc
 from tacc.testbed.topology import BPFFS
 
@@ -28,7 +28,7 @@ TOOLS = {"ip": "iproute2", "tc": "iproute2", "nstat": "iproute2", "ethtool": "et
 AVAILABLE_CC = Path("/proc/sys/net/ipv4/tcp_available_congestion_control")
 # What runs a congestion control the kernel lacks, with --keep-going: its nearest relative.
 SUBSTITUTES = {"dctcp": "reno"}
-WHY_MISSING = {"dctcp": "no dctcp module and no BPF struct_ops DCTCP yet"}
+WHY_MISSING = {"dctcp": "no dctcp module"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,8 @@ class Features:
     netem: bool
     cc: dict[str, str]
     notes: list[str] = field(default_factory=list)
+    # The scenario's DCTCP runs as tacc's BPF DCTCP, registered for the run.
+    bpf_dctcp: bool = False
 
 
 def check(plan: Plan, probe_ns: str, keep_going: bool = False) -> Features:
@@ -47,11 +49,12 @@ def check(plan: Plan, probe_ns: str, keep_going: bool = False) -> Features:
     `keep_going`, a missing congestion control runs as its nearest relative (recorded in
     `notes`) instead."""
     missing, netem = host_problems(probe_ns)
-    cc, cc_missing, notes = _congestion_controls(plan, keep_going)
+    cc, cc_missing, notes, bpf_dctcp = _congestion_controls(plan, keep_going)
     missing += cc_missing + agent_problems()
     if missing:
         raise TestbedUnavailable(missing)
-    return Features(kernel=platform.release(), netem=netem, cc=cc, notes=notes)
+    return Features(kernel=platform.release(), netem=netem, cc=cc, notes=notes,
+                    bpf_dctcp=bpf_dctcp)
 
 
 def agent_problems() -> list[str]:
@@ -142,24 +145,33 @@ def _bpffs() -> list[str]:
     return []
 
 
-def _congestion_controls(plan: Plan, keep_going: bool) -> tuple[dict[str, str], list[str],
-                                                                 list[str]]:
-    """(scenario cc -> Linux cc, missing items, notes) for the scenario's TCP flows."""
+def _congestion_controls(plan: Plan, keep_going: bool
+                         ) -> tuple[dict[str, str], list[str], list[str], bool]:
+    """(scenario cc -> Linux cc, missing items, notes, whether the BPF DCTCP stands in for
+    the module) for the scenario's TCP flows."""
     try:
         available = set(AVAILABLE_CC.read_text(encoding="utf-8").split())
     except OSError as exc:
-        return {}, [f"congestion controls: cannot read {AVAILABLE_CC}: {exc.strerror}"], []
+        return {}, [f"congestion controls: cannot read {AVAILABLE_CC}: {exc.strerror}"], [], False
     users: dict[str, list[str]] = {}
     for flow in plan["flows"]:
         if flow["transport"] == "tcp":
             users.setdefault(flow["cc"], []).append(flow["name"])
-    chosen, missing, notes = {}, [], []
+    chosen, missing, notes, bpf_dctcp = {}, [], [], False
     for cc, flows in sorted(users.items()):
         linux = linux_cc(cc)
         if linux in available:
             chosen[cc] = linux
             continue
         why = WHY_MISSING.get(cc, f"the kernel offers {', '.join(sorted(available))}")
+        if cc == "dctcp":
+            unavailable = dctcp.problem()
+            if unavailable is None:
+                chosen[cc], bpf_dctcp = "dctcp", True
+                notes.append("dctcp: the kernel has no dctcp module; tacc's BPF DCTCP "
+                             "(struct_ops) ran instead")
+                continue
+            why += f", and {unavailable}"
         substitute = SUBSTITUTES.get(cc, "cubic")
         if keep_going and substitute in available:
             chosen[cc] = substitute
@@ -167,4 +179,4 @@ def _congestion_controls(plan: Plan, keep_going: bool) -> tuple[dict[str, str], 
         else:
             hint = f"; --keep-going runs them as {substitute}" if substitute in available else ""
             missing.append(f"congestion control {cc} (flows {', '.join(flows)}): {why}{hint}")
-    return chosen, missing, notes
+    return chosen, missing, notes, bpf_dctcp

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import tacc
 from tacc._progress import simulation_bar
-from tacc.testbed import TestbedError, collect, features, shell, topology
+from tacc.testbed import TestbedError, collect, dctcp, features, shell, topology
 from tacc.testbed.plan import (
     DEFAULT_RATE_CAP_BPS, load_plan, plan_notes, rate_scale, scale_message, vm_tcp_ecn,
 )
@@ -96,6 +96,8 @@ def run_plan(plan: Plan, options: Options, scenario_file: str = "") -> Path:
         with _signals_ignored():  # a second Ctrl-C must not leave namespaces behind
             run.children.stop_all()
             problems = topology.teardown(names)
+            if run.registered_dctcp:
+                problems += dctcp.unregister()
             shutil.rmtree(workdir, ignore_errors=True)
         for problem in problems:
             print(f"tacc: warning: teardown: {problem}", file=sys.stderr)
@@ -122,6 +124,11 @@ def cleanup() -> list[str]:
         if problems:
             raise TestbedError("\n".join(problems))
         removed.append(f"run {run_id}: {len(namespaces)} namespaces")
+    if not any(_alive(run_id) for run_id in ids) and dctcp.registered():
+        problems = dctcp.unregister()
+        if problems:
+            raise TestbedError("\n".join(problems))
+        removed.append("the BPF DCTCP (unregistered)")
     return removed
 
 
@@ -246,6 +253,7 @@ class _Run:
         self.agent_csvs: list[tuple[str, Path]] = []  # (role, the agent's CSV)
         self.sample_interval_ns = max(plan["output"]["queue_sample_ns"], MIN_SAMPLE_NS)
         self.failures: list[str] = []
+        self.registered_dctcp = False
 
     def say(self, text: str) -> None:
         if not self.options.quiet:
@@ -254,6 +262,9 @@ class _Run:
     def go(self, scenario_file: str, started: float) -> Path:
         plan, options = self.plan, self.options
         found = features.check(plan, self.names.probe, options.keep_going)
+        if found.bpf_dctcp and not dctcp.registered():
+            dctcp.register(self.workdir)
+            self.registered_dctcp = True
         scale = rate_scale(plan, options.rate_cap_bps)
         duration_ns = plan["duration_ns"]
         if options.duration_s is not None:
@@ -484,7 +495,7 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
         spec(f["dst_vm"])["sinks"].append({
             "flow": i, "transport": f["transport"], "port": f["dst_port"],
             "src": plan["vms"][f["src_vm"]]["address"], "src_port": f["src_port"],
-            "bytes": f["bytes"],
+            "bytes": f["bytes"], "cc": cc.get(f["cc"]),
         })
         spec(f["src_vm"])["sources"].append({
             "flow": i, "transport": f["transport"],

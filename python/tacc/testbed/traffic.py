@@ -71,9 +71,15 @@ class Traffic:
         self.selector = selectors.DefaultSelector()
         # (transport, port) -> (sender address, sender port) -> flow
         self.flows_at: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
+        # TCP port -> the congestion control its listener runs: DCTCP's receiver echoes each
+        # CE mark (not RFC 3168's ECE-until-CWR), and a listener of another congestion
+        # control refuses ECN to a DCTCP sender, whose SYN is ECT.
+        self.listener_cc: dict[int, str] = {}
         for s in spec["sinks"]:
             peers = self.flows_at.setdefault((s["transport"], s["port"]), {})
             peers[(s["src"], s["src_port"])] = s["flow"]
+            if s["transport"] == "tcp" and s.get("cc") == "dctcp":
+                self.listener_cc[s["port"]] = "dctcp"
 
     def open_sinks(self) -> None:
         """Binds every sink before any source anywhere starts (the ready file says so)."""
@@ -84,6 +90,9 @@ class Traffic:
                 # Before listen: accepted sockets inherit it, and the window scale offered
                 # in the handshake follows from it. The kernel doubles it for its overhead.
                 sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.spec["rcv_buf_bytes"])
+                if port in self.listener_cc:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION,
+                                    self.listener_cc[port].encode())
                 sock.bind(("0.0.0.0", port))
                 sock.listen(64)
             else:
