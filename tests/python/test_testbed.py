@@ -189,6 +189,7 @@ def test_check_lists_every_missing_item_at_once(
     monkeypatch.setattr(features, "AVAILABLE_CC", available)
     monkeypatch.setattr(features, "host_problems", lambda _ns: (["not root: ..."], False))
     monkeypatch.setattr(features, "agent_problems", lambda: ["agent: ..."])
+    monkeypatch.setattr(features.dctcp, "problem", lambda: "no BPF DCTCP in this build")
     plan["flows"][0]["cc"] = "dctcp"
 
     with pytest.raises(testbed.TestbedUnavailable) as err:
