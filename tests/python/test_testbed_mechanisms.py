@@ -253,6 +253,9 @@ def test_linux_tcp_shares_the_dumbbell_as_the_simulated_tcp_does(
     port = bottleneck(out)
     assert port["marked"] > 0
     if cc == "dctcp":
+        from tacc.testbed import dctcp
+
+        assert not dctcp.registered(), "the run's BPF DCTCP outlived it"
         assert port["dropped_overflow"] <= 10
         # Around K: DCTCP's sawtooth adds a few packets per flow above it, and a host busy
         # with four senders delays the marks' echo by a scheduling slice or so. Drop-tail
