@@ -136,7 +136,7 @@ fn with_unit(value: u64, units: &[(&str, u64)]) -> String {
     let (name, mult) = units
         .iter()
         .rev()
-        .find(|(_, m)| value % m == 0 && value >= *m)
+        .find(|(_, m)| value.is_multiple_of(*m) && value >= *m)
         .unwrap_or(&units[0]);
     format!("{}{name}", value / mult)
 }
