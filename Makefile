@@ -39,7 +39,7 @@ demo: setup
 # TACC_REQUIRE_TESTBED=1: as root, a testbed test that cannot run fails instead of skipping.
 test: setup
 	TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) cargo test --workspace
-	TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) $(PY) -m pytest -q
+	TACC_REQUIRE_ENGINE=1 TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) $(PY) -m pytest -q
 
 bench: setup
 	$(PY) bench/run.py
