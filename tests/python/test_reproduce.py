@@ -114,7 +114,9 @@ def test_tiny_reproduction_end_to_end(engine: None, tmp_path: Path) -> None:
     for line in table:
         cells = [c.strip() for c in line.strip("|").split("|")]
         assert cells[4] != "-", line  # every row has a tacc number
-        assert cells[5] in ("yes", "no", "-", "yes, within seed spread", "no, within seed spread")
+        # HyGenICC's Fig. 5 claims (the tagged flow gets its share, within about 1 s) hold in
+        # tacc, at this scale too: a "no" here is a regression of the mechanism or the report.
+        assert cells[5] == "yes", line
     html_text = (out / "report.html").read_text()
     assert f'src="figures/{TINY_FIGURE}.png"' in html_text
     # a second invocation runs nothing and says so through the same report
