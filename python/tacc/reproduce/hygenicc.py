@@ -111,7 +111,7 @@ def _hyg5_rows() -> list[Row]:
                 share, "Mb/s", lambda m, n=n, c=c: values(m, f"n{n}/{c}", "overlap"),
                 near(0.2 * share, share), HYG_CAUSE))
         rows.append(Row(
-            f"{n} senders: time to reach 80% of the share vs UDP",
+            f"{n} senders: time to settle within 25% of the share vs UDP",
             f"within about {PAPER['hygenicc_fig5_convergence_s']:g} s", None, "s",
             lambda m, n=n: values(m, f"n{n}/udp", "convergence_s"),
             lambda v, _m: v <= 1.0, HYG_CAUSE))
