@@ -70,13 +70,18 @@ fn build_dctcp(clang: &str, out: &std::path::Path, obj: &std::path::Path) -> boo
     }
     std::fs::write(out.join("vmlinux.h"), dump.stdout).unwrap();
     // bpf_tracing.h names architectures as the kernel does.
-    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH").unwrap_or_default().as_str() {
+    let arch = match std::env::var("CARGO_CFG_TARGET_ARCH")
+        .unwrap_or_default()
+        .as_str()
+    {
         "aarch64" => "arm64".to_string(),
         "x86_64" | "" => "x86".to_string(),
         other => other.to_string(),
     };
     let status = Command::new(clang)
-        .args(["-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-mcpu=v3"])
+        .args([
+            "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-mcpu=v3",
+        ])
         .arg(format!("-D__TARGET_ARCH_{arch}"))
         .arg("-I")
         .arg(out)

@@ -145,7 +145,8 @@ int port_egress(struct __sk_buff *skb)
 	 * drain slower than the port and creep up to its limit under full load. */
 	struct iphdr *ip = ipv4_of(skb);
 	__u64 len = ip ? bpf_ntohs(ip->tot_len) : skb->len;
-	int above_k = 0;
+	/* Above K a Not-ECT packet is dropped here, so it never joins the queue. */
+	int not_ect = ip && ecn_of(ip) == ECN_NOT_ECT;
 
 	bpf_spin_lock(&st->lock);
 	__u64 elapsed = now > st->last_ns ? now - st->last_ns : 0;
@@ -161,12 +162,16 @@ int port_egress(struct __sk_buff *skb)
 		st->queue_bytes = 0;
 		st->last_ns = now;
 	}
-	above_k = st->queue_bytes >= cfg->k_bytes;
+	int above_k = ip && st->queue_bytes >= cfg->k_bytes;
+	if (!(above_k && not_ect)) {
+		st->queue_bytes += len;
+		if (st->queue_bytes > cfg->limit_bytes)
+			st->queue_bytes = cfg->limit_bytes;
+	}
 	bpf_spin_unlock(&st->lock);
 
-	if (above_k && ip) {
-		if (ecn_of(ip) == ECN_NOT_ECT) {
-			/* Dropped here, so it never joins the queue. */
+	if (above_k) {
+		if (not_ect) {
 			__sync_fetch_and_add(&st->drops, 1);
 			return TC_ACT_SHOT;
 		}
@@ -174,11 +179,6 @@ int port_egress(struct __sk_buff *skb)
 			set_ecn(ip, ECN_CE);
 		__sync_fetch_and_add(&st->marks, 1);
 	}
-	bpf_spin_lock(&st->lock);
-	st->queue_bytes += len;
-	if (st->queue_bytes > cfg->limit_bytes)
-		st->queue_bytes = cfg->limit_bytes;
-	bpf_spin_unlock(&st->lock);
 	__sync_fetch_and_add(&st->tx_packets, 1);
 	__sync_fetch_and_add(&st->tx_bytes, len);
 	if (ip)

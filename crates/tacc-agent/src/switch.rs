@@ -49,11 +49,11 @@ fn full_rate() -> f64 {
 
 /// Bytes per packet where the scenario sizes a queue in packets: a full packet's IP bytes,
 /// as htb and bfifo count them on a veth (the phantom queue counts the same).
-const FRAME_BYTES: u64 = 1500;
+const PACKET_BYTES: u64 = 1500;
 
 fn bytes(s: Size) -> u64 {
     match s {
-        Size::Packets(n) => n * FRAME_BYTES,
+        Size::Packets(n) => n * PACKET_BYTES,
         Size::Bytes(b) => b,
     }
 }
@@ -236,12 +236,14 @@ fn feed_flows(
     packets_seen: &mut HashMap<FlowKey, u64>,
 ) -> Result<(), String> {
     let entries: Vec<(FlowKey, FlowSeen)> = flows.iter().filter_map(Result::ok).collect();
-    packets_seen.retain(|k, _| entries.iter().any(|(e, _)| e == k));
+    // Only the flows still in the datapath's table are remembered.
+    let before = std::mem::take(packets_seen);
     for (key, mut f) in entries {
         let Some(&port) = port_of.get(&f.ifindex) else {
             continue;
         };
-        let sent = packets_seen.insert(key, f.packets) != Some(f.packets);
+        let sent = before.get(&key) != Some(&f.packets);
+        packets_seen.insert(key, f.packets);
         if f.seen != 0 {
             // Take the flags: the program only ORs new ones in.
             let seen = f.seen;
@@ -331,8 +333,8 @@ mod tests {
         // Drains 125 B/ms: a few bytes between back-to-back test runs. K just under 2 frames.
         let pc = PortConfig {
             drain_bytes_per_sec: 125_000,
-            k_bytes: 2 * FRAME_BYTES - 100,
-            limit_bytes: 10 * FRAME_BYTES,
+            k_bytes: 2 * PACKET_BYTES - 100,
+            limit_bytes: 10 * PACKET_BYTES,
         };
         config.insert(LOOPBACK, pc, 0).unwrap();
         let mut state = state;
@@ -358,7 +360,7 @@ mod tests {
         );
         let s = state.get(&LOOPBACK, 0).unwrap();
         assert_eq!((s.tx_packets, s.marks, s.drops), (3, 1, 1));
-        assert_eq!(s.tx_bytes, 3 * FRAME_BYTES);
+        assert_eq!(s.tx_bytes, 3 * PACKET_BYTES);
     }
 
     #[test]
@@ -376,7 +378,7 @@ mod tests {
         let pc = PortConfig {
             drain_bytes_per_sec: 125_000_000,
             k_bytes: u64::MAX,
-            limit_bytes: 100 * FRAME_BYTES,
+            limit_bytes: 100 * PACKET_BYTES,
         };
         config.insert(LOOPBACK, pc, 0).unwrap();
         state.insert(LOOPBACK, PortState::default(), 0).unwrap();
