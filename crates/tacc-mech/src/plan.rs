@@ -76,6 +76,10 @@ pub struct PlanPort {
     pub rate_bps: u64,
     pub delay_ns: u64,
     pub queue: PlanQueue,
+    /// The long-run fraction of its packets the port loses on the wire (random loss), if
+    /// the scenario puts loss on it.
+    #[serde(default)]
+    pub loss_rate: Option<f64>,
 }
 
 /// A port's queue. Sizes are given as the scenario gave them: in packets or in bytes.

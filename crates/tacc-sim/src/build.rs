@@ -4,6 +4,7 @@
 //! [`crate::model`] holds only what the run's events touch.
 
 use crate::cc::CcKind;
+use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
 use crate::model::{
     vm_address, App, Cdf, EpKind, Fib, Host, Incast, Model, Port, PortStats, Traffic, UdpState, Vm,
@@ -315,7 +316,7 @@ impl Model {
             .unwrap_or(TcpConfig::default().rcv_buf);
         let inst = mech.build::<Packet>(&ModelFabric {
             m,
-            vm_index: &vm_index,
+            vm_index,
             receiver_window: (rcv_buf, crate::tcp::window_scale_for(rcv_buf)),
         });
         for (slot, shim) in m.shims.iter_mut().zip(inst.shims) {
@@ -488,11 +489,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
     let mut ports = Vec::with_capacity(graph.links.len() * 2);
     for i in 0..graph.links.len() * 2 {
         let link = &graph.links[i / 2];
-        let (from, to) = if i % 2 == 0 {
-            (link.a, link.b)
-        } else {
-            (link.b, link.a)
-        };
+        let (from, to) = topology::port_ends(graph, i);
         let name = topology::port_name(graph, i);
         // Time to send a full 1500-byte packet: RED's idle decay unit and the default jitter.
         let pkt_time_ns = units::ser_ns(link.rate_bps, 1500);
@@ -520,6 +517,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             stats: PortStats::default(),
             jitter_ns,
             last_arrival: 0,
+            loss: None,
             ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
             busy_until: 0,
         });
@@ -543,7 +541,37 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             }
         }
     }
+    for cfg in &s.loss {
+        for selector in cfg.ports() {
+            for port in ports_selected(graph, &port_index, selector) {
+                ports[port as usize].loss = Some(LinkLoss::new(cfg));
+            }
+        }
+    }
     (ports, port_index)
+}
+
+/// The ports a loss entry names: one by name, or a class of links by their ends.
+pub(crate) fn ports_selected(
+    graph: &Graph,
+    port_index: &HashMap<String, u32>,
+    selector: &str,
+) -> Vec<u32> {
+    if let Some(&i) = port_index.get(selector) {
+        return vec![i];
+    }
+    let class = |from: NodeRef, to: NodeRef| match (from, to) {
+        (NodeRef::Host(_), _) => "host->switch",
+        (_, NodeRef::Host(_)) => "switch->host",
+        _ => "switch->switch",
+    };
+    (0..graph.links.len() * 2)
+        .filter(|&i| {
+            let (from, to) = topology::port_ends(graph, i);
+            selector == "all" || selector == class(from, to)
+        })
+        .map(|i| i as u32)
+        .collect()
 }
 
 /// The model as a mechanism sees it when it is built.

@@ -17,6 +17,7 @@
 pub mod build;
 pub mod cc;
 pub mod event_queue;
+pub mod loss;
 pub mod mechanism;
 pub mod model;
 pub mod output;

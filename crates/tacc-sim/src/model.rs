@@ -3,6 +3,7 @@
 //! scenario [`crate::validate`] has checked.
 
 use crate::cc::CcKind;
+use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
 use crate::packet::{flow_hash, Packet, PktId};
 use crate::queue::Qdisc;
@@ -27,6 +28,8 @@ pub struct PortStats {
     pub dropped_overflow: u64,
     pub dropped_aqm: u64,
     pub dropped_scripted: u64,
+    /// Lost on the link after being sent (random loss).
+    pub dropped_loss: u64,
     pub marked: u64,
     pub tx_bytes: u64,
     pub tx_pkts: u64,
@@ -43,7 +46,7 @@ impl PortStats {
         self.last = now;
     }
     pub fn dropped(&self) -> u64 {
-        self.dropped_overflow + self.dropped_aqm + self.dropped_scripted
+        self.dropped_overflow + self.dropped_aqm + self.dropped_scripted + self.dropped_loss
     }
 }
 
@@ -65,6 +68,8 @@ pub struct Port {
     /// Random extra delay in [0, jitter] per packet (host NICs only).
     pub jitter_ns: u64,
     pub last_arrival: u64,
+    /// Random loss on the link, if the scenario puts any on it.
+    pub loss: Option<LinkLoss>,
 }
 
 pub struct Host {

@@ -117,6 +117,8 @@ pub struct PortSummary {
     pub dropped: u64,
     pub dropped_overflow: u64,
     pub dropped_aqm: u64,
+    /// Lost on the link (the scenario's random loss).
+    pub dropped_loss: u64,
     pub marked: u64,
     pub max_backlog_pkts: u64,
     pub mean_backlog_pkts: f64,
@@ -236,6 +238,7 @@ pub fn summarize(
             dropped: p.stats.dropped(),
             dropped_overflow: p.stats.dropped_overflow,
             dropped_aqm: p.stats.dropped_aqm,
+            dropped_loss: p.stats.dropped_loss,
             marked: p.stats.marked,
             max_backlog_pkts: p.stats.max_backlog,
             mean_backlog_pkts: p.stats.backlog_integral as f64 / end as f64,

@@ -101,6 +101,7 @@ pub fn plan(p: &Prepared) -> Plan {
                 rate_bps: port.rate_bps,
                 delay_ns: port.delay_ns,
                 queue: queue(m, i),
+                loss_rate: port.loss.as_ref().map(|l| l.mean_rate()),
             })
             .collect(),
         routes,

@@ -97,6 +97,8 @@ pub struct Scenario {
     pub incast: Vec<IncastCfg>,
     pub traffic: Vec<TrafficCfg>,
     pub rules: Vec<RuleCfg>,
+    /// Random loss on links.
+    pub loss: Vec<LossCfg>,
     /// The mechanism under test: `kind` and that kind's keys (see `tacc_mech::mechanisms`).
     pub mechanism: MechanismConfig,
     pub output: OutputCfg,
@@ -369,6 +371,38 @@ pub struct TrafficCfg {
     pub stop: Option<Duration>,
     pub cc: Option<CcKind>,
     pub ecn: Option<bool>,
+}
+
+/// Random loss on the ports named (or of a class: "all", "host->switch", "switch->host",
+/// "switch->switch"): packets are lost on the wire after the port sent them.
+#[derive(Deserialize, Debug, Clone)]
+#[serde(deny_unknown_fields, tag = "model", rename_all = "kebab-case")]
+pub enum LossCfg {
+    /// Each packet lost with probability `rate`.
+    Bernoulli { ports: Vec<String>, rate: f64 },
+    /// Bursty loss: a good and a bad state, stepped per packet (from good to bad with
+    /// probability `p`, back with `r`), losing `loss_good` and `loss_bad` of their packets.
+    GilbertElliott {
+        ports: Vec<String>,
+        p: f64,
+        r: f64,
+        #[serde(default)]
+        loss_good: f64,
+        #[serde(default = "all_lost")]
+        loss_bad: f64,
+    },
+}
+
+fn all_lost() -> f64 {
+    1.0
+}
+
+impl LossCfg {
+    pub fn ports(&self) -> &[String] {
+        match self {
+            LossCfg::Bernoulli { ports, .. } | LossCfg::GilbertElliott { ports, .. } => ports,
+        }
+    }
 }
 
 /// A match-action rule installed in a switch's flow table at time `at`.
@@ -694,6 +728,7 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
     let incast = r.list("incast", top.take("incast"));
     let traffic = r.list("traffic", top.take("traffic"));
     let rules = r.list("rules", top.take("rules"));
+    let loss = r.list("loss", top.take("loss"));
     let kind = top
         .table
         .get("mechanism")
@@ -741,6 +776,7 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
         incast,
         traffic,
         rules,
+        loss,
         mechanism,
         output,
     };

@@ -254,6 +254,12 @@ impl Sim {
         if p.queue.is_empty() {
             p.qdisc.on_idle(p.busy_until);
         }
+        if p.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng)) {
+            p.stats.dropped_loss += 1;
+            self.rec.cons.dropped += 1;
+            self.pkts.free(id);
+            return;
+        }
         self.schedule(at, EvKind::Arrive(port, id));
     }
 

@@ -284,13 +284,18 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
 
 /// Directed ports: port 2i is link i's a->b direction, 2i+1 is b->a.
 pub fn port_name(g: &Graph, port: usize) -> String {
+    let (from, to) = port_ends(g, port);
+    format!("{}->{}", g.name(from), g.name(to))
+}
+
+/// The nodes a port sends from and to: port 2i is link i from a to b, port 2i+1 back.
+pub fn port_ends(g: &Graph, port: usize) -> (NodeRef, NodeRef) {
     let l = &g.links[port / 2];
-    let (from, to) = if port.is_multiple_of(2) {
+    if port.is_multiple_of(2) {
         (l.a, l.b)
     } else {
         (l.b, l.a)
-    };
-    format!("{}->{}", g.name(from), g.name(to))
+    }
 }
 
 /// Where the hosts hang off the switches. Every host has one link, so the hosts behind one

@@ -6,8 +6,8 @@
 use crate::build::{self, expand};
 use crate::model::{self, PORTS_PER_VM};
 use crate::scenario::{
-    FlowCfg, HostSet, IncastCfg, Loaded, QueueKind, RuleCfg, Scenario, ScenarioError, TrafficCfg,
-    Transport,
+    FlowCfg, HostSet, IncastCfg, Loaded, LossCfg, QueueKind, RuleCfg, Scenario, ScenarioError,
+    TrafficCfg, Transport,
 };
 use crate::tcp::TcpConfig;
 use crate::topology::{self, Graph, NodeRef};
@@ -39,6 +39,7 @@ pub fn check(l: &Loaded) -> Vec<ScenarioError> {
     if let Some(n) = &names {
         ports(&mut r, s, n);
     }
+    loss(&mut r, s, names.as_ref());
     flows(&mut r, s, names.as_ref());
     for (i, ic) in s.incast.iter().enumerate() {
         incast(&mut r, s, i, ic, names.as_ref());
@@ -295,6 +296,79 @@ fn ports(r: &mut Report, s: &Scenario, n: &Names) {
                         format!("no port named {name:?}"),
                     );
                 }
+            }
+        }
+    }
+}
+
+/// Loss models: probabilities, and each port named or of a class, under one model at most.
+fn loss(r: &mut Report, s: &Scenario, names: Option<&Names>) {
+    let mut owner: HashMap<u32, usize> = HashMap::new();
+    for (li, cfg) in s.loss.iter().enumerate() {
+        let probabilities: &[(&str, f64)] = match *cfg {
+            LossCfg::Bernoulli { rate, .. } => &[("rate", rate)],
+            LossCfg::GilbertElliott {
+                p,
+                r,
+                loss_good,
+                loss_bad,
+                ..
+            } => &[
+                ("p", p),
+                ("r", r),
+                ("loss_good", loss_good),
+                ("loss_bad", loss_bad),
+            ],
+        };
+        for &(key, v) in probabilities {
+            if !(0.0..=1.0).contains(&v) {
+                r.error(
+                    &format!("loss[{li}].{key}"),
+                    format!("expected a probability in [0, 1], got {v}"),
+                );
+            }
+        }
+        if let LossCfg::GilbertElliott { p, r: back, .. } = *cfg {
+            if p + back <= 0.0 {
+                r.error(
+                    &format!("loss[{li}].p"),
+                    "p and r cannot both be 0 (the chain would never move)",
+                );
+            }
+        }
+        if cfg.ports().is_empty() {
+            r.error(
+                &format!("loss[{li}].ports"),
+                "expected port names or a class: \"all\", \"host->switch\", \"switch->host\", \"switch->switch\"",
+            );
+        }
+        let Some(n) = names else { continue };
+        for (pi, selector) in cfg.ports().iter().enumerate() {
+            let selected = build::ports_selected(&n.graph, &n.ports, selector);
+            let key = format!("loss[{li}].ports[{pi}]");
+            let is_class = ["all", "host->switch", "switch->host", "switch->switch"]
+                .contains(&selector.as_str());
+            if selected.is_empty() && !is_class {
+                let like = topology::port_name(&n.graph, 0);
+                r.error(
+                    &key,
+                    format!("no port named {selector:?} (ports are named like {like:?}, or a class: \"all\", \"host->switch\", \"switch->host\", \"switch->switch\")"),
+                );
+            }
+            for port in selected {
+                if let Some(&other) = owner.get(&port) {
+                    if other != li {
+                        r.error(
+                            &key,
+                            format!(
+                                "port {:?} already has loss[{other}]'s model (one model a port)",
+                                topology::port_name(&n.graph, port as usize)
+                            ),
+                        );
+                        break;
+                    }
+                }
+                owner.insert(port, li);
             }
         }
     }

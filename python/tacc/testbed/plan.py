@@ -56,7 +56,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "hosts": ("name", "nic_port"),
     "vms": ("name", "host", "address"),
     "switches": ("name",),
-    "ports": ("name", "from", "to", "rate_bps", "delay_ns", "queue"),
+    "ports": ("name", "from", "to", "rate_bps", "delay_ns", "queue", "loss_rate"),
     "routes": ("switch", "vm", "ports"),
     "flows": ("name", "group", "src_vm", "dst_vm", "start_ns", "stop_ns", "bytes",
               "transport", "cc", "ecn", "rate_bps", "packet_bytes", "src_port", "dst_port"),
@@ -198,6 +198,10 @@ def plan_notes(plan: Plan, netem: bool) -> list[str]:
         why = "netem is not used yet" if netem else "no netem in this kernel"
         notes.append(f"link delays ({shown}): not emulated ({why}); the base RTT is the "
                      "veths' own")
+    lossy = [p["name"] for p in plan["ports"] if p["loss_rate"]]
+    if lossy:
+        notes.append(f"random loss on links ({', '.join(lossy)}): not emulated (the testbed "
+                     "does not use netem)")
     kinds = _counted(a["kind"] for a in plan["apps"])
     if kinds:
         notes.append(f"applications not emulated yet: {kinds}")
