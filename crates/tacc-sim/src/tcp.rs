@@ -3,7 +3,9 @@
 //! Models: three-way handshake with MSS, window-scale, SACK-permitted and ECN negotiation;
 //! byte sequence numbers (32-bit on the wire, unwrapped to 64-bit stream offsets inside);
 //! cumulative ACKs with optional delayed ACK; SACK (RFC 2018) and SACK-based loss recovery
-//! (RFC 6675) or NewReno partial-ACK recovery (RFC 6582) without SACK; RTO per RFC 6298 with
+//! (RFC 6675, with a lost retransmission sent again once DupThresh segments sent after it are
+//! SACKed, as Linux did before RACK) or NewReno partial-ACK recovery (RFC 6582) without SACK;
+//! RTO per RFC 6298 with
 //! RTOmin and exponential backoff; ECN per RFC 3168 (ECE latched until CWR, at most one
 //! reduction per window) or DCTCP's per-packet CE echo; the peer's receive window (scaled) is
 //! honoured; FIN teardown. Data always flows client -> server; the server only ACKs and FINs.
@@ -94,12 +96,19 @@ fn to_resend(flags: u8) -> bool {
     flags & (LOST | RETRANS | SACKED) == LOST
 }
 
+/// A retransmission not yet known to have arrived.
+fn retrans_out(flags: u8) -> bool {
+    flags & (RETRANS | SACKED) == RETRANS
+}
+
 #[derive(Clone, Debug)]
 struct Seg {
     start: u64,
     len: u32,
     sent_at: u64,
     flags: u8,
+    /// `nxt` when the segment was last retransmitted: data from there on was sent after it.
+    resent_nxt: u64,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -160,6 +169,8 @@ pub struct TcpEndpoint {
     pipe: u64,
     /// Segments of `segs` to retransmit: most sends find none without scanning.
     resend: u32,
+    /// Retransmitted segments neither acknowledged nor SACKed yet.
+    retrans_out: u32,
     /// The last ACK's SACK blocks as data offsets. SACKED is never cleared and new segments
     /// start at `nxt`, so every segment wholly inside one stays SACKed: a block that repeats
     /// or extends one is marked from that one's end only.
@@ -238,6 +249,7 @@ impl TcpEndpoint {
             segs: VecDeque::new(),
             pipe: 0,
             resend: 0,
+            retrans_out: 0,
             sacked_blocks: [(0, 0); 3],
             lost_below: 0,
             cc,
@@ -540,6 +552,11 @@ impl TcpEndpoint {
     fn set_flags(&mut self, i: usize, flags: u8) {
         let s = &mut self.segs[i];
         let (before, resend_before) = (in_pipe(s.flags), to_resend(s.flags));
+        match (retrans_out(s.flags), retrans_out(flags)) {
+            (true, false) => self.retrans_out -= 1,
+            (false, true) => self.retrans_out += 1,
+            _ => {}
+        }
         s.flags = flags;
         match (before, in_pipe(flags)) {
             (true, false) => self.pipe -= s.len as u64,
@@ -594,6 +611,9 @@ impl TcpEndpoint {
                 }
                 if to_resend(s.flags) {
                     self.resend -= 1;
+                }
+                if retrans_out(s.flags) {
+                    self.retrans_out -= 1;
                 }
                 sample = if s.flags & RETRANS == 0 {
                     Some(now - s.sent_at)
@@ -652,6 +672,9 @@ impl TcpEndpoint {
 
         if self.sack_ok && newly_sacked > 0 {
             self.mark_lost_by_sack();
+            if self.retrans_out > 0 {
+                self.mark_lost_retransmissions();
+            }
         }
         if !self.in_recovery {
             if let Some(first) = self.segs.front() {
@@ -735,6 +758,31 @@ impl TcpEndpoint {
                 if f & LOST == 0 {
                     self.set_flags(i, f | LOST);
                 }
+            }
+        }
+    }
+
+    /// A retransmission is lost when DupThresh segments first sent after it were SACKed (the
+    /// rule Linux applied before RACK): it is sent again within the same recovery. Without
+    /// this only the RTO finds a lost retransmission, and until then SACKs for new data keep
+    /// the window open while the recovery, and with it any further reduction, cannot end.
+    #[cold]
+    fn mark_lost_retransmissions(&mut self) {
+        let sacked: Vec<u64> = self
+            .segs
+            .iter()
+            .filter(|s| s.flags & SACKED != 0)
+            .map(|s| s.start)
+            .collect();
+        for i in 0..self.segs.len() {
+            let s = &self.segs[i];
+            if !retrans_out(s.flags) {
+                continue;
+            }
+            let after = sacked.len() - sacked.partition_point(|&a| a < s.resent_nxt);
+            if after >= self.cfg.dupthresh as usize {
+                let f = s.flags;
+                self.set_flags(i, (f | LOST) & !RETRANS);
             }
         }
     }
@@ -1068,6 +1116,7 @@ impl TcpEndpoint {
             let f = self.segs[i].flags;
             self.set_flags(i, f | RETRANS);
             self.segs[i].sent_at = now;
+            self.segs[i].resent_nxt = self.nxt;
             self.stats.retransmits += 1;
         } else {
             self.segs.push_back(Seg {
@@ -1075,6 +1124,7 @@ impl TcpEndpoint {
                 len,
                 sent_at: now,
                 flags: 0,
+                resent_nxt: 0,
             });
             self.pipe += len as u64;
             self.nxt = start + len as u64;
@@ -1226,6 +1276,31 @@ mod tests {
         assert_eq!(pair.a.stats.timeouts, 0);
         assert_eq!(pair.a.stats.retransmits, 3);
         assert_eq!(pair.a.stats.fast_retransmits, 2);
+    }
+
+    #[test]
+    fn a_lost_retransmission_is_sent_again_once_later_data_is_sacked_without_a_timeout() {
+        let cfg = TcpConfig {
+            init_cwnd: 10,
+            ..TcpConfig::default()
+        };
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 200 * mss);
+        let mut drops_of_10 = 0;
+        pair.run(5_000_000_000, &mut |p| {
+            let seg = (p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1)) as u64 / mss;
+            let drop = p.payload > 0 && seg == 10 && drops_of_10 < 2;
+            drops_of_10 += drop as u32;
+            drop
+        });
+        assert_eq!(drops_of_10, 2, "the segment and its first retransmission");
+        assert_eq!(pair.b.delivered(), 200 * mss);
+        assert_eq!(pair.a.stats.timeouts, 0);
+        assert_eq!(pair.a.stats.retransmits, 2);
+        assert_eq!(
+            pair.a.stats.fast_retransmits, 1,
+            "one recovery, one window cut"
+        );
     }
 
     /// ECT(0) on the retransmission of a dropped segment, with and without `ecn_retransmit`.

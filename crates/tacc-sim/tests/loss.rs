@@ -46,9 +46,12 @@ fn newreno_follows_the_mathis_model_over_loss_rates_and_rtts() {
     // (one-way hop delay, loss rate, simulated time for several hundred loss events)
     for (delay, p, duration) in [
         ("50us", 0.002, "3s"),
+        ("50us", 0.01, "1s"),
         ("250us", 0.0005, "14s"),
         ("250us", 0.002, "8s"),
+        ("250us", 0.01, "4s"),
         ("1ms", 0.002, "40s"),
+        ("1ms", 0.01, "15s"),
     ] {
         let (c, events) = mathis_c(delay, p, duration);
         // The window's sawtooth is sampled once per loss event: the mean over N events has a
