@@ -273,6 +273,22 @@ def test_dctcp_runs_on_the_testbed_and_its_bpf_registration_ends_with_the_run(
     assert port["mean_backlog_pkts"] <= 50.0, port["mean_backlog_pkts"]
 
 
+RACKS = Path(__file__).parent / "data" / "racks-small.toml"
+
+
+def test_two_tier_racks_carry_cross_rack_flows_through_the_aggregation_tier(
+        testbed_machine: None, tmp_path: Path) -> None:
+    """The racks topology at its smallest: both cross-rack flows leave rack 0 through its ToR's
+    one uplink and share it evenly, as in the simulator (0.5 each of the uplink), filling it."""
+    out = tmp_path / "racks"
+    run.run_testbed(RACKS, [], run.Options(out=out, quiet=True))
+    assert_checksums_correct(out)
+    uplink = next(p for p in read_summary(out)["ports"] if p["name"] == "tor0->agg0")
+    assert uplink["utilization"] >= 0.9, uplink
+    s = shares(out)
+    assert len(s) == 2 and jain(s) >= 0.98, s
+
+
 def notify_congestion(names: Names, workdir: Path, t0: int) -> None:
     """SDN-GCC's controller, by hand: from 3 s to 4.5 s, every millisecond, marks attributed
     to the tagged flow's VM (s0) for its traffic to r0."""
