@@ -97,6 +97,10 @@ def _parser() -> argparse.ArgumentParser:
     testbed.add_argument("--no-scrub", action="store_true",
                          help="let VMs send what only a shim may send (feedback packets, IPR "
                               "bits): to measure an attack without the protection")
+    testbed.add_argument("--limiter", choices=("htb", "bpf"), default="htb",
+                         help="how host agents enforce the mechanism's rates: htb (an HTB "
+                              "class per VM pair, the excess waits; the default) or bpf (a "
+                              "token bucket in the egress program, the excess is dropped)")
     testbed.add_argument("--cleanup", action="store_true",
                          help="remove what earlier runs left behind, then exit")
     testbed.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
@@ -223,7 +227,8 @@ def _testbed(args: argparse.Namespace) -> int:
                 print(line)
             return 0
         options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
-                              quiet=args.quiet, scrub=not args.no_scrub)
+                              quiet=args.quiet, scrub=not args.no_scrub,
+                              limiter=args.limiter)
         if args.rate_cap is not None:
             options.rate_cap_bps = args.rate_cap
         written = run.run_testbed(args.scenario, args.sets, options)

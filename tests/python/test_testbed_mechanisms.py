@@ -91,6 +91,20 @@ def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Pa
     assert abs(both - tcp_payload) <= 0.03 * tcp_payload, f"TCP {both:.1f}, limit {tcp_payload:.1f}"
 
 
+def test_the_bpf_limiter_holds_the_rate_by_dropping(testbed_machine: None,
+                                                    tmp_path: Path) -> None:
+    """`--limiter bpf`: a token bucket in the egress program (the burst of the HTB classes,
+    four frames) drops what exceeds the limit: UDP holds it within 3%, and TCP, whose bursts
+    it drops, stays under it (docs/testbed.md: far under, in timeouts)."""
+    out = run_on_testbed(tmp_path, [STATIC_500], limiter="bpf")
+    assert read_summary(out)["testbed"]["limiter"] == "bpf"
+    udp_payload = 500.0 * 1472 / PACKET
+    tcp_payload = 500.0 * 1448 / PACKET
+    udp = goodput(out, "competitor", 1.0, 6.0)
+    assert abs(udp - udp_payload) <= 0.03 * udp_payload, f"UDP {udp:.1f}, limit {udp_payload:.1f}"
+    assert goodput(out, "tagged", 3.0, 9.0) <= 1.03 * tcp_payload
+
+
 def test_killing_the_agents_leaves_the_last_rates_in_force(testbed_machine: None,
                                                            tmp_path: Path) -> None:
     """Fails open: the programs, maps and classes stay in the kernel without their agent."""

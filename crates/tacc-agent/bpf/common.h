@@ -18,6 +18,7 @@
 #define ECN_NOT_ECT 0x00
 #define ECN_ECT0 0x02
 #define ECN_CE 0x03
+#define NS_PER_SEC 1000000000ULL
 
 static __always_inline __u16 ones_add(__u16 a, __u16 b)
 {

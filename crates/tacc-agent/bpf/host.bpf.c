@@ -4,7 +4,8 @@
  *                 may send: feedback packets are dropped, an IPR bit is cleared.
  * - uplink_egress (tc egress of the NIC): what leaves for the network. Counts per (VM,
  *                 remote) pair, sets ECT(0), echoes pending CE marks in the IPR bit, and picks
- *                 the rate limiter's HTB class (skb->priority) the agent made for the pair.
+ *                 the rate limiter's HTB class (skb->priority) the agent made for the pair,
+ *                 or, with the BPF limiter, drops what the pair's token bucket cannot pay.
  * - uplink_ingress(tc ingress of the NIC): what arrives for a VM. Consumes feedback packets,
  *                 counts and clears IPR bits and CE marks, clamps the window of ACKs of pairs
  *                 the agent flagged (SICC), with incremental checksum updates.
@@ -21,6 +22,7 @@
 #define F_FEEDBACK (1 << 3)
 #define F_SCRUB (1 << 4)
 #define F_CLAMP (1 << 5)
+#define F_BUCKET (1 << 6)
 
 /* Addresses in network byte order. */
 struct pair_key {
@@ -51,7 +53,22 @@ enum counter {
 	C_SCRUB_IPR,
 	C_RWND_REWRITES,
 	C_UNKNOWN_PAIRS,
+	C_BUCKET_DROPS,
 	C_MAX,
+};
+
+/* The BPF limiter: a dropping token bucket per (VM, remote) or (VM, 0), the alternative to
+ * the HTB classes. The agent writes the rates; the tokens are this program's alone. */
+struct bucket_rate {
+	__u64 bytes_per_sec;
+	__u64 burst_bytes;
+};
+
+struct bucket_state {
+	struct bpf_spin_lock lock;
+	__u32 pad;
+	__u64 tokens;
+	__u64 last_ns;
 };
 
 struct {
@@ -94,6 +111,20 @@ struct {
 } clamps SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pair_key);
+	__type(value, struct bucket_rate);
+} bucket_rates SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct pair_key);
+	__type(value, struct bucket_state);
+} buckets SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, C_MAX);
 	__type(key, __u32);
@@ -127,6 +158,33 @@ static __always_inline struct pair_counts *pair(__u32 vm, __u32 remote)
 		return 0;
 	}
 	return bpf_map_lookup_elem(&pairs, &key);
+}
+
+/* Takes `len` bytes from the bucket of `key` if it holds them: refilled at its rate since
+ * the last packet, up to its burst. */
+static __always_inline int bucket_pays(struct pair_key *key, struct bucket_rate *rate, __u64 len)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct bucket_state *st = bpf_map_lookup_elem(&buckets, key);
+	if (!st) {
+		struct bucket_state fresh = { .tokens = rate->burst_bytes, .last_ns = now };
+		bpf_map_update_elem(&buckets, key, &fresh, BPF_NOEXIST);
+		st = bpf_map_lookup_elem(&buckets, key);
+		if (!st)
+			return 1; /* the map is full: fail open */
+	}
+	bpf_spin_lock(&st->lock);
+	__u64 elapsed = now > st->last_ns ? now - st->last_ns : 0;
+	if (elapsed > NS_PER_SEC)
+		elapsed = NS_PER_SEC; /* a full bucket takes far less; keeps 64 bits */
+	__u64 tokens = st->tokens + elapsed * rate->bytes_per_sec / NS_PER_SEC;
+	if (tokens > rate->burst_bytes)
+		tokens = rate->burst_bytes;
+	int pays = tokens >= len;
+	st->tokens = pays ? tokens - len : tokens;
+	st->last_ns = now;
+	bpf_spin_unlock(&st->lock);
+	return pays;
 }
 
 SEC("classifier")
@@ -171,6 +229,18 @@ int uplink_egress(struct __sk_buff *skb)
 	if ((f & F_SET_ECT) && ecn_of(ip) == ECN_NOT_ECT)
 		set_ecn(ip, ECN_ECT0);
 	struct pair_key key = { .vm = ip->saddr, .remote = ip->daddr };
+	if (f & F_BUCKET) {
+		struct bucket_rate *rate = bpf_map_lookup_elem(&bucket_rates, &key);
+		if (!rate) {
+			key.remote = 0;
+			rate = bpf_map_lookup_elem(&bucket_rates, &key);
+		}
+		if (rate && !bucket_pays(&key, rate, bpf_ntohs(ip->tot_len))) {
+			count(C_BUCKET_DROPS);
+			return TC_ACT_SHOT;
+		}
+		return TC_ACT_OK;
+	}
 	__u32 *class = bpf_map_lookup_elem(&classes, &key);
 	if (!class) {
 		key.remote = 0;

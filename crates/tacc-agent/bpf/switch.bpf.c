@@ -9,7 +9,6 @@
  * so it runs on every port, marking or not. */
 #include "common.h"
 
-#define NS_PER_SEC 1000000000ULL
 
 struct port_config {
 	__u64 drain_bytes_per_sec;

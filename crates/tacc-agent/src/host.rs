@@ -21,7 +21,7 @@ use tacc_mech::roles::{Datapath, HostShim, PairCounts};
 use tacc_mech::wire::Ipv4Packet;
 use tacc_mech::Nanos;
 
-use crate::tc::{attach, load as load_programs, Htb};
+use crate::tc::{attach, load as load_programs, Htb, BURST_BYTES};
 use crate::{default_scale, monotonic_ns, signal_ready, sleep_ns, take_map, Plan, HOST_OBJECT};
 
 #[derive(Deserialize)]
@@ -49,6 +49,19 @@ pub struct HostConfig {
     pub control: Option<PathBuf>,
     #[serde(default = "default_sample")]
     pub sample_ns: u64,
+    #[serde(default)]
+    pub limiter: Limiter,
+}
+
+/// How the shim's rates are enforced on the uplink.
+#[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Limiter {
+    /// An HTB class per (VM, key): what exceeds the rate waits in the class's FIFO.
+    #[default]
+    Htb,
+    /// A token bucket per (VM, key) in the egress program: what exceeds the rate is dropped.
+    Bpf,
 }
 
 fn yes() -> bool {
@@ -70,8 +83,9 @@ const F_IPR: u32 = 1 << 2;
 const F_FEEDBACK: u32 = 1 << 3;
 const F_SCRUB: u32 = 1 << 4;
 const F_CLAMP: u32 = 1 << 5;
+const F_BUCKET: u32 = 1 << 6;
 
-fn flags(d: Datapath, scrub: bool) -> u32 {
+fn flags(d: Datapath, scrub: bool, limiter: Limiter) -> u32 {
     [
         (d.set_ect, F_SET_ECT),
         (d.clear_ce, F_COUNT_CE),
@@ -79,6 +93,7 @@ fn flags(d: Datapath, scrub: bool) -> u32 {
         (d.feedback, F_FEEDBACK),
         (scrub, F_SCRUB),
         (d.clamp_window, F_CLAMP),
+        (limiter == Limiter::Bpf, F_BUCKET),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -123,11 +138,19 @@ struct RawClamp {
     expires_ns: u64,
 }
 
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct BucketRate {
+    bytes_per_sec: u64,
+    burst_bytes: u64,
+}
+
 // SAFETY: plain C structs without padding holes the kernel could read uninitialised
 // (RawClamp's is explicit).
 unsafe impl aya::Pod for PairKey {}
 unsafe impl aya::Pod for RawCounts {}
 unsafe impl aya::Pod for RawClamp {}
+unsafe impl aya::Pod for BucketRate {}
 
 /// What the counts of a pair grew by since `before`.
 fn delta(key: PairKey, now: RawCounts, before: RawCounts) -> PairCounts {
@@ -149,6 +172,7 @@ struct Maps {
     flushed: BpfHashMap<MapData, PairKey, u64>,
     classes: BpfHashMap<MapData, PairKey, u32>,
     clamps: BpfHashMap<MapData, PairKey, RawClamp>,
+    bucket_rates: BpfHashMap<MapData, PairKey, BucketRate>,
 }
 
 /// The host programs, loaded with their flags set, and their maps.
@@ -164,11 +188,41 @@ fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
         flushed: take_map(&mut bpf, "flushed")?,
         classes: take_map(&mut bpf, "classes")?,
         clamps: take_map(&mut bpf, "clamps")?,
+        bucket_rates: take_map(&mut bpf, "bucket_rates")?,
     };
     Ok((bpf, maps))
 }
 
-/// The rate limiters as HTB leaves on the uplink, one per (VM, key) the shim reports.
+/// The rate limiters, one per (VM, key) the shim reports.
+enum Limiters {
+    Htb(Classes),
+    /// The rates applied to the egress program's buckets.
+    Bpf(HashMap<(u32, u32), u64>),
+}
+
+impl Limiters {
+    fn sync(&mut self, rates: &[(u32, u32, u64)], maps: &mut Maps) -> Result<(), String> {
+        match self {
+            Limiters::Htb(classes) => classes.sync(rates, &mut maps.classes),
+            Limiters::Bpf(applied) => {
+                for &(vm, key, bps) in rates {
+                    if applied.insert((vm, key), bps) != Some(bps) {
+                        let rate = BucketRate {
+                            bytes_per_sec: bps / 8,
+                            burst_bytes: BURST_BYTES,
+                        };
+                        maps.bucket_rates
+                            .insert(PairKey::new(vm, key), rate, 0)
+                            .map_err(|e| format!("bucket_rates map: {e}"))?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// The rate limiters as HTB leaves on the uplink.
 struct Classes {
     htb: Htb,
     /// (VM, key) -> (minor id, rate applied).
@@ -261,7 +315,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         .flatten();
     let datapath = shim.as_ref().map(|s| s.datapath()).unwrap_or_default();
 
-    let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub))?;
+    let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub, cfg.limiter))?;
     for port in cfg.vm_ports.values() {
         attach(&mut bpf, "vm_ingress", port, TcAttachType::Ingress)?;
     }
@@ -273,15 +327,18 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         TcAttachType::Ingress,
     )?;
     let nic = &plan.ports[plan.hosts[cfg.host as usize].nic_port as usize];
-    let mut classes = Classes {
-        htb: Htb::new(&cfg.uplink)?,
-        made: HashMap::new(),
-        next_minor: 0x10,
-        limit_bytes: nic
-            .queue
-            .limit_bytes
-            .unwrap_or(0)
-            .max(nic.queue.limit_packets.unwrap_or(0) * 1514),
+    let mut limiters = match cfg.limiter {
+        Limiter::Htb => Limiters::Htb(Classes {
+            htb: Htb::new(&cfg.uplink)?,
+            made: HashMap::new(),
+            next_minor: 0x10,
+            limit_bytes: nic
+                .queue
+                .limit_bytes
+                .unwrap_or(0)
+                .max(nic.queue.limit_packets.unwrap_or(0) * 1514),
+        }),
+        Limiter::Bpf => Limiters::Bpf(HashMap::new()),
     };
     let raw = RawSocket::new()?;
     let control = match &cfg.control {
@@ -345,7 +402,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         shim.rates(&mut |vm, key, bps| {
             rates.push((vm, key, (bps as f64 * cfg.rate_scale) as u64));
         });
-        classes.sync(&rates, &mut maps.classes)?;
+        limiters.sync(&rates, &mut maps)?;
         if datapath.clamp_window {
             sync_clamps(&**shim, &mut maps.clamps, cfg.start_mono_ns)?;
         }
@@ -537,6 +594,31 @@ mod tests {
         maps.flushed.insert(PairKey::new(VM, REMOTE), 1, 0).unwrap();
         let third = run(&mut bpf, "uplink_egress", &frame(&out_pkt));
         assert_eq!(third.frame, expected(&out_pkt, |p| p.set_ecn(Ecn::Ect0)));
+    }
+
+    #[test]
+    fn the_bpf_limiter_drops_what_the_pairs_bucket_cannot_pay() {
+        if !privileged("host datapath") {
+            return;
+        }
+        let (mut bpf, mut maps) = load(ALL | F_BUCKET).unwrap();
+        // 100-byte packets against a bucket of 250 bytes refilling at 1 byte a second: two
+        // pass, the third finds 50 bytes.
+        let rate = BucketRate {
+            bytes_per_sec: 1,
+            burst_bytes: 250,
+        };
+        maps.bucket_rates
+            .insert(PairKey::new(VM, REMOTE), rate, 0)
+            .unwrap();
+        let out_pkt = packet(VM, REMOTE, ip_proto::UDP, Ecn::NotEct, 3, None);
+        let verdicts: Vec<u32> = (0..3)
+            .map(|_| run(&mut bpf, "uplink_egress", &frame(&out_pkt)).verdict)
+            .collect();
+        assert_eq!(verdicts, [TC_ACT_OK, TC_ACT_OK, TC_ACT_SHOT]);
+        // A pair without a rate is not limited.
+        let other = packet(VM, REMOTE + 1, ip_proto::UDP, Ecn::NotEct, 4, None);
+        assert!((0..5).all(|_| run(&mut bpf, "uplink_egress", &frame(&other)).verdict == TC_ACT_OK));
     }
 
     #[test]

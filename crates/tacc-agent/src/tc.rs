@@ -98,11 +98,13 @@ impl Htb {
     }
 }
 
-/// HTB's rate and ceiling (the same: a limiter, not a share), with a burst of a few frames so
-/// that a low rate still passes full-size frames.
+/// A limiter's burst: four full frames, so that a low rate still passes full-size frames.
+pub const BURST_BYTES: u64 = 6056;
+
+/// HTB's rate and ceiling (the same: a limiter, not a share), with the limiters' burst.
 fn rate_args(rate_bps: u64) -> String {
     let rate = rate_bps.max(8_000);
-    format!("rate {rate}bit ceil {rate}bit burst 6056 cburst 6056 quantum 1514")
+    format!("rate {rate}bit ceil {rate}bit burst {BURST_BYTES} cburst {BURST_BYTES} quantum 1514")
 }
 
 impl Drop for Htb {

@@ -67,6 +67,10 @@ class Options:
     # Host agents drop what only a shim may send (feedback packets, IPR bits) when a VM sends
     # it; off only to measure what a forging VM could do without the protection.
     scrub: bool = True
+    # How host agents enforce the mechanism's rates: "htb" (an HTB class per VM pair, the
+    # excess waits in its FIFO) or "bpf" (a token bucket in the egress program, the excess is
+    # dropped).
+    limiter: str = "htb"
     # Called in a thread of its own once the traffic has started, with the run's names, its
     # working directory (agents' control sockets: agent-h<j>.sock) and the flows' time zero:
     # for tests and experiments that act on a running testbed.
@@ -335,6 +339,7 @@ class _Run:
                     "ready": str(workdir / f"agent-h{j}.ready"),
                     "control": str(workdir / f"agent-h{j}.sock"),
                     "scrub": self.options.scrub,
+                    "limiter": self.options.limiter,
                 }))
         agents = []
         for name, ns, role, config in configs:
@@ -455,7 +460,7 @@ class _Run:
         return {
             "run_id": self.names.run_id, "kernel": found.kernel,
             "rate_scale": scale, "rate_cap_bps": self.options.rate_cap_bps,
-            "base_rtt_us": base_rtt_us,
+            "base_rtt_us": base_rtt_us, "limiter": self.options.limiter,
             "not_emulated": [*plan_notes(plan, found.netem), *found.notes, *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
