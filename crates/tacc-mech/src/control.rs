@@ -29,14 +29,15 @@ pub struct PacketInHeaders {
 }
 
 impl PacketInHeaders {
-    /// The flow as a host shim names it ([`FlowKey::of`]: ports only for TCP).
+    /// The flow as a host shim names it ([`FlowKey::of`]: ports only for TCP and UDP).
     pub fn flow_key(&self) -> FlowKey {
-        let tcp = self.protocol == crate::headers::ip_proto::TCP;
+        use crate::headers::ip_proto::{TCP, UDP};
+        let ports = self.protocol == TCP || self.protocol == UDP;
         FlowKey {
             src: self.src,
             dst: self.dst,
-            src_port: if tcp { self.src_port } else { 0 },
-            dst_port: if tcp { self.dst_port } else { 0 },
+            src_port: if ports { self.src_port } else { 0 },
+            dst_port: if ports { self.dst_port } else { 0 },
             protocol: self.protocol,
         }
     }
@@ -297,8 +298,8 @@ mod tests {
     }
 
     #[test]
-    fn a_udp_packet_in_names_its_flow_without_ports_as_shims_do() {
-        let h = PacketInHeaders {
+    fn a_udp_packet_in_names_its_flow_with_its_ports_as_shims_and_ecmp_do() {
+        let udp = PacketInHeaders {
             src: 1,
             dst: 2,
             protocol: 17,
@@ -308,6 +309,17 @@ mod tests {
             mss: None,
             wscale: None,
         };
-        assert_eq!((h.flow_key().src_port, h.flow_key().dst_port), (0, 0));
+        assert_eq!(
+            (udp.flow_key().src_port, udp.flow_key().dst_port),
+            (10_000, 9)
+        );
+        let other = PacketInHeaders {
+            protocol: 143,
+            ..udp
+        };
+        assert_eq!(
+            (other.flow_key().src_port, other.flow_key().dst_port),
+            (0, 0)
+        );
     }
 }

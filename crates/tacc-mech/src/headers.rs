@@ -62,6 +62,8 @@ pub trait PacketHeaders {
     fn set_reserved_bit(&mut self, on: bool);
     /// TCP source and destination ports, `None` for non-TCP packets.
     fn tcp_ports(&self) -> Option<(u16, u16)>;
+    /// UDP source and destination ports, `None` for non-UDP packets.
+    fn udp_ports(&self) -> Option<(u16, u16)>;
     /// TCP flag byte, `None` for non-TCP packets.
     fn tcp_flags(&self) -> Option<u8>;
     /// The raw 16-bit TCP window field, `None` for non-TCP packets.
@@ -70,8 +72,8 @@ pub trait PacketHeaders {
     fn set_tcp_window(&mut self, window: u16);
 }
 
-/// The 5-tuple that names a transport flow (ports are zero for non-TCP packets, since the
-/// header trait exposes ports only for TCP).
+/// The 5-tuple that names a transport flow (ports are zero for protocols without them): what
+/// the switches' ECMP hashes.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
 )]
@@ -86,7 +88,10 @@ pub struct FlowKey {
 impl FlowKey {
     /// The flow a packet belongs to.
     pub fn of(pkt: &(impl PacketHeaders + ?Sized)) -> FlowKey {
-        let (src_port, dst_port) = pkt.tcp_ports().unwrap_or((0, 0));
+        let (src_port, dst_port) = pkt
+            .tcp_ports()
+            .or_else(|| pkt.udp_ports())
+            .unwrap_or((0, 0));
         FlowKey {
             src: pkt.src(),
             dst: pkt.dst(),

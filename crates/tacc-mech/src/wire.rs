@@ -205,6 +205,19 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
         Some(start..end)
     }
 
+    /// UDP source and destination ports, if this is an unfragmented UDP datagram.
+    pub fn udp_ports(&self) -> Option<(u16, u16)> {
+        let bytes = self.buffer.as_ref();
+        if bytes[9] != ip_proto::UDP || read_u16(bytes, IP_FLAGS_FRAG) & IP_FRAG_OFFSET_MASK != 0 {
+            return None;
+        }
+        let start = self.header_len();
+        if (self.ip_len() as usize) < start + 8 {
+            return None;
+        }
+        Some((read_u16(bytes, start), read_u16(bytes, start + 2)))
+    }
+
     /// The TCP segment (header and payload), if any.
     pub fn tcp_segment(&self) -> Option<&[u8]> {
         self.tcp_range().map(|r| &self.buffer.as_ref()[r])
@@ -301,6 +314,10 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> PacketHeaders for Ipv4Packet<T> {
 
     fn tcp_ports(&self) -> Option<(u16, u16)> {
         Ipv4Packet::tcp_ports(self)
+    }
+
+    fn udp_ports(&self) -> Option<(u16, u16)> {
+        Ipv4Packet::udp_ports(self)
     }
 
     fn tcp_flags(&self) -> Option<u8> {
@@ -436,6 +453,23 @@ mod tests {
         assert_eq!(p.tcp_flags(), Some(tcp_flags::ACK));
         assert_eq!(p.tcp_window(), Some(1000));
         assert_eq!((p.tcp_seq(), p.tcp_ack()), (Some(1), Some(1461)));
+    }
+
+    #[test]
+    fn a_udp_datagram_gives_its_ports_and_no_tcp_fields() {
+        let mut b = emit(&ip(ip_proto::UDP, 28), None);
+        b[20..22].copy_from_slice(&10_000u16.to_be_bytes());
+        b[22..24].copy_from_slice(&9u16.to_be_bytes());
+        let p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        assert_eq!(p.udp_ports(), Some((10_000, 9)));
+        assert_eq!((p.tcp_ports(), p.tcp_flags()), (None, None));
+        assert_eq!(crate::headers::FlowKey::of(&p).src_port, 10_000);
+        // Too short for a UDP header: no ports.
+        let short = emit(&ip(ip_proto::UDP, 24), None);
+        assert_eq!(
+            Ipv4Packet::new_checked(&short[..]).unwrap().udp_ports(),
+            None
+        );
     }
 
     #[test]

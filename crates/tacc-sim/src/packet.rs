@@ -172,6 +172,9 @@ impl PacketHeaders for Packet {
     fn tcp_ports(&self) -> Option<(u16, u16)> {
         self.is_tcp().then_some((self.sport, self.dport))
     }
+    fn udp_ports(&self) -> Option<(u16, u16)> {
+        (self.protocol == ip_proto::UDP).then_some((self.sport, self.dport))
+    }
     fn tcp_flags(&self) -> Option<u8> {
         self.is_tcp().then_some(self.flags)
     }
