@@ -22,6 +22,7 @@ use crate::tcp::TcpConfig;
 use crate::topology::{self, Graph, NodeRef};
 use crate::units::{self, Size};
 use std::collections::{HashMap, VecDeque};
+use tacc_mech::control::ControlMessage;
 use tacc_mech::roles::{Fabric, SwitchPort};
 
 pub const WEBSEARCH_CDF: &str = include_str!("../data/websearch.cdf");
@@ -328,6 +329,9 @@ impl Model {
         m.control.app = inst.controller;
         m.control.latency = inst.control_latency;
         for f in inst.initial_rules {
+            // Proactive rules, in the tables before any traffic; their flow-mods still cross
+            // the control channel and count in its totals.
+            m.control.account(&ControlMessage::FlowMod(f.clone()));
             let rule = Rule {
                 m: f.rule_match,
                 priority: f.priority,

@@ -36,11 +36,16 @@ pub struct Control {
 }
 
 impl Control {
-    /// Puts a message on the channel; returns its delivery time.
-    pub fn send(&mut self, now: u64, m: ControlMessage) -> u64 {
+    /// Counts a message the controller sends.
+    pub fn account(&mut self, m: &ControlMessage) {
         let e = self.messages.entry(m.kind()).or_default();
         e.0 += 1;
         e.1 += m.wire_bytes();
+    }
+
+    /// Puts a message on the channel; returns its delivery time.
+    pub fn send(&mut self, now: u64, m: ControlMessage) -> u64 {
+        self.account(&m);
         let at = now + self.latency;
         self.inflight.push_back((at, m));
         at

@@ -207,6 +207,13 @@ fn sicc_clamps_windows_during_incast_so_mice_finish_sooner_without_hurting_eleph
         sicc.mechanism.control_messages["packet_in"] >= 600,
         "SYN and FIN copies"
     );
+    // The copy rules (SYN and FIN at the one ToR) are flow-mods too, counted with the
+    // incast flags' messages.
+    assert!(
+        sicc.mechanism.control_messages["flow_mod"] == 2,
+        "{:?}",
+        sicc.mechanism.control_messages
+    );
     let (m0, m1) = (mice_mean_fct(&plain), mice_mean_fct(&sicc));
     assert!(m1 < 0.9 * m0, "mice mean FCT {m0:.3} s -> {m1:.3} s");
     let retx = |s: &tacc_sim::output::Summary| {
