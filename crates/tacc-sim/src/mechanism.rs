@@ -31,16 +31,21 @@ pub struct Control {
     /// Messages in flight; constant latency keeps them in delivery order.
     pub inflight: VecDeque<(u64, ControlMessage)>,
     pub timer_at: Option<u64>,
-    /// (messages, bytes) by kind.
+    /// (messages, bytes) by kind, with the shims' in-band feedback packets.
     pub messages: BTreeMap<&'static str, (u64, u64)>,
 }
 
 impl Control {
     /// Counts a message the controller sends.
     pub fn account(&mut self, m: &ControlMessage) {
-        let e = self.messages.entry(m.kind()).or_default();
+        self.count(m.kind(), m.wire_bytes());
+    }
+
+    /// Counts one control message of `kind`: the channel's, or a shim's in-band signal.
+    pub fn count(&mut self, kind: &'static str, bytes: u64) {
+        let e = self.messages.entry(kind).or_default();
         e.0 += 1;
-        e.1 += m.wire_bytes();
+        e.1 += bytes;
     }
 
     /// Puts a message on the channel; returns its delivery time.

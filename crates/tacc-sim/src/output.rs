@@ -165,7 +165,8 @@ pub struct MechanismSummary {
     pub params: serde_json::Value,
     pub counters: std::collections::BTreeMap<&'static str, f64>,
     pub control_latency_s: f64,
-    /// Control-channel messages and bytes by kind, and in total.
+    /// Control messages and bytes by kind, and in total: the controller's channel, and the
+    /// shims' in-band feedback packets (HyGenICC's) as `in_band_feedback`.
     pub control_messages: std::collections::BTreeMap<&'static str, u64>,
     pub control_bytes: std::collections::BTreeMap<&'static str, u64>,
     pub control_messages_total: u64,

@@ -510,6 +510,10 @@ impl Sim {
         {
             let mut p = Packet::new(fb.src, fb.dst, ip_proto::FEEDBACK, FEEDBACK_PACKET);
             p.ip_id = fb.count;
+            // Control traffic carried in band: counted with the controller's.
+            self.m
+                .control
+                .count("in_band_feedback", FEEDBACK_PACKET as u64);
             let id = self.pkts.alloc(p);
             self.nic_send(host, id);
         }

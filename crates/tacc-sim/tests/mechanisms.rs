@@ -37,6 +37,15 @@ fn hygenicc_gives_a_tagged_tcp_flow_its_share_against_line_rate_udp() {
     let c = &s.mechanism.counters;
     assert!(c["feedback_packets_sent"] > 0.0 && c["ipr_bits_set"] > 0.0 && c["ce_cleared"] > 0.0);
     assert_eq!(c["feedback_packets_sent"], c["feedback_packets_received"]);
+    // In-band feedback is control traffic too.
+    assert_eq!(
+        s.mechanism.control_messages["in_band_feedback"] as f64,
+        c["feedback_packets_sent"]
+    );
+    assert_eq!(
+        s.mechanism.control_messages_total,
+        s.mechanism.control_messages["in_band_feedback"]
+    );
 }
 
 #[test]
