@@ -160,6 +160,18 @@ static __always_inline struct pair_counts *pair(__u32 vm, __u32 remote)
 	return bpf_map_lookup_elem(&pairs, &key);
 }
 
+/* The entry of `map` for the pair, or else for the VM as a whole (remote 0); `key` is left
+ * naming the one found. */
+static __always_inline void *pair_or_vm(void *map, struct pair_key *key)
+{
+	void *v = bpf_map_lookup_elem(map, key);
+	if (!v) {
+		key->remote = 0;
+		v = bpf_map_lookup_elem(map, key);
+	}
+	return v;
+}
+
 /* Takes `len` bytes from the bucket of `key` if it holds them: refilled at its rate since
  * the last packet, up to its burst. */
 static __always_inline int bucket_pays(struct pair_key *key, struct bucket_rate *rate, __u64 len)
@@ -230,22 +242,14 @@ int uplink_egress(struct __sk_buff *skb)
 		set_ecn(ip, ECN_ECT0);
 	struct pair_key key = { .vm = ip->saddr, .remote = ip->daddr };
 	if (f & F_BUCKET) {
-		struct bucket_rate *rate = bpf_map_lookup_elem(&bucket_rates, &key);
-		if (!rate) {
-			key.remote = 0;
-			rate = bpf_map_lookup_elem(&bucket_rates, &key);
-		}
+		struct bucket_rate *rate = pair_or_vm(&bucket_rates, &key);
 		if (rate && !bucket_pays(&key, rate, bpf_ntohs(ip->tot_len))) {
 			count(C_BUCKET_DROPS);
 			return TC_ACT_SHOT;
 		}
 		return TC_ACT_OK;
 	}
-	__u32 *class = bpf_map_lookup_elem(&classes, &key);
-	if (!class) {
-		key.remote = 0;
-		class = bpf_map_lookup_elem(&classes, &key);
-	}
+	__u32 *class = pair_or_vm(&classes, &key);
 	if (class)
 		skb->priority = *class;
 	return TC_ACT_OK;

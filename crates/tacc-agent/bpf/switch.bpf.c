@@ -9,7 +9,6 @@
  * so it runs on every port, marking or not. */
 #include "common.h"
 
-
 struct port_config {
 	__u64 drain_bytes_per_sec;
 	__u64 k_bytes; /* ~0: this port does not mark */

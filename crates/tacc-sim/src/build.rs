@@ -555,6 +555,10 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
     (ports, port_index)
 }
 
+/// The classes of ports a loss entry may name instead of a port.
+pub(crate) const PORT_CLASSES: [&str; 4] =
+    ["all", "host->switch", "switch->host", "switch->switch"];
+
 /// The ports a loss entry names: one by name, or a class of links by their ends.
 pub(crate) fn ports_selected(
     graph: &Graph,

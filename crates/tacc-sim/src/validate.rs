@@ -336,23 +336,24 @@ fn loss(r: &mut Report, s: &Scenario, names: Option<&Names>) {
                 );
             }
         }
+        let classes = format!("a class: {:?}", build::PORT_CLASSES).replace(['[', ']'], "");
         if cfg.ports().is_empty() {
             r.error(
                 &format!("loss[{li}].ports"),
-                "expected port names or a class: \"all\", \"host->switch\", \"switch->host\", \"switch->switch\"",
+                format!("expected port names or {classes}"),
             );
         }
         let Some(n) = names else { continue };
         for (pi, selector) in cfg.ports().iter().enumerate() {
             let selected = build::ports_selected(&n.graph, &n.ports, selector);
             let key = format!("loss[{li}].ports[{pi}]");
-            let is_class = ["all", "host->switch", "switch->host", "switch->switch"]
-                .contains(&selector.as_str());
-            if selected.is_empty() && !is_class {
+            if selected.is_empty() && !build::PORT_CLASSES.contains(&selector.as_str()) {
                 let like = topology::port_name(&n.graph, 0);
                 r.error(
                     &key,
-                    format!("no port named {selector:?} (ports are named like {like:?}, or a class: \"all\", \"host->switch\", \"switch->host\", \"switch->switch\")"),
+                    format!(
+                        "no port named {selector:?} (ports are named like {like:?}, or {classes})"
+                    ),
                 );
             }
             for port in selected {
