@@ -49,3 +49,31 @@ def dctcp_object() -> bytes:
     could not compile it (no bpftool or kernel BTF at build time)."""
 
 def version() -> str: ...
+
+class Controller:
+    """The controller side of a plan's mechanism (`tacc_mech::controller::Controller`): the
+    mechanism's controller app and the switch hooks that select packet-ins, built from the
+    plan's JSON as the simulator builds them. Every message in and out is the JSON of a
+    `tacc_mech::control` type (`ControlMessage`, `FlowMod`, `StatsReply`)."""
+
+    def __init__(self, plan: str) -> None: ...
+    def has_app(self) -> bool:
+        """False when the plan's mechanism has no controller app."""
+    def has_hook(self, switch: int) -> bool:
+        """True if the mechanism has a hook in `switch`: show it every flow's first packet."""
+    def initial_rules(self) -> list[str]:
+        """`FlowMod`s every switch gets when it connects (SICC's SYN/FIN copy rules)."""
+    @property
+    def latency_ns(self) -> int:
+        """The scenario's one-way control latency (`latency` of the mechanism table)."""
+    def packet_in(
+        self, now_ns: int, switch: int, in_port: int, out_port: int | None, packet: bytes
+    ) -> list[str]:
+        """A packet from `switch` (from its IPv4 header on): a table miss (`out_port` None;
+        the switch's hook decides whether the app hears of it) or a copy rule's copy
+        (`out_port` where it is forwarded). Returns the `ControlMessage`s to send; ValueError
+        if `packet` is not an IPv4 packet."""
+    def stats_reply(self, now_ns: int, reply: str) -> list[str]: ...
+    def timer(self, now_ns: int) -> list[str]:
+        """The app's timer (statistics requests, expiries); call it at `poll_at`."""
+    def poll_at(self) -> int | None: ...

@@ -12,6 +12,8 @@
 //!   [`roles::Fabric`] a mechanism is built for.
 //! - [`control`]: the control-plane messages (packet-ins, statistics, flow-mods,
 //!   notifications to hosts), serializable.
+//! - [`controller`]: a controller process's view of a mechanism built from a plan (the app,
+//!   the switch hooks that select packet-ins, the plan's paths).
 //! - [`mechanisms`]: the scenario's `[mechanism]` table, one struct per kind, checked and
 //!   built into the roles; one line registers a kind.
 //! - [`units`]: values with units as scenario files write them ("1Gbps", "25us").
@@ -34,6 +36,7 @@
 //!   CE-marking rules for their fastest flows.
 
 pub mod control;
+pub mod controller;
 pub mod headers;
 pub mod hygenicc;
 pub mod mechanisms;

@@ -5,6 +5,7 @@
 //! is what a datapath does per packet; [`ipv4_header_checksum`] and [`tcp_checksum`] recompute
 //! from scratch (RFC 1071) for building packets and for checking the incremental path.
 
+use crate::control::PacketInHeaders;
 use crate::headers::{ip_proto, Ecn, PacketHeaders};
 
 const IPV4_MIN_HEADER: usize = 20;
@@ -216,6 +217,55 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return None;
         }
         Some((read_u16(bytes, start), read_u16(bytes, start + 2)))
+    }
+
+    /// The MSS and window scale options of a TCP segment (what a SYN or SYN-ACK carries).
+    /// Option parsing stops at the end-of-list option or at a malformed length.
+    pub fn tcp_syn_options(&self) -> (Option<u16>, Option<u8>) {
+        let (mut mss, mut wscale) = (None, None);
+        let Some(seg) = self.tcp_segment() else {
+            return (mss, wscale);
+        };
+        let options = &seg[TCP_MIN_HEADER..((seg[12] >> 4) as usize) * 4];
+        let mut i = 0;
+        while i < options.len() {
+            match options[i] {
+                0 => break,
+                1 => i += 1,
+                kind => {
+                    let len = *options.get(i + 1).unwrap_or(&0) as usize;
+                    if len < 2 || i + len > options.len() {
+                        break;
+                    }
+                    match (kind, len) {
+                        (2, 4) => mss = Some(read_u16(options, i + 2)),
+                        (3, 3) => wscale = Some(options[i + 2]),
+                        _ => {}
+                    }
+                    i += len;
+                }
+            }
+        }
+        (mss, wscale)
+    }
+
+    /// The headers a switch copies to the controller with a packet-in.
+    pub fn packet_in_headers(&self) -> PacketInHeaders {
+        let (src_port, dst_port) = self
+            .tcp_ports()
+            .or_else(|| self.udp_ports())
+            .unwrap_or((0, 0));
+        let (mss, wscale) = self.tcp_syn_options();
+        PacketInHeaders {
+            src: self.src(),
+            dst: self.dst(),
+            protocol: self.protocol(),
+            src_port,
+            dst_port,
+            tcp_flags: self.tcp_flags().unwrap_or(0),
+            mss,
+            wscale,
+        }
     }
 
     /// The TCP segment (header and payload), if any.
@@ -453,6 +503,31 @@ mod tests {
         assert_eq!(p.tcp_flags(), Some(tcp_flags::ACK));
         assert_eq!(p.tcp_window(), Some(1000));
         assert_eq!((p.tcp_seq(), p.tcp_ack()), (Some(1), Some(1461)));
+    }
+
+    #[test]
+    fn a_syn_gives_its_mss_and_window_scale_to_a_packet_in() {
+        // A Linux SYN's options: MSS 1460, SACK permitted, timestamps, NOP, window scale 7.
+        let options = [
+            2, 4, 0x05, 0xb4, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+        ];
+        let mut b = emit(&ip(ip_proto::TCP, 60), Some(&ack(64240)));
+        b[32] = 10 << 4;
+        b[33] = tcp_flags::SYN;
+        b[40..60].copy_from_slice(&options);
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.tcp_syn_options(), (Some(1460), Some(7)));
+        let h = p.packet_in_headers();
+        assert_eq!((h.src_port, h.dst_port, h.tcp_flags), (5001, 40000, tcp_flags::SYN));
+        assert_eq!((h.mss, h.wscale), (Some(1460), Some(7)));
+        // A bad option length ends the parse without reading past the header.
+        b[41] = 40;
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!(p.tcp_syn_options(), (None, None));
+        // No options at all.
+        let plain = emit(&ip(ip_proto::TCP, 40), Some(&ack(1)));
+        let p = Ipv4Packet::new_checked(&plain[..]).unwrap();
+        assert_eq!(p.tcp_syn_options(), (None, None));
     }
 
     #[test]

@@ -107,6 +107,88 @@ fn dctcp_object(py: Python<'_>) -> Bound<'_, pyo3::types::PyBytes> {
     pyo3::types::PyBytes::new(py, tacc_agent::dctcp_object())
 }
 
+/// The controller side of a plan's mechanism (`tacc_mech::controller::Controller`) for the
+/// testbed's OpenFlow app: every message in and out is the JSON of a `tacc_mech::control` type,
+/// so the app translates OpenFlow and runs no mechanism logic of its own. (Behind a lock: an
+/// app's green threads may run on more than one OS thread.)
+#[pyclass(module = "tacc._core")]
+struct Controller {
+    inner: std::sync::Mutex<tacc_mech::controller::Controller>,
+}
+
+impl Controller {
+    fn get(&self) -> std::sync::MutexGuard<'_, tacc_mech::controller::Controller> {
+        // A panic in a call (a bug) reaches Python as an exception; the state stays usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn to_json<T: serde::Serialize>(items: &[T]) -> PyResult<Vec<String>> {
+    items
+        .iter()
+        .map(|m| serde_json::to_string(m).map_err(|e| PyValueError::new_err(e.to_string())))
+        .collect()
+}
+
+#[pymethods]
+impl Controller {
+    #[new]
+    fn new(plan: &str) -> PyResult<Self> {
+        let plan = serde_json::from_str(plan)
+            .map_err(|e| PyValueError::new_err(format!("not a tacc plan: {e}")))?;
+        Ok(Controller {
+            inner: std::sync::Mutex::new(tacc_mech::controller::Controller::new(plan)),
+        })
+    }
+
+    fn has_app(&self) -> bool {
+        self.get().has_app()
+    }
+
+    fn has_hook(&self, switch: u32) -> bool {
+        self.get().has_hook(switch)
+    }
+
+    fn initial_rules(&self) -> PyResult<Vec<String>> {
+        to_json(self.get().initial_rules())
+    }
+
+    #[getter]
+    fn latency_ns(&self) -> u64 {
+        self.get().latency()
+    }
+
+    #[pyo3(signature = (now_ns, switch, in_port, out_port, packet))]
+    fn packet_in(
+        &self,
+        now_ns: u64,
+        switch: u32,
+        in_port: u32,
+        out_port: Option<u32>,
+        packet: Vec<u8>,
+    ) -> PyResult<Vec<String>> {
+        let out = self
+            .get()
+            .packet_in(now_ns, switch, in_port, out_port, packet)
+            .map_err(|e| PyValueError::new_err(format!("not an IPv4 packet: {e:?}")))?;
+        to_json(&out)
+    }
+
+    fn stats_reply(&self, now_ns: u64, reply: &str) -> PyResult<Vec<String>> {
+        let reply = serde_json::from_str(reply)
+            .map_err(|e| PyValueError::new_err(format!("not a stats reply: {e}")))?;
+        to_json(&self.get().stats_reply(now_ns, &reply))
+    }
+
+    fn timer(&self, now_ns: u64) -> PyResult<Vec<String>> {
+        to_json(&self.get().timer(now_ns))
+    }
+
+    fn poll_at(&self) -> Option<u64> {
+        self.get().poll_at()
+    }
+}
+
 #[pyfunction]
 fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
@@ -122,5 +204,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;
     m.add_function(wrap_pyfunction!(dctcp_object, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_class::<Controller>()?;
     Ok(())
 }
