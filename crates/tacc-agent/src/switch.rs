@@ -8,12 +8,15 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 
 use aya::maps::{HashMap as BpfHashMap, MapData};
 use aya::programs::TcAttachType;
 use aya::Ebpf;
 use serde::Deserialize;
+use tacc_mech::control::{StatsReply, StatsRequest};
 use tacc_mech::headers::{ip_proto, tcp_flags, Ecn};
 use tacc_mech::roles::SwitchHook;
 use tacc_mech::units::Size;
@@ -41,6 +44,12 @@ pub struct SwitchConfig {
     /// The phantom queue drains at this fraction of the port's rate.
     #[serde(default = "full_rate")]
     pub drain_fraction: f64,
+    /// What OpenFlow cannot give a controller: a Unix datagram socket that takes a
+    /// `StatsRequest` (JSON) for a port of this switch and answers the sender with the
+    /// `StatsReply`: the port's count of ECN marks, or its queue in full-size packets (the
+    /// phantom queue the marks come from).
+    #[serde(default)]
+    pub stats: Option<PathBuf>,
 }
 
 fn full_rate() -> f64 {
@@ -92,6 +101,7 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     let mut flows: BpfHashMap<MapData, FlowKey, FlowSeen> = take_map(&mut bpf, "flows")?;
     let mut windows: BpfHashMap<MapData, u32, u32> = take_map(&mut bpf, "windows")?;
     let mut ports = Vec::new();
+    let mut drains = HashMap::new();
     for (index, ifname) in &cfg.ports {
         let port: usize = index
             .parse()
@@ -122,6 +132,7 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         attach(&mut bpf, "port_egress", ifname, TcAttachType::Egress)?;
         attach(&mut bpf, "port_ingress", ifname, TcAttachType::Ingress)?;
         ports.push((ifx, port as u32, p.name.clone()));
+        drains.insert(ifx, pc.drain_bytes_per_sec);
     }
     let mut out = BufWriter::new(
         File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
@@ -131,6 +142,16 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes"
     )
     .map_err(|e| e.to_string())?;
+    let stats = cfg
+        .stats
+        .as_ref()
+        .map(|path| {
+            let sock = UnixDatagram::bind(path)
+                .map_err(|e| format!("stats socket {}: {e}", path.display()))?;
+            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
+            Ok::<_, String>(sock)
+        })
+        .transpose()?;
     signal_ready(&cfg.ready)?;
 
     let mut hook: Option<Box<dyn SwitchHook<Ipv4Packet<Vec<u8>>>>> = plan
@@ -196,7 +217,78 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             next_sample = (now / sample + 1) * sample;
         }
         let wake = hook.as_ref().and_then(|h| h.poll_at()).unwrap_or(u64::MAX);
-        sleep_ns(wake.min(next_sample).saturating_sub(now).max(10_000));
+        let nap = wake.min(next_sample).saturating_sub(now).max(10_000);
+        match &stats {
+            Some(sock) => {
+                if wait_readable(sock, nap) {
+                    answer_stats(sock, &cfg, &ports, &drains, &state);
+                }
+            }
+            None => sleep_ns(nap),
+        }
+    }
+}
+
+/// Sleeps until `sock` has a datagram or `ns` have passed; true if it has one.
+fn wait_readable(sock: &UnixDatagram, ns: u64) -> bool {
+    let mut fd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: one pollfd, a valid timespec, no signal mask.
+    unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) > 0 }
+}
+
+/// Answers every waiting request. A request that cannot be answered (not JSON, another
+/// switch's port) is dropped: the controller times out and carries on.
+fn answer_stats(
+    sock: &UnixDatagram,
+    cfg: &SwitchConfig,
+    ports: &[(u32, u32, String)],
+    drains: &HashMap<u32, u64>,
+    state: &BpfHashMap<MapData, u32, PortState>,
+) {
+    let mut buf = [0u8; 2048];
+    while let Ok((n, from)) = sock.recv_from(&mut buf) {
+        let Ok(request) = serde_json::from_slice::<StatsRequest>(&buf[..n]) else {
+            continue;
+        };
+        let (switch, port) = match request {
+            StatsRequest::PortMarks { switch, port } | StatsRequest::QueueLength { switch, port } => {
+                (switch, port)
+            }
+            StatsRequest::Switch { .. } => continue,
+        };
+        let Some(&(ifx, ..)) = ports.iter().find(|p| p.1 == port).filter(|_| switch == cfg.switch)
+        else {
+            continue;
+        };
+        let Ok(s) = state.get(&ifx, 0) else { continue };
+        // The datapath drains the phantom queue when a packet comes; what drained since
+        // the last one is drained here.
+        let idle_ns = monotonic_ns().saturating_sub(s.last_ns) as u128;
+        let drained = idle_ns * drains.get(&ifx).copied().unwrap_or(0) as u128 / 1_000_000_000;
+        let queue = s.queue_bytes.saturating_sub(drained.min(u64::MAX as u128) as u64);
+        let reply = match request {
+            StatsRequest::PortMarks { .. } => StatsReply::PortMarks {
+                switch,
+                port,
+                marks: s.marks,
+            },
+            _ => StatsReply::QueueLength {
+                switch,
+                port,
+                pkts: queue.div_ceil(PACKET_BYTES) as u32,
+            },
+        };
+        if let (Some(path), Ok(bytes)) = (from.as_pathname(), serde_json::to_vec(&reply)) {
+            let _ = sock.send_to(&bytes, path);
+        }
     }
 }
 
