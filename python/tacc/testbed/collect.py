@@ -230,12 +230,33 @@ def rates_rows(m: Measured) -> list[list[Any]]:
 
 def summary(plan: Plan, m: Measured, flows: list[dict[str, Any]], *, scale: float,
             scenario_file: str, wall_seconds: float, sample_interval_ns: int,
-            testbed: dict[str, Any]) -> dict[str, Any]:
+            testbed: dict[str, Any], controller: dict[str, Any] | None = None) -> dict[str, Any]:
     """summary.json: the engine's keys (no event count: nothing here is an event; packet
-    conservation not measured), the mechanism as the plan gives it, and `testbed`."""
+    conservation not measured), the mechanism as the plan gives it, and `testbed`. With a
+    controller, its counts of the control channel's real messages and bytes, by the
+    engine's kinds (`control_messages`, `control_bytes`) and in the engine's `control`."""
     import tacc
 
     mechanism = dict(plan["mechanism"] or {"kind": "none"})
+    section: dict[str, Any] = {"kind": mechanism.pop("kind"), "params": mechanism}
+    extra: dict[str, Any] = {}
+    if controller is not None:
+        messages, sizes, events = (controller[k] for k in ("messages", "bytes", "events"))
+        section.update({
+            "control_latency_s": controller["latency_s"],
+            "control_messages": dict(sorted(messages.items())),
+            "control_bytes": dict(sorted(sizes.items())),
+            "control_messages_total": sum(messages.values()),
+            "control_bytes_total": sum(sizes.values()),
+            "controller_events": dict(sorted(events.items())),
+            "controller_starts": controller["starts"],
+        })
+        extra["control"] = {
+            "rules_installed": messages.get("flow_mod", 0),
+            "rules_expired": events.get("rules_expired", 0),
+            "packet_ins": messages.get("packet_in", 0),
+            "rule_dropped": None,
+        }
     return {
         "tacc_version": tacc.__version__, "scenario": plan["name"],
         "scenario_file": scenario_file, "seed": plan["seed"],
@@ -245,7 +266,8 @@ def summary(plan: Plan, m: Measured, flows: list[dict[str, Any]], *, scale: floa
         "flows": flows, "ports": port_summaries(plan, m, scale),
         "conservation": {"measured": False,
                          "note": "not measured on a testbed: packets cross real kernels"},
-        "mechanism": {"kind": mechanism.pop("kind"), "params": mechanism},
+        **extra,
+        "mechanism": section,
         "testbed": testbed,
     }
 

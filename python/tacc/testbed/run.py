@@ -35,7 +35,7 @@ from pathlib import Path
 
 import tacc
 from tacc._progress import simulation_bar
-from tacc.testbed import TestbedError, collect, dctcp, features, shell, topology
+from tacc.testbed import TestbedError, collect, dctcp, features, ovs, shell, topology
 from tacc.testbed.plan import (
     DEFAULT_RATE_CAP_BPS, load_plan, plan_notes, rate_scale, scale_message, vm_tcp_ecn,
 )
@@ -71,6 +71,10 @@ class Options:
     # excess waits in its FIFO) or "bpf" (a token bucket in the egress program, the excess is
     # dropped).
     limiter: str = "htb"
+    # The switches: "linux" (each switch a namespace that routes), "ovs" (an Open vSwitch
+    # bridge driven by the SDN controller) or "auto" (ovs where the mechanism has a
+    # controller app, linux otherwise).
+    switches: str = "auto"
     # Called in a thread of its own once the traffic has started, with the run's names, its
     # working directory (agents' control sockets: agent-h<j>.sock) and the flows' time zero:
     # for tests and experiments that act on a running testbed.
@@ -93,10 +97,12 @@ def run_plan(plan: Plan, options: Options, scenario_file: str = "") -> Path:
     started = time.monotonic()
     names, workdir = _new_run()
     run = _Run(plan, options, names, workdir)
+    _RUNNING[workdir] = run
     try:
         with _signals_raise():
             return run.go(scenario_file, started)
     finally:
+        del _RUNNING[workdir]
         with _signals_ignored():  # a second Ctrl-C must not leave namespaces behind
             run.children.stop_all()
             problems = topology.teardown(names)
@@ -105,6 +111,22 @@ def run_plan(plan: Plan, options: Options, scenario_file: str = "") -> Path:
             shutil.rmtree(workdir, ignore_errors=True)
         for problem in problems:
             print(f"tacc: warning: teardown: {problem}", file=sys.stderr)
+
+
+def restart_controller(workdir: Path) -> None:
+    """Kills the running testbed's controller (as a crash would) and starts a new one, which
+    must find its switches again; returns once it has configured them all. For tests and
+    experiments run from `Options.during`."""
+    _RUNNING[workdir].restart_controller()
+
+
+def restart_switch(workdir: Path, switch: int) -> None:
+    """Kills switch `switch`'s ovs-vswitchd and starts it again; its bridge comes back from
+    the database, its rules from the controller."""
+    run = _RUNNING[workdir]
+    if run.switches is None:
+        raise TestbedError("this run has no OVS switches")
+    run.switches.restart(switch)
 
 
 def cleanup() -> list[str]:
@@ -258,6 +280,8 @@ class _Run:
         self.sample_interval_ns = max(plan["output"]["queue_sample_ns"], MIN_SAMPLE_NS)
         self.failures: list[str] = []
         self.registered_dctcp = False
+        self.controller: Child | None = None
+        self.switches: ovs.Switches | None = None
 
     def say(self, text: str) -> None:
         if not self.options.quiet:
@@ -279,11 +303,14 @@ class _Run:
         self.say(f"testbed {self.names.run_id}: {len(plan['switches'])} switches, "
                  f"{len(plan['hosts'])} hosts, {len(plan['vms'])} VMs, "
                  f"{len(plan['flows'])} flows, {duration_ns / 1e9:g}s")
-        topo = topology.build(plan, self.names, scale)
+        switches = resolve_switches(plan, options.switches)
+        topo = topology.build(plan, self.names, scale, switches)
+        agents_start = time.monotonic_ns()
+        if switches == "ovs":
+            self._start_controller(topo, scale, agents_start)
         base_rtt_us = measure_base_rtt(plan, self.names)
         if base_rtt_us is not None:
             self.say(f"base RTT {base_rtt_us:.0f}us (first flow's endpoints, median of 20)")
-        agents_start = time.monotonic_ns()
         agents = self._start_agents(topo, scale, agents_start)
         m = collect.Measured(duration_ns=duration_ns)
         t0 = self._start_traffic(found.cc, scale, duration_ns)
@@ -297,19 +324,71 @@ class _Run:
         if during is not None:
             during.join()
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
-        self.children.stop(agents)
+        self.children.stop(agents + ([self.controller] if self.controller else []))
         self._read_records(m)
         flows = collect.flow_summaries(plan, m, found.cc)
         summary = collect.summary(
             plan, m, flows, scale=scale, scenario_file=scenario_file,
             wall_seconds=time.monotonic() - started, sample_interval_ns=self.sample_interval_ns,
             testbed=self._testbed(m, found, scale, base_rtt_us),
+            controller=self._controller_counts(),
         )
         out = options.out or Path("out") / f"{plan['name']}-testbed"
         collect.write_results(out, plan, m, summary, flows)
         if self.failures:
             raise TestbedError("\n".join([*self.failures, f"results written to {out}"]))
         return out
+
+    def _start_controller(self, topo: topology.Topology, scale: float, start_ns: int) -> None:
+        """The SDN controller, then the OVS switches it drives; returns once the controller
+        has configured every switch (before that, nothing forwards)."""
+        plan, workdir = self.plan, self.workdir
+        self._controller_config = {
+            "plan": plan, "rate_scale": scale, "start_mono_ns": start_ns,
+            "listen": ovs.CONTROLLER_PORT, "reply_socket": str(workdir / "stats.sock"),
+            "control_key": str(workdir / "control.key"),
+            "agents": {str(j): str(workdir / f"agent-h{j}.sock")
+                       for j in range(len(plan["hosts"]))},
+            "switch_stats": {str(i): str(workdir / f"agent-sw{i}.stats.sock")
+                             for i in range(len(plan["switches"]))},
+            "counts": str(workdir / "controller-counts.json"),
+            "ready": str(workdir / "controller.ready"),
+        }
+        path = workdir / "controller.json"
+        path.write_text(json.dumps(self._controller_config), encoding="utf-8")
+        self.switches = ovs.Switches(topo, workdir)
+        self.switches.management_network()
+        self._launch_controller()
+        self.switches.start()
+        self._wait_ready([self.controller], time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
+                         "controller")
+
+    def _launch_controller(self) -> None:
+        self.controller = self.children.start(
+            "controller", self.names.mgmt, ["tacc.testbed.controller", str(self.workdir / "controller.json")],
+            self.workdir)
+
+    def restart_controller(self) -> None:
+        old = self.controller
+        if old is None:
+            raise TestbedError("this run has no controller")
+        old.reported = True  # its death is meant
+        _signal_group(old, signal.SIGKILL)
+        old.proc.wait()
+        (self.workdir / "controller.ready").unlink(missing_ok=True)
+        self._launch_controller()
+        self._wait_ready([self.controller], time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
+                         "controller")
+
+    def _controller_counts(self) -> dict[str, Any] | None:
+        if self.controller is None:
+            return None
+        path = self.workdir / "controller-counts.json"
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise TestbedError(f"the controller wrote no counts: {exc}: "
+                               f"{self.controller.said() or 'no message'}") from exc
 
     def _start_agents(self, topo: topology.Topology, scale: float,
                       start_ns: int) -> list[Child]:
@@ -326,6 +405,8 @@ class _Run:
                 "sample_ns": max(plan["output"]["queue_sample_ns"], MIN_AGENT_SAMPLE_NS),
                 "out": str(workdir / f"ports-sw{i}.csv"),
                 "ready": str(workdir / f"agent-sw{i}.ready"),
+                "stats": (str(workdir / f"agent-sw{i}.stats.sock")
+                          if self.controller is not None else None),
             }))
         if (plan["mechanism"] or {}).get("kind", "none") != "none":
             for j in range(len(plan["hosts"])):
@@ -362,8 +443,8 @@ class _Run:
                                        f"{child.proc.returncode} before it was ready: "
                                        f"{child.said() or 'no message'}")
             if waiting and time.monotonic_ns() > deadline_ns:
-                raise TestbedError(f"{what}s not ready in time: "
-                                   f"{', '.join(c.name for c in waiting)}")
+                raise TestbedError(f"{what}s not ready in time: " + ", ".join(
+                    f"{c.name} ({c.said() or 'no message'})" for c in waiting))
             time.sleep(0.02)
 
     def _start_traffic(self, cc: dict[str, str], scale: float, duration_ns: int) -> int:
@@ -408,7 +489,8 @@ class _Run:
                                                 c["backlog_bytes"]))
                     next_sample += interval
                     tick += 1
-                self._watch(agents + self.traffic, now - t0)
+                watched = agents + self.traffic + ([self.controller] if self.controller else [])
+                self._watch(watched, now - t0)
                 if bar is not None:
                     bar(now - t0, m.duration_ns)
                 _sleep_until(min(next_sample, end))
@@ -467,11 +549,26 @@ class _Run:
                 "every_s": self.sample_interval_ns / 1e9,
                 "other_ports_every_s": OTHERS_EVERY * self.sample_interval_ns / 1e9,
             },
+            "switches": "ovs" if self.switches is not None else "linux",
             "agent_offset_s": m.agent_offset_s,
             "agents": collect.agent_totals(plan, m),
             "checksum_errors": m.checksum_errors,
             "failures": self.failures,
         }
+
+
+_RUNNING: dict[Path, _Run] = {}
+
+
+def resolve_switches(plan: Plan, switches: str) -> str:
+    """"auto": OVS switches where the mechanism has a controller app."""
+    if switches not in ("auto", "linux", "ovs"):
+        raise TestbedError(f"switches: expected auto, linux or ovs, got {switches!r}")
+    if switches != "auto":
+        return switches
+    from tacc import _core
+
+    return "ovs" if _core.Controller(json.dumps(plan)).has_app() else "linux"
 
 
 def _sleep_until(when_ns: int) -> None:

@@ -11,12 +11,13 @@ from collections.abc import Sequence
 from tacc.testbed import TestbedError, TestbedUnavailable
 
 
-def run(argv: Sequence[str], *, input: str | None = None, timeout: float = 60) -> str:
+def run(argv: Sequence[str], *, input: str | None = None, timeout: float = 60,
+        env: dict[str, str] | None = None) -> str:
     """Runs a command and returns its output; raises TestbedError when it fails, naming the
     failing line of a `-batch -` input (ip and tc say only its number)."""
     try:
         proc = subprocess.run(list(argv), input=input, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env=env)
     except FileNotFoundError as exc:
         raise TestbedUnavailable([f"{argv[0]}: not found on PATH"]) from exc
     except subprocess.TimeoutExpired as exc:

@@ -6,6 +6,12 @@ interface names stay within 15 characters: namespaces `tacc-R-sw<i>`, `tacc-R-h<
 `tacc-R-v<k>`; in a switch the interface of port p is `p<p>`; a host's uplink (its NIC
 port) is `up0`; VM k is joined to its host by `eth0` (in the VM) and `vm<k>` (in the host).
 
+With Open vSwitch switches (`switches="ovs"`, for the mechanisms with a controller) a switch
+namespace holds an OVS bridge instead (tacc.testbed.ovs): its ports carry no address and the
+namespace does not route; the controller's rules forward. Every link end then has a MAC made
+from its port index (`port_mac`), so that rules can address the next hop, and each host's
+uplink reaches every remote VM through a static neighbour entry for its switch port's MAC.
+
 Each plan port is the egress of one veth end, with this queue (rates already scaled):
 
     root 1: htb (size table: overhead -14, so that every length tc counts is the IP
@@ -58,6 +64,11 @@ class Names:
         return f"{self.prefix}probe"
 
     @property
+    def mgmt(self) -> str:
+        """The management namespace: the SDN controller, linked to every switch."""
+        return f"{self.prefix}mgmt"
+
+    @property
     def bpffs(self) -> Path:
         """Where the run's agents pin their BPF objects."""
         return BPFFS / f"tacc-{self.run_id}"
@@ -82,18 +93,26 @@ class Topology:
     host_vm_ports: dict[int, dict[int, str]] = field(default_factory=dict)
     switch_ports: dict[int, dict[int, str]] = field(default_factory=dict)
     namespaces: list[str] = field(default_factory=list)
+    # Plan port -> its reverse (the other direction of the same link).
+    reverse: dict[int, int] = field(default_factory=dict)
 
 
-def build(plan: Plan, names: Names, scale: float) -> Topology:
+def port_mac(port: int) -> str:
+    """The MAC of the interface whose egress is plan port `port` (locally administered)."""
+    return "02:74:63:" + ":".join(f"{b:02x}" for b in port.to_bytes(3, "big"))
+
+
+def build(plan: Plan, names: Names, scale: float, switches: str = "linux") -> Topology:
     """Builds the namespaces, links, addresses, routes, kernel settings and queues. What is
     made is recorded in the returned Topology as it is made, but teardown finds a run's
     namespaces by their names: a build that fails halfway leaves nothing behind."""
     topo = Topology(names)
     _namespaces(plan, topo)
     interfaces = _links(plan, topo)
-    for ns, lines in _addresses_and_routes(plan, names, interfaces).items():
+    ovs = switches == "ovs"
+    for ns, lines in _addresses_and_routes(plan, topo, interfaces, ovs).items():
         shell.batch("ip", ns, lines)
-    for ns, settings in _forwarding_settings(plan, names, interfaces).items():
+    for ns, settings in _forwarding_settings(plan, names, interfaces, ovs).items():
         shell.sysctl(ns, settings)
     for k in range(len(plan["vms"])):
         shell.sysctl(names.vm(k), _vm_settings(plan, k))
@@ -135,7 +154,9 @@ def _links(plan: Plan, topo: Topology) -> dict[str, list[str]]:
     lines = []
     for a, b in port_pairs(plan):
         (ns_a, dev_a), (ns_b, dev_b) = topo.port_devices[a], topo.port_devices[b]
-        lines.append(f"link add name {dev_a} netns {ns_a} type veth peer name {dev_b} netns {ns_b}")
+        topo.reverse[a], topo.reverse[b] = b, a
+        lines.append(f"link add name {dev_a} address {port_mac(a)} netns {ns_a} type veth "
+                     f"peer name {dev_b} address {port_mac(b)} netns {ns_b}")
     for k, vm in enumerate(plan["vms"]):
         lines.append(f"link add name eth0 netns {names.vm(k)} type veth "
                      f"peer name vm{k} netns {names.host(vm['host'])}")
@@ -162,11 +183,12 @@ def _port_device(plan: Plan, names: Names, i: int) -> tuple[str, str]:
     return names.host(host), "up0"
 
 
-def _addresses_and_routes(plan: Plan, names: Names,
-                          interfaces: dict[str, list[str]]) -> dict[str, list[str]]:
+def _addresses_and_routes(plan: Plan, topo: Topology, interfaces: dict[str, list[str]],
+                          ovs: bool) -> dict[str, list[str]]:
     """`ip` lines per namespace: VMs get their address and a default route carrying the
-    scenario's TCP settings; hosts and switches a /32 route per VM."""
-    tcp = plan["tcp"]
+    scenario's TCP settings; hosts and switches a /32 route per VM (an OVS switch none, and
+    its hosts a neighbour entry per remote VM)."""
+    tcp, names = plan["tcp"], topo.names
     lines: dict[str, list[str]] = {}
     for k, vm in enumerate(plan["vms"]):
         lines[names.vm(k)] = [
@@ -184,12 +206,18 @@ def _addresses_and_routes(plan: Plan, names: Names,
         # addresses never use.
         lines[ns] = [f"addr add 169.254.{n >> 8}.{n & 255}/32 dev lo", "link set lo up"]
         lines[ns] += [f"link set {dev} up" for dev in interfaces.get(ns, [])]
-    for j in range(len(plan["hosts"])):
+    for j, host in enumerate(plan["hosts"]):
         lines[names.host(j)] += [
             f"route add {vm['address']}/32 dev " + (f"vm{k}" if vm["host"] == j else "up0")
             for k, vm in enumerate(plan["vms"])
         ]
-    for route in plan["routes"]:
+        if ovs:
+            switch_port = port_mac(topo.reverse[host["nic_port"]])
+            lines[names.host(j)] += [
+                f"neigh replace {vm['address']} lladdr {switch_port} dev up0 nud permanent"
+                for vm in plan["vms"] if vm["host"] != j
+            ]
+    for route in plan["routes"] if not ovs else []:
         s, address = route["switch"], plan["vms"][route["vm"]]["address"]
         for p in route["ports"]:
             if plan["ports"][p]["from"] != {"switch": s}:
@@ -202,13 +230,15 @@ def _addresses_and_routes(plan: Plan, names: Names,
     return lines
 
 
-def _forwarding_settings(plan: Plan, names: Names,
-                         interfaces: dict[str, list[str]]) -> dict[str, dict[str, object]]:
+def _forwarding_settings(plan: Plan, names: Names, interfaces: dict[str, list[str]],
+                         ovs: bool) -> dict[str, dict[str, object]]:
     """Hosts and switches route, never filter by reverse path, and answer ARP for what
-    they route (no proxy delay: the default waits up to 0.8 s before answering)."""
+    they route (no proxy delay: the default waits up to 0.8 s before answering). An OVS
+    switch's kernel must not route: OVS forwards, and the kernel would send a second copy."""
     multipath = {r["switch"] for r in plan["routes"] if len(r["ports"]) > 1}
     settings: dict[str, dict[str, object]] = {}
-    forwarders = [(names.switch(i), i in multipath) for i in range(len(plan["switches"]))]
+    forwarders = [] if ovs else [(names.switch(i), i in multipath)
+                                 for i in range(len(plan["switches"]))]
     forwarders += [(names.host(j), False) for j in range(len(plan["hosts"]))]
     for ns, ecmp in forwarders:
         s: dict[str, object] = {"net.ipv4.ip_forward": 1, "net.ipv4.conf.all.rp_filter": 0}

@@ -1,0 +1,589 @@
+"""The testbed's SDN controller: an os-ken application, run by `tacc testbed` in a process of
+its own (`python -m tacc.testbed.controller CONFIG.json`), that drives the mechanism's
+controller from tacc-mech (`tacc._core.Controller`) with OpenFlow 1.3 on the run's Open vSwitch
+bridges. It translates, and decides nothing itself: OpenFlow events become the state
+machine's inputs (packet-ins, statistics replies, its timer) and its outputs become OpenFlow
+messages, requests to the switch agents and notifications to the host agents.
+
+Each switch's tables, installed when it connects (again after a restart of either side):
+
+    table 0  accounting: one rule per flow (5-tuple) counting its bytes, installed when the
+             flow's first packet misses and reaches the controller (the switch's mechanism
+             hook then decides whether the app hears of it, as in the simulator); only in
+             switches where the mechanism has a hook; then table 1
+    table 1  the mechanism's rules (SICC's SYN/FIN copies, SDN-ECN's marking rules); then 2
+    table 2  routes: a rule per destination VM (next hop's MAC, TTL, output port)
+
+What OpenFlow cannot give (a port's ECN mark count, its queue length) the switch agent serves
+on its stats socket. Port and flow byte counters come from OpenFlow statistics, Ethernet
+headers taken off and scaled to the plan's rates, so that the app sees the counters the
+simulator would show it. Rules with a hard timeout of whole seconds get it from the switch;
+others are deleted by the controller when they expire. The scenario's `latency` (one way)
+delays every message in and out. Message and byte counts go to `counts` (JSON), carried over
+when the controller restarts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger("tacc.controller")
+
+ACCOUNTING, MECHANISM, ROUTES = 0, 1, 2
+ACCOUNT_PRIORITY = 10
+ROUTE_PRIORITY = 10
+COOKIE_ACCOUNT = 1 << 48  # | the flow's output port
+ETH_HEADER = 14
+STATS_TIMEOUT_S = 0.05
+COUNTS_EVERY_S = 0.5
+
+CONFIG: dict[str, Any] = {}
+
+try:
+    from os_ken.base import app_manager
+    from os_ken.controller import ofp_event
+    from os_ken.controller.handler import (
+        CONFIG_DISPATCHER, DEAD_DISPATCHER, MAIN_DISPATCHER, set_ev_cls,
+    )
+    from os_ken.lib import hub
+    from os_ken.ofproto import ofproto_v1_3
+except ImportError:  # the module still imports (for its docs); main() says what is missing
+    app_manager = None  # type: ignore[assignment]
+
+
+def _mac(port: int) -> str:
+    from tacc.testbed.topology import port_mac
+
+    return port_mac(port)
+
+
+class Counts:
+    """Control messages and bytes by kind, as the simulator's summary names them."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        try:
+            saved = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            saved = {}
+        self.messages: dict[str, int] = saved.get("messages", {})
+        self.bytes: dict[str, int] = saved.get("bytes", {})
+        self.events: dict[str, int] = saved.get("events", {})
+        self.starts = saved.get("starts", 0) + 1
+        self.latency_s = 0.0
+
+    def add(self, kind: str, size: int) -> None:
+        self.messages[kind] = self.messages.get(kind, 0) + 1
+        self.bytes[kind] = self.bytes.get(kind, 0) + size
+
+    def event(self, kind: str, n: int = 1) -> None:
+        self.events[kind] = self.events.get(kind, 0) + n
+
+    def write(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"messages": self.messages, "bytes": self.bytes,
+                                   "events": self.events, "starts": self.starts,
+                                   "latency_s": self.latency_s}),
+                       encoding="utf-8")
+        os.replace(tmp, self.path)
+
+
+if app_manager is not None:
+
+    class TaccController(app_manager.OSKenApp):  # type: ignore[misc,name-defined]
+        OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            from tacc import _core
+
+            cfg = CONFIG
+            self.plan = cfg["plan"]
+            self.mech = _core.Controller(json.dumps(self.plan))
+            self.start_ns = cfg["start_mono_ns"]
+            self.scale = cfg["rate_scale"]
+            self.latency_s = self.mech.latency_ns / 1e9
+            self.counts = Counts(Path(cfg["counts"]))
+            self.counts.latency_s = self.latency_s
+            self.key_path = cfg["control_key"]
+            self.sender: Any = None  # made at the first notification: the key may come later
+            self.agents = {int(j): p for j, p in cfg["agents"].items()}
+            self.switch_stats = {int(i): p for i, p in cfg["switch_stats"].items()}
+            self.ready = Path(cfg["ready"])
+            self.reply_path = Path(cfg["reply_socket"])
+            self.reply_path.unlink(missing_ok=True)
+            self.stats_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self.stats_sock.bind(str(self.reply_path))
+            self.stats_sock.settimeout(STATS_TIMEOUT_S)
+            self.vm_of_ip = {_ip(v["address"]): k for k, v in enumerate(self.plan["vms"])}
+            self.routes = {(r["switch"], r["vm"]): r["ports"] for r in self.plan["routes"]}
+            self.datapaths: dict[int, Any] = {}
+            self.configured: set[int] = set()
+            self.accounted: dict[int, set[tuple[int, int, int, int, int]]] = {}
+            # Rules the app installed, kept to reinstall after a switch restart:
+            # (switch, match JSON, priority) -> (FlowMod, its expiry in ns or None).
+            self.rules: dict[tuple[int, str, int], tuple[dict[str, Any], int | None]] = {}
+            self.pending_switch_stats: dict[int, dict[str, Any]] = {}
+            self.threads = [hub.spawn(self._timer_loop), hub.spawn(self._counts_loop)]
+
+            def stop(*_: object) -> None:
+                self.counts.write()
+                os._exit(0)
+
+            signal.signal(signal.SIGTERM, stop)
+
+        def now(self) -> int:
+            return time.monotonic_ns() - self.start_ns
+
+        # ---------------------------------------------------------------- connection
+
+        @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
+        def switch_features(self, ev: Any) -> None:
+            dp = ev.msg.datapath
+            switch = dp.id - 1
+            if not 0 <= switch < len(self.plan["switches"]):
+                LOG.warning("datapath %016x is not a switch of this run: ignored", dp.id)
+                self.counts.event("unknown_datapaths")
+                return
+            LOG.info("switch %d (%s) connected", switch, self.plan["switches"][switch]["name"])
+            self.counts.event("switch_connects")
+            self.datapaths[switch] = dp
+            self.configured.discard(switch)
+            self.accounted[switch] = set()
+            self._configure(dp, switch)
+
+        @set_ev_cls(ofp_event.EventOFPStateChange, [DEAD_DISPATCHER])
+        def state_change(self, ev: Any) -> None:
+            dp = ev.datapath
+            for switch, known in list(self.datapaths.items()):
+                if known is dp:
+                    LOG.warning("switch %d disconnected", switch)
+                    del self.datapaths[switch]
+                    self.configured.discard(switch)
+
+        def _configure(self, dp: Any, switch: int) -> None:
+            """Everything a switch holds, from empty: it may have restarted, or kept the rules
+            of a controller that did (fail mode secure), whose flows would not reach this one."""
+            ofp, parser = dp.ofproto, dp.ofproto_parser
+            self._send(dp, parser.OFPFlowMod(dp, table_id=ofp.OFPTT_ALL,
+                                             command=ofp.OFPFC_DELETE, out_port=ofp.OFPP_ANY,
+                                             out_group=ofp.OFPG_ANY), "setup")
+            if self.mech.has_hook(switch):
+                miss = [parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [
+                    parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)])]
+            else:
+                miss = []
+            self._flow(dp, ACCOUNTING, 0, parser.OFPMatch(),
+                       miss + [parser.OFPInstructionGotoTable(MECHANISM)], "setup")
+            self._flow(dp, MECHANISM, 0, parser.OFPMatch(),
+                       [parser.OFPInstructionGotoTable(ROUTES)], "setup")
+            for (s, vm), ports in self.routes.items():
+                if s != switch:
+                    continue
+                match = parser.OFPMatch(eth_type=0x0800, ipv4_dst=self.plan["vms"][vm]["address"])
+                self._flow(dp, ROUTES, ROUTE_PRIORITY, match,
+                           [self._output(dp, ports[0])], "setup")
+            for text in self.mech.initial_rules():
+                self._flow_mod(dp, json.loads(text), None, "flow_mod")
+            now = self.now()
+            for (s, _, _), (fm, expiry) in list(self.rules.items()):
+                if s == switch and (expiry is None or expiry > now):
+                    self._flow_mod(dp, fm, expiry, "flow_mod")
+            self._send(dp, parser.OFPBarrierRequest(dp), "setup")
+
+        @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
+        def barrier_reply(self, ev: Any) -> None:
+            for switch, dp in self.datapaths.items():
+                if dp is ev.msg.datapath:
+                    self.configured.add(switch)
+            if len(self.configured) == len(self.plan["switches"]) and not self.ready.exists():
+                self.ready.write_text("ready\n")
+
+        # ---------------------------------------------------------------- events in
+
+        @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
+        def packet_in(self, ev: Any) -> None:
+            msg = ev.msg
+            self.counts.add("packet_in", len(msg.buf))
+            self._later(self._packet_in, msg)
+
+        def _packet_in(self, msg: Any) -> None:
+            switch = self._switch_of(msg.datapath)
+            frame = bytes(msg.data)
+            if switch is None or len(frame) < ETH_HEADER + 20 or frame[12:14] != b"\x08\x00":
+                self.counts.event("packet_ins_ignored")
+                return
+            ip = frame[ETH_HEADER:]
+            in_port = msg.match["in_port"] - 1
+            out_port = None
+            if msg.table_id == ACCOUNTING:
+                self._account(msg.datapath, switch, ip)
+            else:
+                out_port = self._route_port(switch, ip)
+            try:
+                out = self.mech.packet_in(self.now(), switch, in_port, out_port, ip)
+            except ValueError as exc:
+                LOG.warning("switch %d: packet-in not handled: %s", switch, exc)
+                self.counts.event("packet_ins_ignored")
+                return
+            self._dispatch(out)
+
+        @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
+        def port_stats(self, ev: Any) -> None:
+            self.counts.add("stats_reply", len(ev.msg.buf))
+            self._later(self._switch_stats_part, ev.msg, "ports")
+
+        @set_ev_cls(ofp_event.EventOFPFlowStatsReply, MAIN_DISPATCHER)
+        def flow_stats(self, ev: Any) -> None:
+            self.counts.add("stats_reply", len(ev.msg.buf))
+            self._later(self._switch_stats_part, ev.msg, "flows")
+
+        @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
+        def flow_removed(self, ev: Any) -> None:
+            self.counts.event("rules_expired")
+
+        @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
+        def error(self, ev: Any) -> None:
+            msg = ev.msg
+            LOG.warning("switch error type=%d code=%d", msg.type, msg.code)
+            self.counts.event("openflow_errors")
+
+        # ---------------------------------------------------------------- the app's outputs
+
+        def _timer_loop(self) -> None:
+            while True:
+                at = self.mech.poll_at()
+                now = self.now()
+                if at is not None and at <= now:
+                    self._dispatch(self.mech.timer(now))
+                    continue
+                wait = 0.01 if at is None else min(0.01, (at - now) / 1e9)
+                hub.sleep(wait)
+
+        def _dispatch(self, out: list[str]) -> None:
+            for text in out:
+                message = json.loads(text)
+                ((kind, body),) = message.items()
+                if kind == "StatsRequest":
+                    self._later(self._stats_request, body)
+                elif kind == "FlowMod":
+                    self._later(self._app_flow_mod, body)
+                elif kind == "ToHost":
+                    self._later(self._to_host, body)
+                else:
+                    LOG.warning("the app sent %s: not a controller output", kind)
+
+        def _later(self, fn: Any, *args: Any) -> None:
+            """Runs `fn` after the scenario's one-way control latency; errors are logged
+            and survived, as a controller must."""
+            def run() -> None:
+                try:
+                    fn(*args)
+                except Exception:  # noqa: BLE001 - one bad message must not stop the app
+                    LOG.exception("control message not handled")
+                    self.counts.event("handler_errors")
+
+            if self.latency_s > 0:
+                hub.spawn_after(self.latency_s, run)
+            else:
+                run()
+
+        def _stats_request(self, body: dict[str, Any]) -> None:
+            ((kind, req),) = body.items()
+            switch = req["switch"]
+            if kind == "Switch":
+                dp = self.datapaths.get(switch)
+                if dp is None:
+                    return
+                ofp, parser = dp.ofproto, dp.ofproto_parser
+                self.pending_switch_stats[switch] = {"ports": None, "flows": [],
+                                                     "flows_done": False}
+                self._send(dp, parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY),
+                           "stats_request")
+                self._send(dp, parser.OFPFlowStatsRequest(
+                    dp, 0, ACCOUNTING, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE_ACCOUNT,
+                    COOKIE_ACCOUNT), "stats_request")
+                return
+            path = self.switch_stats.get(switch)
+            if path is None:
+                return
+            request = json.dumps(body).encode()
+            try:
+                self.stats_sock.sendto(request, path)
+                self.counts.add("stats_request", len(request))
+                reply = self.stats_sock.recv(4096)
+            except (OSError, socket.timeout) as exc:
+                LOG.warning("switch agent %d: no answer (%s)", switch, exc)
+                self.counts.event("stats_timeouts")
+                return
+            self.counts.add("stats_reply", len(reply))
+            self._later(self._stats_reply, reply.decode())
+
+        def _stats_reply(self, reply: str) -> None:
+            self._dispatch(self.mech.stats_reply(self.now(), reply))
+
+        def _switch_stats_part(self, msg: Any, part: str) -> None:
+            switch = self._switch_of(msg.datapath)
+            pending = self.pending_switch_stats.get(switch) if switch is not None else None
+            if pending is None:
+                return
+            more = msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE
+            if part == "ports":
+                pending["ports"] = [
+                    {"switch": switch, "port": s.port_no - 1,
+                     "tx_bytes": self._plan_bytes(s.tx_bytes, s.tx_packets)}
+                    for s in msg.body
+                    if 0 < s.port_no <= len(self.plan["ports"])
+                ]
+            else:
+                for s in msg.body:
+                    key = _flow_key(s.match)
+                    if key is not None:
+                        pending["flows"].append({
+                            "switch": switch, "port": s.cookie & 0xFFFF_FFFF, "key": key,
+                            "bytes": self._plan_bytes(s.byte_count, s.packet_count)})
+                pending["flows_done"] = not more
+            if pending["ports"] is not None and pending["flows_done"]:
+                del self.pending_switch_stats[switch]
+                flows = sorted(pending["flows"], key=lambda f: (f["port"], sorted(f["key"].items())))
+                reply = {"Switch": {"switch": switch, "ports": pending["ports"], "flows": flows}}
+                self._stats_reply(json.dumps(reply))
+
+        def _plan_bytes(self, frame_bytes: int, packets: int) -> int:
+            """IP bytes at the plan's rates, from a counter of Ethernet frames at the
+            testbed's."""
+            return round((frame_bytes - ETH_HEADER * packets) / self.scale)
+
+        def _app_flow_mod(self, fm: dict[str, Any]) -> None:
+            switch = fm["switch"]
+            timeout = fm["hard_timeout"]
+            expiry = None if timeout is None else self.now() + timeout
+            key = (switch, json.dumps(fm["rule_match"], sort_keys=True), fm["priority"])
+            if fm["command"] == "Delete":
+                self.rules.pop(key, None)
+            else:
+                self.rules[key] = (fm, expiry)
+            dp = self.datapaths.get(switch)
+            if dp is not None:
+                self._flow_mod(dp, fm, expiry, "flow_mod")
+
+        def _flow_mod(self, dp: Any, fm: dict[str, Any], expiry: int | None, kind: str) -> None:
+            """A tacc-mech FlowMod as OpenFlow: one rule, or two where only ECN-capable
+            packets may be marked (ECT(0) and ECT(1))."""
+            ofp, parser = dp.ofproto, dp.ofproto_parser
+            m, a = fm["rule_match"], fm["actions"]
+            fields: dict[str, Any] = {"eth_type": 0x0800}
+            for name, of in (("src", "ipv4_src"), ("dst", "ipv4_dst")):
+                if m[name] is not None:
+                    fields[of] = _dotted(m[name])
+            if m["protocol"] is not None or m["flags_mask"]:
+                fields["ip_proto"] = m["protocol"] if m["protocol"] is not None else 6
+            l4 = {6: "tcp", 17: "udp"}.get(fields.get("ip_proto", -1))
+            if l4:
+                if m["sport"] is not None:
+                    fields[f"{l4}_src"] = m["sport"]
+                if m["dport"] is not None:
+                    fields[f"{l4}_dst"] = m["dport"]
+            if m["flags_mask"]:
+                fields["tcp_flags"] = (m["flags_value"], m["flags_mask"])
+            variants = [dict(fields, ip_ecn=e) for e in (1, 2)] if a["set_ce"] else [fields]
+            if fm["command"] == "Delete":
+                for f in variants:
+                    self._send(dp, parser.OFPFlowMod(
+                        dp, table_id=MECHANISM, command=ofp.OFPFC_DELETE_STRICT,
+                        priority=fm["priority"], out_port=ofp.OFPP_ANY, out_group=ofp.OFPG_ANY,
+                        match=parser.OFPMatch(**f)), kind)
+                return
+            actions = []
+            if a["set_ce"]:
+                actions.append(parser.OFPActionSetField(ip_ecn=3))
+            if a["copy_to_controller"]:
+                actions.append(parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER))
+            forward = a["forward"]
+            instructions = []
+            if isinstance(forward, dict):  # {"Port": p}
+                instructions = [self._output(dp, forward["Port"], actions)]
+            elif forward == "Normal":
+                if actions:
+                    instructions.append(parser.OFPInstructionActions(
+                        ofp.OFPIT_APPLY_ACTIONS, actions))
+                instructions.append(parser.OFPInstructionGotoTable(ROUTES))
+            hard = 0
+            if expiry is not None:
+                left = max(1, expiry - self.now())
+                if left % 1_000_000_000 == 0:
+                    hard = left // 1_000_000_000
+                else:  # OpenFlow counts whole seconds: the controller deletes it on time
+                    hub.spawn_after(left / 1e9, self._expire, fm, expiry)
+            for f in variants:
+                self._send(dp, parser.OFPFlowMod(
+                    dp, table_id=MECHANISM, command=ofp.OFPFC_ADD, priority=fm["priority"],
+                    hard_timeout=hard, flags=ofp.OFPFF_SEND_FLOW_REM if hard else 0,
+                    match=parser.OFPMatch(**f), instructions=instructions), kind)
+
+        def _expire(self, fm: dict[str, Any], expiry: int) -> None:
+            key = (fm["switch"], json.dumps(fm["rule_match"], sort_keys=True), fm["priority"])
+            if self.rules.get(key, (None, None))[1] != expiry:
+                return  # replaced since
+            self._app_flow_mod(dict(fm, command="Delete"))
+            self.counts.event("rules_expired")
+
+        def _to_host(self, body: dict[str, Any]) -> None:
+            vm_ip = _vm_of_message(body)
+            vm = self.vm_of_ip.get(vm_ip)
+            if vm is None:
+                return
+            path = self.agents.get(self.plan["vms"][vm]["host"])
+            if path is None:
+                return
+            try:
+                if self.sender is None:
+                    from tacc.testbed.control import ControlSender
+
+                    self.sender = ControlSender(self.key_path)
+                size = self.sender.send(path, body)
+            except OSError as exc:
+                LOG.warning("host agent %s: %s", path, exc)
+                self.counts.event("host_message_errors")
+                return
+            self.counts.add("host_message", size)
+
+        # ---------------------------------------------------------------- helpers
+
+        def _output(self, dp: Any, port: int, before: list[Any] | None = None) -> Any:
+            """Apply-actions that send a packet out of plan port `port` to the next hop."""
+            ofp, parser = dp.ofproto, dp.ofproto_parser
+            peer = self._reverse[port]
+            actions = [*(before or []), parser.OFPActionDecNwTtl(),
+                       parser.OFPActionSetField(eth_src=_mac(port)),
+                       parser.OFPActionSetField(eth_dst=_mac(peer)),
+                       parser.OFPActionOutput(port + 1, 0)]
+            return parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)
+
+        @property
+        def _reverse(self) -> dict[int, int]:
+            rev = getattr(self, "_reverse_cache", None)
+            if rev is None:
+                from tacc.testbed.plan import port_pairs
+
+                rev = {}
+                for a, b in port_pairs(self.plan):
+                    rev[a], rev[b] = b, a
+                self._reverse_cache = rev
+            return rev
+
+        def _route_port(self, switch: int, ip: bytes) -> int | None:
+            vm = self.vm_of_ip.get(int.from_bytes(ip[16:20], "big"))
+            ports = self.routes.get((switch, vm)) if vm is not None else None
+            return ports[0] if ports else None
+
+        def _account(self, dp: Any, switch: int, ip: bytes) -> None:
+            """A per-flow counting rule for the flow of this packet (once per flow)."""
+            ihl = (ip[0] & 0x0F) * 4
+            proto = ip[9]
+            src, dst = int.from_bytes(ip[12:16], "big"), int.from_bytes(ip[16:20], "big")
+            sport = dport = 0
+            if proto in (6, 17) and len(ip) >= ihl + 4:
+                sport = int.from_bytes(ip[ihl:ihl + 2], "big")
+                dport = int.from_bytes(ip[ihl + 2:ihl + 4], "big")
+            key = (src, dst, proto, sport, dport)
+            seen = self.accounted.setdefault(switch, set())
+            out = self._route_port(switch, ip)
+            if key in seen or out is None:
+                return
+            seen.add(key)
+            parser = dp.ofproto_parser
+            fields: dict[str, Any] = {"eth_type": 0x0800, "ipv4_src": _dotted(src),
+                                      "ipv4_dst": _dotted(dst), "ip_proto": proto}
+            if proto in (6, 17):
+                l4 = "tcp" if proto == 6 else "udp"
+                fields[f"{l4}_src"], fields[f"{l4}_dst"] = sport, dport
+            self._flow(dp, ACCOUNTING, ACCOUNT_PRIORITY, parser.OFPMatch(**fields),
+                       [parser.OFPInstructionGotoTable(MECHANISM)], "accounting",
+                       cookie=COOKIE_ACCOUNT | out)
+
+        def _flow(self, dp: Any, table: int, priority: int, match: Any, instructions: list[Any],
+                  kind: str, cookie: int = 0) -> None:
+            parser = dp.ofproto_parser
+            self._send(dp, parser.OFPFlowMod(dp, cookie=cookie, table_id=table,
+                                             command=dp.ofproto.OFPFC_ADD, priority=priority,
+                                             match=match, instructions=instructions), kind)
+
+        def _send(self, dp: Any, msg: Any, kind: str) -> None:
+            dp.send_msg(msg)
+            self.counts.add(kind, len(msg.buf))
+
+        def _switch_of(self, dp: Any) -> int | None:
+            for switch, known in self.datapaths.items():
+                if known is dp:
+                    return switch
+            return None
+
+        def _counts_loop(self) -> None:
+            while True:
+                hub.sleep(COUNTS_EVERY_S)
+                self.counts.write()
+
+
+def _ip(address: str) -> int:
+    return int.from_bytes(socket.inet_aton(address), "big")
+
+
+def _dotted(ip: int) -> str:
+    return socket.inet_ntoa(ip.to_bytes(4, "big"))
+
+
+def _flow_key(match: Any) -> dict[str, int] | None:
+    """A per-flow rule's match as a tacc-mech FlowKey."""
+    try:
+        proto = match["ip_proto"]
+        l4 = {6: "tcp", 17: "udp"}.get(proto)
+        return {"src": _ip(match["ipv4_src"]), "dst": _ip(match["ipv4_dst"]),
+                "src_port": match[f"{l4}_src"] if l4 else 0,
+                "dst_port": match[f"{l4}_dst"] if l4 else 0, "protocol": proto}
+    except KeyError:
+        return None
+
+
+def _vm_of_message(body: dict[str, Any]) -> int:
+    """The VM a HostMessage is about (HostMessage::vm): its host receives it."""
+    ((kind, inner),) = body.items()
+    if kind == "Congestion":
+        return inner["to_src"]
+    ((_, fields),) = inner.items()
+    return fields["src"]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tacc.testbed.controller CONFIG.json", file=sys.stderr)
+        return 2
+    if app_manager is None:
+        print("tacc-controller: error: os-ken is not installed (pip install os-ken)",
+              file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    hub.patch(thread=False)
+    import tacc.testbed.controller as this
+    from os_ken import cfg
+    from os_ken.controller import controller as _  # registers the OpenFlow options
+
+    this.CONFIG.update(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+    cfg.CONF(args=[], project="os_ken")
+    cfg.CONF.set_override("ofp_listen_host", "0.0.0.0")
+    cfg.CONF.set_override("ofp_tcp_listen_port", this.CONFIG["listen"])
+    app_manager.AppManager.run_apps(["tacc.testbed.controller"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
