@@ -101,6 +101,10 @@ def _parser() -> argparse.ArgumentParser:
                          help="how host agents enforce the mechanism's rates: htb (an HTB "
                               "class per VM pair, the excess waits; the default) or bpf (a "
                               "token bucket in the egress program, the excess is dropped)")
+    testbed.add_argument("--switches", choices=("auto", "linux", "ovs"), default="auto",
+                         help="the switches: linux (namespaces that route), ovs (Open vSwitch "
+                              "bridges driven by the SDN controller app) or auto (ovs for "
+                              "the mechanisms with a controller: sdn-gcc, sicc, sdn-ecn)")
     testbed.add_argument("--cleanup", action="store_true",
                          help="remove what earlier runs left behind, then exit")
     testbed.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
@@ -228,7 +232,7 @@ def _testbed(args: argparse.Namespace) -> int:
             return 0
         options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
                               quiet=args.quiet, scrub=not args.no_scrub,
-                              limiter=args.limiter)
+                              limiter=args.limiter, switches=args.switches)
         if args.rate_cap is not None:
             options.rate_cap_bps = args.rate_cap
         written = run.run_testbed(args.scenario, args.sets, options)

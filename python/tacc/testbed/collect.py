@@ -252,7 +252,7 @@ def summary(plan: Plan, m: Measured, flows: list[dict[str, Any]], *, scale: floa
             "controller_starts": controller["starts"],
         })
         extra["control"] = {
-            "rules_installed": messages.get("flow_mod", 0),
+            "rules_installed": events.get("rules_installed", 0),
             "rules_expired": events.get("rules_expired", 0),
             "packet_ins": messages.get("packet_in", 0),
             "rule_dropped": None,

@@ -193,10 +193,11 @@ if app_manager is not None:
                            [self._output(dp, ports[0])], "setup")
             for text in self.mech.initial_rules():
                 self._flow_mod(dp, json.loads(text), None, "flow_mod")
+                self.counts.event("rules_installed")
             now = self.now()
             for (s, _, _), (fm, expiry) in list(self.rules.items()):
                 if s == switch and (expiry is None or expiry > now):
-                    self._flow_mod(dp, fm, expiry, "flow_mod")
+                    self._flow_mod(dp, fm, None if expiry is None else expiry - now, "flow_mod")
             self._send(dp, parser.OFPBarrierRequest(dp), "setup")
 
         @set_ev_cls(ofp_event.EventOFPBarrierReply, MAIN_DISPATCHER)
@@ -248,7 +249,9 @@ if app_manager is not None:
 
         @set_ev_cls(ofp_event.EventOFPFlowRemoved, MAIN_DISPATCHER)
         def flow_removed(self, ev: Any) -> None:
-            self.counts.event("rules_expired")
+            # A marking rule is two OpenFlow rules (ECT(0), ECT(1)): counted once.
+            if ev.msg.match.get("ip_ecn", 1) == 1:
+                self.counts.event("rules_expired")
 
         @set_ev_cls(ofp_event.EventOFPErrorMsg, [CONFIG_DISPATCHER, MAIN_DISPATCHER])
         def error(self, ev: Any) -> None:
@@ -371,13 +374,14 @@ if app_manager is not None:
                 self.rules.pop(key, None)
             else:
                 self.rules[key] = (fm, expiry)
+                self.counts.event("rules_installed")
             dp = self.datapaths.get(switch)
             if dp is not None:
-                self._flow_mod(dp, fm, expiry, "flow_mod")
+                self._flow_mod(dp, fm, timeout, "flow_mod")
 
-        def _flow_mod(self, dp: Any, fm: dict[str, Any], expiry: int | None, kind: str) -> None:
-            """A tacc-mech FlowMod as OpenFlow: one rule, or two where only ECN-capable
-            packets may be marked (ECT(0) and ECT(1))."""
+        def _flow_mod(self, dp: Any, fm: dict[str, Any], timeout: int | None, kind: str) -> None:
+            """A tacc-mech FlowMod as OpenFlow, to live `timeout` ns (None: for ever): one rule,
+            or two where only ECN-capable packets may be marked (ECT(0) and ECT(1))."""
             ofp, parser = dp.ofproto, dp.ofproto_parser
             m, a = fm["rule_match"], fm["actions"]
             fields: dict[str, Any] = {"eth_type": 0x0800}
@@ -417,12 +421,13 @@ if app_manager is not None:
                         ofp.OFPIT_APPLY_ACTIONS, actions))
                 instructions.append(parser.OFPInstructionGotoTable(ROUTES))
             hard = 0
-            if expiry is not None:
-                left = max(1, expiry - self.now())
-                if left % 1_000_000_000 == 0:
-                    hard = left // 1_000_000_000
+            if timeout is not None:
+                if timeout % 1_000_000_000 == 0:
+                    hard = timeout // 1_000_000_000
                 else:  # OpenFlow counts whole seconds: the controller deletes it on time
-                    hub.spawn_after(left / 1e9, self._expire, fm, expiry)
+                    key = (fm["switch"], json.dumps(fm["rule_match"], sort_keys=True),
+                           fm["priority"])
+                    hub.spawn_after(timeout / 1e9, self._expire, fm, self.rules[key][1])
             for f in variants:
                 self._send(dp, parser.OFPFlowMod(
                     dp, table_id=MECHANISM, command=ofp.OFPFC_ADD, priority=fm["priority"],

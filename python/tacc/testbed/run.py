@@ -113,6 +113,11 @@ def run_plan(plan: Plan, options: Options, scenario_file: str = "") -> Path:
             print(f"tacc: warning: teardown: {problem}", file=sys.stderr)
 
 
+def running(workdir: Path) -> _Run:
+    """The run whose working directory is `workdir` (it must be running in this process)."""
+    return _RUNNING[workdir]
+
+
 def restart_controller(workdir: Path) -> None:
     """Kills the running testbed's controller (as a crash would) and starts a new one, which
     must find its switches again; returns once it has configured them all. For tests and
