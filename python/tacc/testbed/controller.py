@@ -113,8 +113,7 @@ if app_manager is not None:
             self.latency_s = self.mech.latency_ns / 1e9
             self.counts = Counts(Path(cfg["counts"]))
             self.counts.latency_s = self.latency_s
-            self.key_path = cfg["control_key"]
-            self.sender: Any = None  # made at the first notification: the key may come later
+            self.to_agents = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.agents = {int(j): p for j, p in cfg["agents"].items()}
             self.switch_stats = {int(i): p for i, p in cfg["switch_stats"].items()}
             self.ready = Path(cfg["ready"])
@@ -223,7 +222,9 @@ if app_manager is not None:
                 self.counts.event("packet_ins_ignored")
                 return
             ip = frame[ETH_HEADER:]
-            in_port = msg.match["in_port"] - 1
+            # The packet came in on the device whose egress is plan port ofport - 1: it
+            # arrived by the link's other direction, the port the engine calls in_port.
+            in_port = self._reverse[msg.match["in_port"] - 1]
             out_port = None
             if msg.table_id == ACCOUNTING:
                 self._account(msg.datapath, switch, ip)
@@ -449,12 +450,9 @@ if app_manager is not None:
             path = self.agents.get(self.plan["vms"][vm]["host"])
             if path is None:
                 return
+            data = json.dumps(body).encode()
             try:
-                if self.sender is None:
-                    from tacc.testbed.control import ControlSender
-
-                    self.sender = ControlSender(self.key_path)
-                size = self.sender.send(path, body)
+                size = self.to_agents.sendto(data, path)
             except OSError as exc:
                 LOG.warning("host agent %s: %s", path, exc)
                 self.counts.event("host_message_errors")

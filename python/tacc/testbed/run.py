@@ -351,7 +351,6 @@ class _Run:
         self._controller_config = {
             "plan": plan, "rate_scale": scale, "start_mono_ns": start_ns,
             "listen": ovs.CONTROLLER_PORT, "reply_socket": str(workdir / "stats.sock"),
-            "control_key": str(workdir / "control.key"),
             "agents": {str(j): str(workdir / f"agent-h{j}.sock")
                        for j in range(len(plan["hosts"]))},
             "switch_stats": {str(i): str(workdir / f"agent-sw{i}.stats.sock")
