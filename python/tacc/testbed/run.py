@@ -355,6 +355,7 @@ class _Run:
                        for j in range(len(plan["hosts"]))},
             "switch_stats": {str(i): str(workdir / f"agent-sw{i}.stats.sock")
                              for i in range(len(plan["switches"]))},
+            "control_key": str(workdir / "control.key"),
             "counts": str(workdir / "controller-counts.json"),
             "ready": str(workdir / "controller.ready"),
         }
