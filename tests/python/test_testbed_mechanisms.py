@@ -2,7 +2,8 @@
 papers' motivating experiment shortened (data/tagged-vs-udp.toml: a tagged NewReno flow 2-9 s
 against line-rate UDP 0-6 s), judged with the simulator's own tolerances
 (crates/tacc-sim/tests/mechanisms.rs) at the testbed's scaled rates; the agent killed mid-run;
-a VM forging the shims' signals; SICC's window clamp set by hand; RWNDQ's ACK rewrites.
+a VM forging the shims' signals; SICC's window clamp set by hand, and the agent's control
+socket refusing forged, replayed and truncated messages; RWNDQ's ACK rewrites.
 
 Every run must end with zero checksum errors in every namespace: the agents rewrite headers
 (ECN, IPR, rwnd) with incremental checksum updates, and the veths check every checksum.
@@ -13,7 +14,6 @@ TACC_REQUIRE_TESTBED=1.
 from __future__ import annotations
 
 import csv
-import json
 import os
 import signal
 import socket
@@ -26,7 +26,8 @@ from typing import Any
 import pytest
 
 from tacc.summary import read_summary
-from tacc.testbed import run
+from tacc.testbed import control, run
+from tacc.testbed.control import ControlSender
 from tacc.testbed.topology import Names
 
 SCENARIO = Path(__file__).parent / "data" / "tagged-vs-udp.toml"
@@ -174,22 +175,35 @@ def test_a_vm_forging_feedback_at_a_victim(testbed_machine: None, tmp_path: Path
         assert both < 100.0, f"victim {both:.0f} Mb/s without the protection"
 
 
+# SICC's messages for the pair (s0 -> r0), the ON clamping its ACKs to 1 MSS.
+PAIR = {"src": 0x0A000001, "dst": 0x0A000003}
+INCAST_ON = {"Incast": {"IncastOn": {**PAIR, "wscale": 0, "mss": 1460}}}
+INCAST_OFF = {"Incast": {"IncastOff": PAIR}}
+
+
+def capture_acks(names: Names) -> str:
+    """20 ACKs of r0 as they reach s0's VM, as tcpdump shows them."""
+    result = subprocess.run(
+        ["ip", "netns", "exec", names.vm(0), "tcpdump", "-nn", "-vv", "-c", "20", "-i",
+         "eth0", "tcp and src host 10.0.0.3"],
+        capture_output=True, text=True, timeout=20)
+    return result.stdout + result.stderr
+
+
+def windows(capture: str) -> list[str]:
+    return [ln for ln in capture.splitlines() if "win " in ln]
+
+
 def incast_on_then_capture(capture: Path):  # noqa: ANN201 (a callback for Options.during)
     """SICC's controller, by hand: incast ON for (s0 -> r0), window 1 MSS, at 3 s; then 20
     ACKs captured in the sender's VM."""
 
     def during(names: Names, workdir: Path, t0: int) -> None:
         time.sleep(max(0.0, (t0 - time.monotonic_ns()) / 1e9 + 3.0))
-        message = {"Incast": {"IncastOn": {"src": 0x0A000001, "dst": 0x0A000003,
-                                           "wscale": 0, "mss": 1460}}}
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            s.sendto(json.dumps(message).encode(), str(workdir / "agent-h0.sock"))
+        with ControlSender(workdir / control.KEY_FILE) as sender:
+            sender.send(workdir / "agent-h0.sock", INCAST_ON)
         time.sleep(0.1)  # the agent reads its socket every 50 us
-        result = subprocess.run(
-            ["ip", "netns", "exec", names.vm(0), "tcpdump", "-nn", "-vv", "-c", "20", "-i",
-             "eth0", "tcp and src host 10.0.0.3"],
-            capture_output=True, text=True, timeout=20)
-        capture.write_text(result.stdout + result.stderr)
+        capture.write_text(capture_acks(names))
 
     return during
 
@@ -203,10 +217,58 @@ def test_sicc_clamps_the_window_of_acks_to_a_flagged_vm(testbed_machine: None,
     sicc = '{kind="sicc",incast_duration="5s"}'
     run_on_testbed(tmp_path, [("mechanism", sicc), ("flows[0].rate", '"10Mbps"')],
             during=incast_on_then_capture(capture))
-    lines = [ln for ln in capture.read_text().splitlines() if "win " in ln]
+    lines = windows(capture.read_text())
     assert len(lines) >= 10, lines
     assert all("win 1460" in ln for ln in lines), lines
     assert all("(correct)" in ln for ln in lines), lines
+
+
+def forge_replay_and_truncate(captures: dict[str, str]):  # noqa: ANN201 (Options.during)
+    """At 3 s, signed: incast OFF (nothing to clear yet), then ON (the clamp). Then what the
+    agent must refuse, each of them an OFF that would lift the clamp or a repeat: an OFF
+    signed with another key, the ON and the first OFF sent again as they were, and a fresh
+    OFF cut short. 20 ACKs captured; then a genuine OFF, and 20 ACKs again."""
+
+    def during(names: Names, workdir: Path, t0: int) -> None:
+        time.sleep(max(0.0, (t0 - time.monotonic_ns()) / 1e9 + 3.0))
+        agent = str(workdir / "agent-h0.sock")
+        with (ControlSender(workdir / control.KEY_FILE) as sender,
+              socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as raw):
+            first_off = sender.send(agent, INCAST_OFF)
+            on = sender.send(agent, INCAST_ON)
+            raw.sendto(control.sign(bytes(control.KEY_BYTES), time.time_ns(), INCAST_OFF), agent)
+            raw.sendto(on, agent)
+            raw.sendto(first_off, agent)  # last: taken, it would leave the pair unclamped
+            raw.sendto(control.sign(sender.key, time.time_ns(), INCAST_OFF)[:-10], agent)
+            time.sleep(0.1)  # the agent reads its socket every 50 us
+            captures["after the rejected"] = capture_acks(names)
+            sender.send(agent, INCAST_OFF)
+            time.sleep(0.1)
+            captures["after the last OFF"] = capture_acks(names)
+
+    return during
+
+
+def test_the_agent_refuses_forged_replayed_and_truncated_messages(testbed_machine: None,
+                                                                   tmp_path: Path) -> None:
+    """The control socket is authenticated: none of the refused messages touches SICC's
+    clamp (every ACK still carries the 1 MSS window the ON set), each is counted under its
+    kind in summary.json, and a genuine message after them still takes effect. Linux
+    switches: no controller writes to the socket meanwhile."""
+    captures: dict[str, str] = {}
+    out = run_on_testbed(tmp_path, [("mechanism", '{kind="sicc",incast_duration="5s"}'),
+                                    ("flows[0].rate", '"10Mbps"')],
+                         switches="linux", duration_s=6.0,
+                         during=forge_replay_and_truncate(captures))
+    clamped = windows(captures["after the rejected"])
+    assert len(clamped) >= 10 and all("win 1460" in ln for ln in clamped), clamped
+    lifted = windows(captures["after the last OFF"])
+    assert len(lifted) >= 10 and not any("win 1460" in ln for ln in lifted), lifted
+    counts = read_summary(out)["testbed"]["host_agents"]["s0"]
+    assert {k: counts[k] for k in counts if k.startswith("control_")} == {
+        "control_accepted": 3, "control_forged": 2, "control_replayed": 2,
+        "control_malformed": 0}, counts
+    assert (counts["incast_on_received"], counts["incast_off_received"]) == (1, 2), counts
 
 
 FOUR_FLOWS = Path(__file__).parent / "data" / "four-flows.toml"
@@ -307,12 +369,11 @@ def notify_congestion(names: Names, workdir: Path, t0: int) -> None:
     """SDN-GCC's controller, by hand: from 3 s to 4.5 s, every millisecond, marks attributed
     to the tagged flow's VM (s0) for its traffic to r0."""
     time.sleep(max(0.0, (t0 - time.monotonic_ns()) / 1e9 + 3.0))
-    message = json.dumps({"Congestion": {"to_src": 0x0A000001, "from_dst": 0x0A000003,
-                                         "marks": 50.0}}).encode()
+    message = {"Congestion": {"to_src": 0x0A000001, "from_dst": 0x0A000003, "marks": 50.0}}
     end = time.monotonic() + 1.5
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+    with ControlSender(workdir / control.KEY_FILE) as sender:
         while time.monotonic() < end:
-            s.sendto(message, str(workdir / "agent-h0.sock"))
+            sender.send(workdir / "agent-h0.sock", message)
             time.sleep(0.001)
 
 

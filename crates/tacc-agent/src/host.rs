@@ -3,24 +3,24 @@
 //! scenario's mechanism builds for the host: the datapath's per-pair counts go into
 //! [`HostShim::on_datapath`], the shim's timers run here, its feedback packets leave through a
 //! raw socket, its rates become HTB classes on the uplink and its window clamps a map.
-//! Messages for the shim (a controller's, or written by hand) arrive as JSON datagrams on a
-//! Unix socket.
+//! Messages for the shim (a controller's, or written by hand) arrive as datagrams on a Unix
+//! socket, signed with the run's key ([`crate::control`]). Its counters and the socket's go to
+//! a JSON file for the run's summary.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::net::UnixDatagram;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
 use aya::programs::TcAttachType;
 use aya::Ebpf;
 use serde::Deserialize;
-use tacc_mech::control::HostMessage;
 use tacc_mech::roles::{Datapath, HostShim, PairCounts};
 use tacc_mech::wire::Ipv4Packet;
 use tacc_mech::Nanos;
 
+use crate::control::ControlSocket;
 use crate::tc::{attach, load as load_programs, Htb, BURST_BYTES};
 use crate::{default_scale, monotonic_ns, signal_ready, sleep_ns, take_map, Plan, HOST_OBJECT};
 
@@ -47,6 +47,13 @@ pub struct HostConfig {
     /// A Unix datagram socket for messages to the shim.
     #[serde(default)]
     pub control: Option<PathBuf>,
+    /// The key the socket's datagrams are signed with (32 bytes); required with `control`.
+    #[serde(default)]
+    pub control_key: Option<PathBuf>,
+    /// Where the shim's and the control socket's counters are written (a JSON object, name to
+    /// value, replaced whole while they change).
+    #[serde(default)]
+    pub counts: Option<PathBuf>,
     #[serde(default = "default_sample")]
     pub sample_ns: u64,
     #[serde(default)]
@@ -75,6 +82,9 @@ fn default_sample() -> u64 {
 /// How often the counters are read: well below every timer of the mechanisms (HyGenICC's
 /// feedback timeout is 100 us).
 const POLL_NS: u64 = 50_000;
+
+/// How often the counts file is rewritten, at most.
+const COUNTS_EVERY_NS: u64 = 100_000_000;
 
 /// Datapath flags (`config` map of host.bpf.c).
 const F_SET_ECT: u32 = 1 << 0;
@@ -341,15 +351,10 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         Limiter::Bpf => Limiters::Bpf(HashMap::new()),
     };
     let raw = RawSocket::new()?;
-    let control = match &cfg.control {
-        Some(path) => {
-            let _ = std::fs::remove_file(path);
-            let sock = UnixDatagram::bind(path)
-                .map_err(|e| format!("control socket {}: {e}", path.display()))?;
-            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
-            Some(sock)
-        }
-        None => None,
+    let mut control = match (&cfg.control, &cfg.control_key) {
+        (Some(path), Some(key)) => Some(ControlSocket::bind(path, key)?),
+        (Some(_), None) => return Err("config: control needs control_key".into()),
+        (None, _) => None,
     };
     let mut out = BufWriter::new(
         File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
@@ -368,6 +373,8 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     let mut seen: HashMap<PairKey, RawCounts> = HashMap::new();
     let mut flushed: HashMap<PairKey, u64> = HashMap::new();
     let mut next_sample: Nanos = 0;
+    let mut next_counts: Nanos = 0;
+    let mut written = BTreeMap::new();
     let mut buf = [0u8; 65536];
     loop {
         let now = now_ns();
@@ -378,13 +385,8 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
                 shim.on_datapath(now, &delta(key, counts, before));
             }
         }
-        if let Some(sock) = &control {
-            while let Ok(n) = sock.recv(&mut buf) {
-                match serde_json::from_slice::<HostMessage>(&buf[..n]) {
-                    Ok(msg) => shim.on_message(now, &msg),
-                    Err(e) => eprintln!("tacc-agent: ignored a message: {e}"),
-                }
-            }
+        if let Some(sock) = &mut control {
+            sock.drain(now, &mut buf, &mut |msg| shim.on_message(now, msg));
         }
         if shim.poll_at().is_some_and(|t| t <= now) {
             shim.on_timer(now);
@@ -416,9 +418,31 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
             }
             next_sample = now + cfg.sample_ns;
         }
+        if let Some(path) = cfg.counts.as_deref().filter(|_| now >= next_counts) {
+            let mut counts = BTreeMap::new();
+            let mut add = |k: &'static str, v: f64| *counts.entry(k).or_insert(0.0) += v;
+            shim.counters(&mut add);
+            if let Some(sock) = &control {
+                sock.counts.each(&mut add);
+            }
+            if counts != written {
+                write_counts(path, &counts)?;
+                written = counts;
+            }
+            next_counts = now + COUNTS_EVERY_NS;
+        }
         let wake = shim.poll_at().unwrap_or(u64::MAX).min(now + POLL_NS);
         sleep_ns(wake.saturating_sub(now_ns()).max(10_000));
     }
+}
+
+/// Replaces the counts file whole: a reader never sees half of it.
+fn write_counts(path: &Path, counts: &BTreeMap<&str, f64>) -> Result<(), String> {
+    let tmp = path.with_extension("tmp");
+    let json = serde_json::to_string(counts).map_err(|e| e.to_string())?;
+    std::fs::write(&tmp, json)
+        .and_then(|_| std::fs::rename(&tmp, path))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 /// The clamps map holds exactly the shim's clamps, expiry on CLOCK_MONOTONIC.

@@ -10,6 +10,7 @@
 //! fails open: the programs, maps and classes it set up stay in the kernel, at their last
 //! values, when it dies.
 
+mod control;
 pub mod host;
 pub mod switch;
 mod tc;

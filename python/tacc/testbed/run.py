@@ -35,7 +35,7 @@ from pathlib import Path
 
 import tacc
 from tacc._progress import simulation_bar
-from tacc.testbed import TestbedError, collect, dctcp, features, ovs, shell, topology
+from tacc.testbed import TestbedError, collect, control, dctcp, features, ovs, shell, topology
 from tacc.testbed.plan import (
     DEFAULT_RATE_CAP_BPS, load_plan, plan_notes, rate_scale, scale_message, vm_tcp_ecn,
 )
@@ -294,6 +294,7 @@ class _Run:
 
     def go(self, scenario_file: str, started: float) -> Path:
         plan, options = self.plan, self.options
+        control.new_key(self.workdir)  # before the agents and the controller, who read it
         found = features.check(plan, self.names.probe, options.keep_going)
         if found.bpf_dctcp and not dctcp.registered():
             dctcp.register(self.workdir)
@@ -395,6 +396,15 @@ class _Run:
             raise TestbedError(f"the controller wrote no counts: {exc}: "
                                f"{self.controller.said() or 'no message'}") from exc
 
+    def _host_agent_counts(self) -> dict[str, dict[str, float]]:
+        """Each host agent's last counters (its shim's and its control socket's), by host."""
+        counts = {}
+        for j, host in enumerate(self.plan["hosts"]):
+            path = self.workdir / f"agent-h{j}.counts.json"
+            if path.is_file():  # written by every host agent that runs a shim
+                counts[host["name"]] = json.loads(path.read_text(encoding="utf-8"))
+        return counts
+
     def _start_agents(self, topo: topology.Topology, scale: float,
                       start_ns: int) -> list[Child]:
         """A switch agent in every switch (ECN marking at K, port counters); a host agent
@@ -424,6 +434,8 @@ class _Run:
                     "out": str(workdir / f"agent-h{j}.csv"),
                     "ready": str(workdir / f"agent-h{j}.ready"),
                     "control": str(workdir / f"agent-h{j}.sock"),
+                    "control_key": str(workdir / control.KEY_FILE),
+                    "counts": str(workdir / f"agent-h{j}.counts.json"),
                     "scrub": self.options.scrub,
                     "limiter": self.options.limiter,
                 }))
@@ -557,6 +569,7 @@ class _Run:
             "switches": "ovs" if self.switches is not None else "linux",
             "agent_offset_s": m.agent_offset_s,
             "agents": collect.agent_totals(plan, m),
+            "host_agents": self._host_agent_counts(),
             "checksum_errors": m.checksum_errors,
             "failures": self.failures,
         }
