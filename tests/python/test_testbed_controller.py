@@ -5,8 +5,8 @@
   finishes sooner and the queue stays short, as in the simulator; the marking rules are seen
   with `ovs-ofctl dump-flows` while the bulk flows run and are gone one hard timeout after.
 - SDN-GCC on the motivating experiment (data/tagged-vs-udp.toml): TCP gets its share of the
-  bottleneck next to line-rate UDP, from the controller's notifications (sent to the host
-  agents' sockets as plain HostMessage JSON: not authenticated yet).
+  bottleneck next to line-rate UDP, from the controller's notifications (signed with the
+  run's key; the agents count none as forged or replayed).
 - The controller restarted mid-run finds its switches again and resumes; a switch restarted
   mid-run gets its rules back; garbage on the controller's port is logged and survived.
 - Everything is torn down, also when the controller dies.
