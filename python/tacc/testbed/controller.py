@@ -35,6 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tacc.testbed.plan import port_pairs
+from tacc.testbed.topology import port_mac
+
 LOG = logging.getLogger("tacc.controller")
 
 ACCOUNTING, MECHANISM, ROUTES = 0, 1, 2
@@ -57,12 +60,6 @@ try:
     from os_ken.ofproto import ofproto_v1_3
 except ImportError:  # the module still imports (for its docs); main() says what is missing
     app_manager = None  # type: ignore[assignment]
-
-
-def _mac(port: int) -> str:
-    from tacc.testbed.topology import port_mac
-
-    return port_mac(port)
 
 
 class Counts:
@@ -104,6 +101,7 @@ if app_manager is not None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             from tacc import _core
+            from tacc.testbed.control import ControlSender
 
             cfg = CONFIG
             self.plan = cfg["plan"]
@@ -113,9 +111,7 @@ if app_manager is not None:
             self.latency_s = self.mech.latency_ns / 1e9
             self.counts = Counts(Path(cfg["counts"]))
             self.counts.latency_s = self.latency_s
-            self.to_agents = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self.key = Path(cfg["control_key"])
-            self.sender: Any = None
+            self.sender = ControlSender(cfg["control_key"])
             self.agents = {int(j): p for j, p in cfg["agents"].items()}
             self.switch_stats = {int(i): p for i, p in cfg["switch_stats"].items()}
             self.ready = Path(cfg["ready"])
@@ -126,6 +122,9 @@ if app_manager is not None:
             self.stats_sock.settimeout(STATS_TIMEOUT_S)
             self.vm_of_ip = {_ip(v["address"]): k for k, v in enumerate(self.plan["vms"])}
             self.routes = {(r["switch"], r["vm"]): r["ports"] for r in self.plan["routes"]}
+            # Plan port -> the other direction of its link.
+            self.reverse = {a: b for pair in port_pairs(self.plan)
+                            for a, b in (pair, pair[::-1])}
             self.datapaths: dict[int, Any] = {}
             self.configured: set[int] = set()
             self.accounted: dict[int, set[tuple[int, int, int, int, int]]] = {}
@@ -226,7 +225,7 @@ if app_manager is not None:
             ip = frame[ETH_HEADER:]
             # The packet came in on the device whose egress is plan port ofport - 1: it
             # arrived by the link's other direction, the port the engine calls in_port.
-            in_port = self._reverse[msg.match["in_port"] - 1]
+            in_port = self.reverse[msg.match["in_port"] - 1]
             out_port = None
             if msg.table_id == ACCOUNTING:
                 self._account(msg.datapath, switch, ip)
@@ -368,11 +367,16 @@ if app_manager is not None:
             testbed's."""
             return round((frame_bytes - ETH_HEADER * packets) / self.scale)
 
+        @staticmethod
+        def _rule_key(fm: dict[str, Any]) -> tuple[int, str, int]:
+            """A rule as OpenFlow identifies it: switch, match, priority."""
+            return fm["switch"], json.dumps(fm["rule_match"], sort_keys=True), fm["priority"]
+
         def _app_flow_mod(self, fm: dict[str, Any]) -> None:
             switch = fm["switch"]
             timeout = fm["hard_timeout"]
             expiry = None if timeout is None else self.now() + timeout
-            key = (switch, json.dumps(fm["rule_match"], sort_keys=True), fm["priority"])
+            key = self._rule_key(fm)
             if fm["command"] == "Delete":
                 self.rules.pop(key, None)
             else:
@@ -428,9 +432,8 @@ if app_manager is not None:
                 if timeout % 1_000_000_000 == 0:
                     hard = timeout // 1_000_000_000
                 else:  # OpenFlow counts whole seconds: the controller deletes it on time
-                    key = (fm["switch"], json.dumps(fm["rule_match"], sort_keys=True),
-                           fm["priority"])
-                    hub.spawn_after(timeout / 1e9, self._expire, fm, self.rules[key][1])
+                    expiry = self.rules[self._rule_key(fm)][1]
+                    hub.spawn_after(timeout / 1e9, self._expire, fm, expiry)
             for f in variants:
                 self._send(dp, parser.OFPFlowMod(
                     dp, table_id=MECHANISM, command=ofp.OFPFC_ADD, priority=fm["priority"],
@@ -438,8 +441,7 @@ if app_manager is not None:
                     match=parser.OFPMatch(**f), instructions=instructions), kind)
 
         def _expire(self, fm: dict[str, Any], expiry: int) -> None:
-            key = (fm["switch"], json.dumps(fm["rule_match"], sort_keys=True), fm["priority"])
-            if self.rules.get(key, (None, None))[1] != expiry:
+            if self.rules.get(self._rule_key(fm), (None, None))[1] != expiry:
                 return  # replaced since
             self._app_flow_mod(dict(fm, command="Delete"))
             self.counts.event("rules_expired")
@@ -453,7 +455,7 @@ if app_manager is not None:
             if path is None:
                 return
             try:
-                size = self._send_to_agent(path, body)
+                size = len(self.sender.send(path, body))
             except OSError as exc:
                 LOG.warning("host agent %s: %s", path, exc)
                 self.counts.event("host_message_errors")
@@ -462,41 +464,15 @@ if app_manager is not None:
 
         # ---------------------------------------------------------------- helpers
 
-        def _send_to_agent(self, path: str, body: dict[str, Any]) -> int:
-            """Signed with the run's key where the run has one (tacc.testbed.control),
-            plain JSON otherwise."""
-            if self.sender is None and self.key.is_file():
-                try:
-                    from tacc.testbed.control import ControlSender
-                except ImportError:
-                    pass
-                else:
-                    self.sender = ControlSender(str(self.key))
-            if self.sender is not None:
-                return len(self.sender.send(path, body))
-            return self.to_agents.sendto(json.dumps(body).encode(), path)
-
         def _output(self, dp: Any, port: int, before: list[Any] | None = None) -> Any:
             """Apply-actions that send a packet out of plan port `port` to the next hop."""
             ofp, parser = dp.ofproto, dp.ofproto_parser
-            peer = self._reverse[port]
+            peer = self.reverse[port]
             actions = [*(before or []), parser.OFPActionDecNwTtl(),
-                       parser.OFPActionSetField(eth_src=_mac(port)),
-                       parser.OFPActionSetField(eth_dst=_mac(peer)),
+                       parser.OFPActionSetField(eth_src=port_mac(port)),
+                       parser.OFPActionSetField(eth_dst=port_mac(peer)),
                        parser.OFPActionOutput(port + 1, 0)]
             return parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)
-
-        @property
-        def _reverse(self) -> dict[int, int]:
-            rev = getattr(self, "_reverse_cache", None)
-            if rev is None:
-                from tacc.testbed.plan import port_pairs
-
-                rev = {}
-                for a, b in port_pairs(self.plan):
-                    rev[a], rev[b] = b, a
-                self._reverse_cache = rev
-            return rev
 
         def _route_port(self, switch: int, ip: bytes) -> int | None:
             vm = self.vm_of_ip.get(int.from_bytes(ip[16:20], "big"))
