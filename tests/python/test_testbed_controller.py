@@ -142,10 +142,11 @@ def test_sdn_gcc_gives_tcp_its_share_next_to_udp(ovs_machine: None, tmp_path: Pa
 def test_restarts_of_the_controller_and_of_a_switch(ovs_machine: None, tmp_path: Path) -> None:
     """The controller killed at 1 s and started again: the switch keeps forwarding by its
     rules meanwhile (fail mode secure) and the new controller finds it. The switch restarted
-    at 2.5 s: its rules come back from the controller and the flows go on (bulk flows to 6 s
-    here). Measured: the controller is back 1.1 s after its kill, the switch's routes 2.1 s
-    after its restart (the daemon's start and the first reconnection)."""
+    at 2.5 s: its rules come back from the controller and the flows go on (bulk flows to 9 s
+    here). Measured: the controller is back 1.1 s after its kill, the switch's routes 1.7 to
+    2.1 s after its restart (the daemon's start and the first reconnection)."""
     seen: dict[str, float] = {}
+    switch_restart_s, stop_s = 2.5, 9.0
 
     def restart(names: Names, workdir: Path, t0: int) -> None:
         def at(s: float) -> None:
@@ -154,7 +155,7 @@ def test_restarts_of_the_controller_and_of_a_switch(ovs_machine: None, tmp_path:
         at(1.0)
         run.restart_controller(workdir)
         seen["controller_back_s"] = (time.monotonic_ns() - t0) / 1e9
-        at(2.5)
+        at(switch_restart_s)
         switches = run.running(workdir).switches
         assert switches is not None
         run.restart_switch(workdir, 0)
@@ -165,24 +166,37 @@ def test_restarts_of_the_controller_and_of_a_switch(ovs_machine: None, tmp_path:
                 break
             time.sleep(0.05)
 
-    longer = [("duration", '"7s"'), ("flows[0].stop", '"6s"')]
+    longer = [("duration", '"10s"'), ("flows[0].stop", f'"{stop_s:g}s"')]
     out = run_it(tmp_path, SHORT, [SDN_ECN, *longer], during=restart)
     mech = read_summary(out)["mechanism"]
     assert mech["controller_starts"] == 2
     assert mech["controller_events"]["switch_connects"] >= 3  # first, after each restart
     assert seen["controller_back_s"] < 2.5, seen
-    assert seen.get("routes_back_s", 99.0) < 5.5, seen
+    assert seen.get("routes_back_s", 99.0) < 5.0, seen
     with (out / "goodput.csv").open(newline="") as f:
         rows = [(float(r["time_s"]), float(r["goodput_mbps"])) for r in csv.DictReader(f)]
+    per_bin: dict[float, float] = {}
+    for t, g in rows:
+        per_bin[t] = per_bin.get(t, 0.0) + g
 
-    def total(start: float, end: float) -> float:
-        bins = {t for t, _ in rows if start <= t < end}
-        return sum(g for t, g in rows if start <= t < end) / max(1, len(bins))
+    def mean(start: float, end: float) -> float:
+        bins = [g for t, g in per_bin.items() if start <= t < end]
+        return sum(bins) / max(1, len(bins))
 
     # While the controller was away and coming back, the link stayed busy.
-    assert total(1.0, 2.5) >= 50.0, f"{total(1.0, 2.5):.1f} Mb/s in all"
-    # After the switch's restart the bulk flows got through again before they stopped.
-    assert total(seen["routes_back_s"] + 0.5, 6.0) > 20.0
+    assert mean(1.0, switch_restart_s) >= 50.0, f"{mean(1.0, switch_restart_s):.1f} Mb/s"
+    # The bulk flows lost everything from the switch's restart until its routes were back, so
+    # their retransmission timers backed off: with timeouts doubling from RTO r, the first
+    # retry after an outage of length d comes at most d + r after the routes return. Here r
+    # is at most 0.65 s: the smoothed RTT plus the larger of 200 ms and four RTT variations,
+    # all bounded by the 1000-packet queue's 120 ms. Measured: back 1.5 s after routes
+    # returned 1.7 s after the restart.
+    routes = seen["routes_back_s"]
+    latest = routes + (routes - switch_restart_s) + 0.65
+    again = [t for t, g in sorted(per_bin.items()) if t >= routes and g > 10.0]
+    assert again and again[0] <= latest, (routes, again[:3])
+    # Then they fill the 100 Mb/s link again (slow start from one segment takes a few RTTs).
+    assert mean(again[0] + 0.5, stop_s) >= 50.0, f"{mean(again[0] + 0.5, stop_s):.1f} Mb/s"
 
 
 def test_garbage_on_the_openflow_port_is_logged_and_survived(ovs_machine: None,
