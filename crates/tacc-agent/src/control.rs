@@ -147,6 +147,11 @@ impl ControlSocket {
         })
     }
 
+    /// The socket, to wait on.
+    pub fn socket(&self) -> &UnixDatagram {
+        &self.sock
+    }
+
     /// Reads every waiting datagram, handing each accepted message to `deliver`.
     pub fn drain(&mut self, now: Nanos, buf: &mut [u8], deliver: &mut dyn FnMut(&HostMessage)) {
         // A datagram longer than `buf` arrives truncated, so its MAC fails: rejected as forged.

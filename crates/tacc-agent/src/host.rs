@@ -22,7 +22,9 @@ use tacc_mech::Nanos;
 
 use crate::control::ControlSocket;
 use crate::tc::{attach, load as load_programs, Htb, BURST_BYTES};
-use crate::{default_scale, monotonic_ns, signal_ready, sleep_ns, take_map, Plan, HOST_OBJECT};
+use crate::{
+    default_scale, monotonic_ns, signal_ready, sleep_ns, take_map, wait_readable, Plan, HOST_OBJECT,
+};
 
 #[derive(Deserialize)]
 pub struct HostConfig {
@@ -79,9 +81,13 @@ fn default_sample() -> u64 {
     10_000_000
 }
 
-/// How often the counters are read: well below every timer of the mechanisms (HyGenICC's
-/// feedback timeout is 100 us).
+/// How often the counters are read where the shim consumes them: well below every timer of
+/// the mechanisms (HyGenICC's feedback timeout is 100 us).
 const POLL_NS: u64 = 50_000;
+/// How long the agent of a shim that reads no counters (SICC's clamps, SDN-GCC's rates) sleeps
+/// between its own timers and the controller's messages, which wake it at once. Polling at
+/// POLL_NS there would cost a core for every twenty hosts.
+const IDLE_POLL_NS: u64 = 10_000_000;
 
 /// How often the counts file is rewritten, at most.
 const COUNTS_EVERY_NS: u64 = 100_000_000;
@@ -376,6 +382,12 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     let mut next_counts: Nanos = 0;
     let mut written = BTreeMap::new();
     let mut buf = [0u8; 65536];
+    let reads_counters = datapath.clear_ce || datapath.echo_ipr || datapath.feedback;
+    let poll_ns = if reads_counters {
+        POLL_NS
+    } else {
+        IDLE_POLL_NS
+    };
     loop {
         let now = now_ns();
         for entry in maps.pairs.iter() {
@@ -431,8 +443,11 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
             }
             next_counts = now + COUNTS_EVERY_NS;
         }
-        let wake = shim.poll_at().unwrap_or(u64::MAX).min(now + POLL_NS);
-        sleep_ns(wake.saturating_sub(now_ns()).max(10_000));
+        let wake = shim.poll_at().unwrap_or(u64::MAX).min(now + poll_ns);
+        wait_readable(
+            control.as_ref().map(|c| c.socket()),
+            wake.saturating_sub(now_ns()).max(10_000),
+        );
     }
 }
 

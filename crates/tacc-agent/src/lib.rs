@@ -69,6 +69,26 @@ fn sleep_ns(ns: u64) {
     std::thread::sleep(Duration::from_nanos(ns));
 }
 
+/// Sleeps until `sock` (if any) has a datagram or `ns` have passed; true if it has one.
+fn wait_readable(sock: Option<&std::os::unix::net::UnixDatagram>, ns: u64) -> bool {
+    use std::os::fd::AsRawFd;
+    let Some(sock) = sock else {
+        sleep_ns(ns);
+        return false;
+    };
+    let mut fd = libc::pollfd {
+        fd: sock.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ts = libc::timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: one pollfd, a valid timespec, no signal mask.
+    unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) > 0 }
+}
+
 /// Tells the starter that the datapath is in place.
 fn signal_ready(path: &Path) -> Result<(), String> {
     std::fs::write(path, format!("{}\n", std::process::id()))

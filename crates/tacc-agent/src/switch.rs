@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 
@@ -24,7 +23,8 @@ use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
 use crate::tc::{attach, load};
 use crate::{
-    default_scale, ifindex, monotonic_ns, signal_ready, sleep_ns, take_map, Plan, SWITCH_OBJECT,
+    default_scale, ifindex, monotonic_ns, signal_ready, take_map, wait_readable, Plan,
+    SWITCH_OBJECT,
 };
 
 #[derive(Deserialize)]
@@ -218,30 +218,10 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         }
         let wake = hook.as_ref().and_then(|h| h.poll_at()).unwrap_or(u64::MAX);
         let nap = wake.min(next_sample).saturating_sub(now).max(10_000);
-        match &stats {
-            Some(sock) => {
-                if wait_readable(sock, nap) {
-                    answer_stats(sock, &cfg, &ports, &drains, &state);
-                }
-            }
-            None => sleep_ns(nap),
+        if let (true, Some(sock)) = (wait_readable(stats.as_ref(), nap), &stats) {
+            answer_stats(sock, &cfg, &ports, &drains, &state);
         }
     }
-}
-
-/// Sleeps until `sock` has a datagram or `ns` have passed; true if it has one.
-fn wait_readable(sock: &UnixDatagram, ns: u64) -> bool {
-    let mut fd = libc::pollfd {
-        fd: sock.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ts = libc::timespec {
-        tv_sec: (ns / 1_000_000_000) as libc::time_t,
-        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
-    };
-    // SAFETY: one pollfd, a valid timespec, no signal mask.
-    unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) > 0 }
 }
 
 /// Answers every waiting request. A request that cannot be answered (not JSON, another
@@ -259,12 +239,14 @@ fn answer_stats(
             continue;
         };
         let (switch, port) = match request {
-            StatsRequest::PortMarks { switch, port } | StatsRequest::QueueLength { switch, port } => {
-                (switch, port)
-            }
+            StatsRequest::PortMarks { switch, port }
+            | StatsRequest::QueueLength { switch, port } => (switch, port),
             StatsRequest::Switch { .. } => continue,
         };
-        let Some(&(ifx, ..)) = ports.iter().find(|p| p.1 == port).filter(|_| switch == cfg.switch)
+        let Some(&(ifx, ..)) = ports
+            .iter()
+            .find(|p| p.1 == port)
+            .filter(|_| switch == cfg.switch)
         else {
             continue;
         };
@@ -273,7 +255,9 @@ fn answer_stats(
         // the last one is drained here.
         let idle_ns = monotonic_ns().saturating_sub(s.last_ns) as u128;
         let drained = idle_ns * drains.get(&ifx).copied().unwrap_or(0) as u128 / 1_000_000_000;
-        let queue = s.queue_bytes.saturating_sub(drained.min(u64::MAX as u128) as u64);
+        let queue = s
+            .queue_bytes
+            .saturating_sub(drained.min(u64::MAX as u128) as u64);
         let reply = match request {
             StatsRequest::PortMarks { .. } => StatsReply::PortMarks {
                 switch,

@@ -21,7 +21,11 @@ impl PathOracle for Plan {
         let Some(vm) = self.vm_by_ip(h.dst) else {
             return hops;
         };
-        while let Some(r) = self.routes.iter().find(|r| r.switch == switch && r.vm == vm) {
+        while let Some(r) = self
+            .routes
+            .iter()
+            .find(|r| r.switch == switch && r.vm == vm)
+        {
             let [port] = r.ports[..] else { break };
             hops.push((switch, port));
             match self.ports[port as usize].to {

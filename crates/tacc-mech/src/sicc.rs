@@ -203,9 +203,11 @@ impl SiccController {
             _ => return Vec::new(),
         }
         self.next_poll = Some(now + self.config.monitor_interval);
+        // A port no SYN went through has no sources to notify: reading it decides nothing.
         self.ports
-            .keys()
-            .map(|&(switch, port)| QueueRequest { switch, port })
+            .iter()
+            .filter(|(_, state)| !state.dsts.is_empty())
+            .map(|(&(switch, port), _)| QueueRequest { switch, port })
             .collect()
     }
 

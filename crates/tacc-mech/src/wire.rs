@@ -518,7 +518,10 @@ mod tests {
         let p = Ipv4Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.tcp_syn_options(), (Some(1460), Some(7)));
         let h = p.packet_in_headers();
-        assert_eq!((h.src_port, h.dst_port, h.tcp_flags), (5001, 40000, tcp_flags::SYN));
+        assert_eq!(
+            (h.src_port, h.dst_port, h.tcp_flags),
+            (5001, 40000, tcp_flags::SYN)
+        );
         assert_eq!((h.mss, h.wscale), (Some(1460), Some(7)));
         // A bad option length ends the parse without reading past the header.
         b[41] = 40;

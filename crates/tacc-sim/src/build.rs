@@ -271,6 +271,11 @@ impl Model {
                 } else {
                     fc.name.clone()
                 };
+                let start = if fc.jitter.0 > 0 {
+                    fc.start.0 + m.rng.exponential(fc.jitter.0 as f64) as u64
+                } else {
+                    fc.start.0
+                };
                 let f = match fc.transport {
                     Transport::Tcp => {
                         let cfg = Model::tcp_config(&s.tcp, fc.cc, fc.ecn);
@@ -279,7 +284,7 @@ impl Model {
                             fc.name.clone(),
                             src,
                             dst,
-                            fc.start.0,
+                            start,
                             fc.bytes.map(|b| b.0),
                             cfg,
                             None,
@@ -292,7 +297,7 @@ impl Model {
                         fc.name.clone(),
                         src,
                         dst,
-                        fc.start.0,
+                        start,
                         fc.rate.expect("validated: a UDP flow has a rate").0,
                         fc.packet_size.map_or(1500, |b| b.0 as u32),
                         fc.on.map(|d| d.0),

@@ -309,6 +309,10 @@ pub struct FlowCfg {
     pub transport: Transport,
     #[serde(default)]
     pub start: Duration,
+    /// Mean of an exponential delay added to each flow's start (drawn from the run's RNG), so
+    /// a group's connections open a little apart as a real volley does.
+    #[serde(default)]
+    pub jitter: Duration,
     pub stop: Option<Duration>,
     /// TCP: bytes to send then close (default: unlimited until stop / end of run).
     pub bytes: Option<Bytes>,

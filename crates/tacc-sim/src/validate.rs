@@ -384,6 +384,13 @@ fn flows(r: &mut Report, s: &Scenario, names: Option<&Names>) {
         if fc.stop.is_some_and(|stop| stop.0 <= fc.start.0) {
             r.error(&path("stop"), "must be after start");
         }
+        if fc.jitter.0 > 0 && fc.stop.is_some() {
+            r.error(
+                &path("jitter"),
+                "cannot be combined with stop (a delayed start could pass the stop); give \
+                 the flows bytes or let them run to the end",
+            );
+        }
         transport(r, fi, fc);
         let count = fc.count.unwrap_or(1);
         if count == 0 {

@@ -37,6 +37,10 @@ fn each_kind_of_bad_input_is_reported_with_its_location() {
             "bad.toml:18: flows[0].stop: must be after start",
         ),
         (
+            base(&format!("{FLOW}jitter = \"1ms\"\nstop = \"0.5s\"\n")),
+            "bad.toml:17: flows[0].jitter: cannot be combined with stop",
+        ),
+        (
             base(&format!("{FLOW}rate = \"1Gbps\"\n")),
             "bad.toml:17: flows[0].rate: only applies to UDP flows",
         ),

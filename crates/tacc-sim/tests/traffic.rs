@@ -87,3 +87,17 @@ fn rack_topology_carries_cross_rack_elephants_through_the_aggregation_tier() {
         .sum();
     assert!(through_aggs > 0);
 }
+
+#[test]
+fn a_jittered_flow_group_opens_its_connections_an_exponential_delay_apart() {
+    let group = "[[flows]]\nname = \"m\"\ncount = 400\nsrc = \"s{i}\"\ndst = \"r0\"\nstart = \"10ms\"\njitter = \"1ms\"\nbytes = \"1KB\"\n";
+    let (_, s) = run(&star(400, "1s", group));
+    let delays: Vec<f64> = s.flows.iter().map(|f| (f.start - 0.010) * 1e3).collect();
+    assert!(delays.iter().all(|&d| d >= 0.0));
+    // An exponential of mean 1 ms: 400 draws have a mean within 3 standard errors (15%) of
+    // it, and about 1 - 1/e = 63% of them fall below the mean.
+    let mean = delays.iter().sum::<f64>() / delays.len() as f64;
+    assert!((0.85..1.15).contains(&mean), "mean delay {mean:.3} ms");
+    let below = delays.iter().filter(|&&d| d < 1.0).count() as f64 / 400.0;
+    assert!((0.55..0.71).contains(&below), "{below:.2} below the mean");
+}

@@ -178,6 +178,10 @@ class Traffic:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         # Before connect: the handshake already belongs to the chosen congestion control.
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_CONGESTION, src["cc"].encode())
+        # The scenario's receive buffer at both ends, as in the simulator: both offer one
+        # window scale (SICC's controller reads it from the initiator's SYN and clamps the
+        # other end's windows with it).
+        sock.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, self.spec["rcv_buf_bytes"])
         sock.bind((self.spec["address"], src["src_port"]))
         stop_at = self._stop_at(src)
         sock.settimeout(max(POLL_S, (stop_at - time.monotonic_ns()) / 1e9))
@@ -280,7 +284,11 @@ def main(argv: list[str]) -> int:
                 for s in spec["sources"]]
     for thread in threads:
         thread.start()
-    traffic.stopping.wait(max(0.0, (traffic.end - time.monotonic_ns()) / 1e9))
+    # Never before the end (a timed wait may return a little early): the orchestrator
+    # counts an exit before it as a failure.
+    while (left := traffic.end - time.monotonic_ns()) > 0:
+        if traffic.stopping.wait(left / 1e9):
+            break
     traffic.stopping.set()
     for thread in threads:
         thread.join(timeout=2.0)
