@@ -1142,6 +1142,15 @@ impl TcpEndpoint {
 mod tests {
     use super::*;
 
+    /// The test client's initial sequence number: close to the wrap, so sequence arithmetic
+    /// is tested across it.
+    const CLIENT_ISS: u32 = 0xffff_0000;
+
+    /// Offset in the client's byte stream of a data segment's first byte.
+    fn data_offset(p: &Packet) -> u64 {
+        p.seq.wrapping_sub(CLIENT_ISS).wrapping_sub(1) as u64
+    }
+
     #[test]
     fn unwrap_picks_nearest_offset() {
         assert_eq!(unwrap(5, 0), 5);
@@ -1196,7 +1205,7 @@ mod tests {
 
     impl Pair {
         fn new(cfg: TcpConfig, bytes: u64) -> Pair {
-            let mut a = TcpEndpoint::client(cfg.clone(), (1, 1000), (2, 80), 1, 0xffff_0000);
+            let mut a = TcpEndpoint::client(cfg.clone(), (1, 1000), (2, 80), 1, CLIENT_ISS);
             let b = TcpEndpoint::server(cfg, (2, 80), (1, 1000), 0, 77);
             a.send(bytes);
             a.close();
@@ -1269,7 +1278,7 @@ mod tests {
         let mut pair = Pair::new(cfg, 200 * mss);
         let mut dropped = std::collections::HashSet::new();
         pair.run(5_000_000_000, &mut |p| {
-            let seg = (p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1)) as u64 / mss;
+            let seg = data_offset(p) / mss;
             p.payload > 0 && [10, 11, 50].contains(&seg) && dropped.insert(seg)
         });
         assert_eq!(pair.b.delivered(), 200 * mss);
@@ -1288,7 +1297,7 @@ mod tests {
         let mut pair = Pair::new(cfg, 200 * mss);
         let mut drops_of_10 = 0;
         pair.run(5_000_000_000, &mut |p| {
-            let seg = (p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1)) as u64 / mss;
+            let seg = data_offset(p) / mss;
             let drop = p.payload > 0 && seg == 10 && drops_of_10 < 2;
             drops_of_10 += drop as u32;
             drop
@@ -1316,7 +1325,7 @@ mod tests {
         let mut sent = std::collections::HashMap::new();
         let mut retx_ecn = None;
         pair.run(5_000_000_000, &mut |p| {
-            let seg = p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1) as u64 / mss;
+            let seg = data_offset(p) / mss;
             if p.payload == 0 || seg != 5 {
                 return false;
             }
@@ -1379,7 +1388,7 @@ mod tests {
         let mut pair = Pair::new(cfg, 20 * mss);
         let mut once = true;
         pair.run(5_000_000_000, &mut |p| {
-            let last = p.seq.wrapping_sub(0xffff_0000).wrapping_sub(1) as u64 == 19 * mss;
+            let last = data_offset(p) == 19 * mss;
             p.payload > 0 && last && std::mem::take(&mut once)
         });
         assert_eq!(pair.b.delivered(), 20 * mss);
