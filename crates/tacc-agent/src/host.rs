@@ -81,10 +81,10 @@ fn default_sample() -> u64 {
     10_000_000
 }
 
-/// How often the counters are read where the shim consumes them: well below every timer of
+/// How often the counters are read where the shim acts on them: well below every timer of
 /// the mechanisms (HyGenICC's feedback timeout is 100 us).
 const POLL_NS: u64 = 50_000;
-/// How long the agent of a shim that reads no counters (SICC's clamps, SDN-GCC's rates) sleeps
+/// How long the agent of a shim that does not act on the counters (SICC's clamps) sleeps
 /// between its own timers and the controller's messages, which wake it at once. Polling at
 /// POLL_NS there would cost a core for every twenty hosts.
 const IDLE_POLL_NS: u64 = 10_000_000;
@@ -382,8 +382,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     let mut next_counts: Nanos = 0;
     let mut written = BTreeMap::new();
     let mut buf = [0u8; 65536];
-    let reads_counters = datapath.clear_ce || datapath.echo_ipr || datapath.feedback;
-    let poll_ns = if reads_counters {
+    let poll_ns = if datapath.pair_counts {
         POLL_NS
     } else {
         IDLE_POLL_NS

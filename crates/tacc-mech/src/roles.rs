@@ -69,6 +69,9 @@ pub struct Datapath {
     pub feedback: bool,
     /// Clamp the window of ACKs to VMs as [`HostShim::window_clamps`] says.
     pub clamp_window: bool,
+    /// The shim acts on the per-pair counts ([`HostShim::on_datapath`]): a driver that
+    /// reads them from a kernel map must read them often.
+    pub pair_counts: bool,
 }
 
 /// ACKs from `remote` to the local `vm` carry at most `window` in their window field (`mss`

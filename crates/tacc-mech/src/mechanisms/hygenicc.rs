@@ -97,6 +97,7 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
             echo_ipr: true,
             feedback: true,
             clamp_window: false,
+            pair_counts: true,
         }
     }
     fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {

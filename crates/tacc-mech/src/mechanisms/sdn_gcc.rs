@@ -158,6 +158,7 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for SdnGccShim {
         Datapath {
             set_ect: true,
             clear_ce: self.config().clear_ce,
+            pair_counts: true,
             ..Datapath::default()
         }
     }
