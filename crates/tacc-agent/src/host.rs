@@ -39,7 +39,8 @@ pub struct HostConfig {
     /// The rates the shim enforces over time (the simulator's rates.csv columns).
     pub out: PathBuf,
     pub ready: PathBuf,
-    /// Drop what only a shim may send (feedback packets, IPR bits) when a VM sends it.
+    /// Drop what only a shim may send (feedback packets, IPR bits) when a VM sends it, if the
+    /// mechanism has such signals and scrubs them ([`Datapath::scrub`]); false lifts it.
     #[serde(default = "yes")]
     pub scrub: bool,
     /// The testbed runs links below their nominal rate; the mechanism runs at the nominal
@@ -331,7 +332,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         .flatten();
     let datapath = shim.as_ref().map(|s| s.datapath()).unwrap_or_default();
 
-    let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub, cfg.limiter))?;
+    let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub && datapath.scrub, cfg.limiter))?;
     for port in cfg.vm_ports.values() {
         attach(&mut bpf, "vm_ingress", port, TcAttachType::Ingress)?;
     }
@@ -369,7 +370,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     signal_ready(&cfg.ready)?;
 
     let Some(shim) = shim.as_mut() else {
-        // Nothing to run: the programs scrub on their own.
+        // Nothing to run.
         loop {
             sleep_ns(1_000_000_000);
         }

@@ -48,6 +48,10 @@ pub struct HygenConfig {
     /// towards a destination one of whose pairs sits at R_min with congestion still fresh.
     /// The paper mentions it in prose only; off by default.
     pub admission_control: bool,
+    /// Scrub what the local VMs send of the shims' own signals: drop packets of the feedback
+    /// protocol and clear the IPR bit, so that a VM cannot cut another VM's rate by forging
+    /// them (a forged packet's source is any address the VM writes). On by default.
+    pub scrub: bool,
 }
 
 impl Default for HygenConfig {
@@ -62,6 +66,7 @@ impl Default for HygenConfig {
             min_rate_fraction: 0.01,
             alloc: AllocatorConfig::default(),
             admission_control: false,
+            scrub: true,
         }
     }
 }
@@ -114,6 +119,10 @@ pub struct HygenCounters {
     pub ce_cleared: u64,
     pub drops_no_tokens: u64,
     pub drops_admission: u64,
+    /// Feedback packets sent by a local VM, dropped ([`HygenConfig::scrub`]).
+    pub scrubbed_feedback: u64,
+    /// IPR bits set by a local VM, cleared ([`HygenConfig::scrub`]).
+    pub scrubbed_ipr: u64,
 }
 
 /// The sender-side congestion state of one (local VM, remote destination) pair.
@@ -195,6 +204,16 @@ impl HygenShim {
         now: Nanos,
         pkt: &mut (impl PacketHeaders + ?Sized),
     ) -> EgressVerdict {
+        if self.config.scrub {
+            if pkt.protocol() == ip_proto::FEEDBACK {
+                self.counters.scrubbed_feedback += 1;
+                return EgressVerdict::Drop(DropReason::Forged);
+            }
+            if pkt.reserved_bit() {
+                self.counters.scrubbed_ipr += 1;
+                pkt.set_reserved_bit(false);
+            }
+        }
         let (vm, dst) = (pkt.src(), pkt.dst());
         self.limiter.activate(now, vm);
         self.next_tick
@@ -642,6 +661,43 @@ mod tests {
         assert_eq!(s.counters().ipr_seen, 2);
         run_until(&mut s, TU);
         assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(998 * MBPS));
+    }
+
+    #[test]
+    fn a_vm_cannot_send_feedback_or_ipr_bits_unless_scrubbing_is_off() {
+        let forged = || {
+            let feedback = packet(REMOTE, VM_B, ip_proto::FEEDBACK, Ecn::NotEct, 5_000);
+            let mut ipr = packet(REMOTE, VM_B, ip_proto::UDP, Ecn::NotEct, 0);
+            Ipv4Packet::new_checked(&mut ipr[..])
+                .unwrap()
+                .set_reserved_bit(true);
+            (feedback, ipr)
+        };
+        let egress = |s: &mut HygenShim, b: &mut Vec<u8>| {
+            s.on_egress(0, &mut Ipv4Packet::new_checked(&mut b[..]).unwrap())
+        };
+        // A VM writing the address of another VM's receiver as its source.
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        let (mut feedback, mut ipr) = forged();
+        assert_eq!(
+            egress(&mut s, &mut feedback),
+            EgressVerdict::Drop(DropReason::Forged)
+        );
+        assert_eq!(egress(&mut s, &mut ipr), EgressVerdict::Pass);
+        let p = Ipv4Packet::new_checked(&ipr[..]).unwrap();
+        assert!(!p.reserved_bit() && p.checksums_valid());
+        assert_eq!((s.counters().scrubbed_feedback, s.counters().scrubbed_ipr), (1, 1));
+
+        let open = HygenConfig {
+            scrub: false,
+            ..Default::default()
+        };
+        let mut s = HygenShim::new(open, GBPS);
+        let (mut feedback, mut ipr) = forged();
+        assert_eq!(egress(&mut s, &mut feedback), EgressVerdict::Pass);
+        assert_eq!(egress(&mut s, &mut ipr), EgressVerdict::Pass);
+        assert!(Ipv4Packet::new_checked(&ipr[..]).unwrap().reserved_bit());
+        assert_eq!((s.counters().scrubbed_feedback, s.counters().scrubbed_ipr), (0, 0));
     }
 
     #[test]

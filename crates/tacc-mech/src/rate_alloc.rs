@@ -80,6 +80,8 @@ pub enum DropReason {
     NeverFits,
     /// HyGenICC admission control refused a new connection towards a congested destination.
     Admission,
+    /// A VM sent a signal only a shim may send (forged feedback).
+    Forged,
 }
 
 /// The decision of a rate limiter about one outgoing packet.

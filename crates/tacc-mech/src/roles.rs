@@ -72,6 +72,8 @@ pub struct Datapath {
     /// The shim acts on the per-pair counts ([`HostShim::on_datapath`]): a driver that
     /// reads them from a kernel map must read them often.
     pub pair_counts: bool,
+    /// Drop the VMs' packets of the feedback protocol and clear the IPR bits they set.
+    pub scrub: bool,
 }
 
 /// ACKs from `remote` to the local `vm` carry at most `window` in their window field (`mss`
@@ -132,6 +134,14 @@ pub trait SwitchHook<P: PacketHeaders + ?Sized>: Send {
     }
     /// The packet is forwarded to output `port` (before that port's queue).
     fn on_forward(&mut self, _now: Nanos, _port: u32, _pkt: &P) {}
+    /// A packet reaches output `port`'s queue, which holds `queue_bytes` before it (after
+    /// [`SwitchHook::on_forward`], before the queue admits or drops it). For a mechanism that
+    /// reacts to every change of a queue; a driver without per-packet queue events never calls
+    /// it.
+    fn on_enqueue(&mut self, _now: Nanos, _port: u32, _queue_bytes: u64) {}
+    /// A packet leaves output `port`'s queue for the wire; `queue_bytes` remain (as
+    /// [`SwitchHook::on_enqueue`]).
+    fn on_dequeue(&mut self, _now: Nanos, _port: u32, _queue_bytes: u64) {}
     /// The timer asked for by [`SwitchHook::poll_at`]; `queue_bytes(port)` reads a queue.
     fn on_timer(&mut self, _now: Nanos, _queue_bytes: &dyn Fn(u32) -> u64) {}
     fn poll_at(&self) -> Option<Nanos> {

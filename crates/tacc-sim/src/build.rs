@@ -292,18 +292,26 @@ impl Model {
                         m.flows[f as usize].drop_segments = fc.drop_segments.clone();
                         f
                     }
-                    Transport::Udp => m.add_udp_flow(
-                        name,
-                        fc.name.clone(),
-                        src,
-                        dst,
-                        start,
-                        fc.rate.expect("validated: a UDP flow has a rate").0,
-                        fc.packet_size.map_or(1500, |b| b.0 as u32),
-                        fc.on.map(|d| d.0),
-                        fc.off.map(|d| d.0),
-                        fc.reply_size.map(|b| b.0 as u32),
-                    ),
+                    Transport::Udp => {
+                        let f = m.add_udp_flow(
+                            name,
+                            fc.name.clone(),
+                            src,
+                            dst,
+                            start,
+                            fc.rate.expect("validated: a UDP flow has a rate").0,
+                            fc.packet_size.map_or(1500, |b| b.0 as u32),
+                            fc.on.map(|d| d.0),
+                            fc.off.map(|d| d.0),
+                            fc.reply_size.map(|b| b.0 as u32),
+                        );
+                        let udp = m.flows[f as usize].udp.as_mut().expect("a UDP flow");
+                        udp.forge = fc.forge;
+                        if let Some(spoof) = &fc.spoof {
+                            udp.src_ip = m.vms[vm_index[&expand(spoof, i)] as usize].ip;
+                        }
+                        f
+                    }
                 };
                 m.flows[f as usize].stop = fc.stop.map(|d| d.0);
             }
@@ -425,6 +433,8 @@ impl Model {
         let kinds = (EpKind::UdpSink, rx_kind);
         let f = self.push_flow(name, group, (src, dst), start, kinds, u32::MAX, (sport, 9));
         self.flows[f as usize].udp = Some(UdpState {
+            src_ip: self.vms[src as usize].ip,
+            forge: None,
             rate_bps,
             packet_size: size,
             on_mean: on,

@@ -9,6 +9,7 @@ use crate::packet::{flow_hash, Packet, PktId};
 use crate::queue::Qdisc;
 use crate::rng::Rng;
 use crate::rules::{FlowTable, Rule};
+use crate::scenario::Forge;
 use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
 use std::collections::{HashMap, VecDeque};
@@ -114,6 +115,9 @@ pub struct EpSlot {
 }
 
 pub struct UdpState {
+    /// The source address written in the packets (the sender's, unless spoofed).
+    pub src_ip: u32,
+    pub forge: Option<Forge>,
     pub rate_bps: u64,
     pub packet_size: u32,
     pub on_mean: Option<u64>,

@@ -330,6 +330,20 @@ pub struct FlowCfg {
     /// TCP: data segments (numbered from 0) whose first transmission is dropped at the sender's NIC.
     #[serde(default)]
     pub drop_segments: Vec<u64>,
+    /// UDP: the packets carry a signal only a shim may send (an attack on the mechanism).
+    pub forge: Option<Forge>,
+    /// UDP: the source address the packets carry, another VM's (default: the sender's own).
+    pub spoof: Option<String>,
+}
+
+/// A mechanism signal a malicious VM writes into its packets.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Forge {
+    /// HyGenICC's explicit feedback: the feedback protocol, one mark in the IP ID.
+    Feedback,
+    /// HyGenICC's echo of one mark: the IPv4 reserved ("IPR") bit set.
+    Ipr,
 }
 
 fn default_transport() -> Transport {

@@ -11,6 +11,7 @@ use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::queue::Verdict;
 use crate::rules::{Forward, Rule};
+use crate::scenario::Forge;
 use crate::topology::NodeRef;
 use crate::units::ser_ns;
 use tacc_mech::control::{
@@ -823,11 +824,17 @@ impl Sim {
         // and one of them would win every free slot.
         let period = ser_ns(udp.rate_bps, size) as f64;
         let gap = (period * (0.9 + 0.2 * self.m.rng.uniform())).round() as u64;
-        let (src, dst) = (
-            self.m.vms[flow.src_vm as usize].ip,
-            self.m.vms[flow.dst_vm as usize].ip,
-        );
-        let mut p = Packet::new(src, dst, ip_proto::UDP, size);
+        let dst = self.m.vms[flow.dst_vm as usize].ip;
+        let protocol = match udp.forge {
+            Some(Forge::Feedback) => ip_proto::FEEDBACK,
+            _ => ip_proto::UDP,
+        };
+        let mut p = Packet::new(udp.src_ip, dst, protocol, size);
+        match udp.forge {
+            Some(Forge::Feedback) => p.ip_id = 1,
+            Some(Forge::Ipr) => p.reserved_bit = true,
+            None => {}
+        }
         p.sport = flow.sport;
         p.dport = flow.dport;
         p.payload = size - IP_HEADER - UDP_HEADER;

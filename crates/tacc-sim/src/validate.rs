@@ -412,6 +412,12 @@ fn flows(r: &mut Report, s: &Scenario, names: Option<&Names>) {
             if dst.is_none() {
                 r.error(&path("dst"), format!("no host or VM named {dst_name:?}"));
             }
+            if let Some(spoof) = &fc.spoof {
+                let spoofed = expand(spoof, i);
+                if n.vm(&spoofed).is_none() {
+                    r.error(&path("spoof"), format!("no host or VM named {spoofed:?}"));
+                }
+            }
             let (Some(src), Some(dst)) = (src, dst) else {
                 continue;
             };
@@ -448,6 +454,8 @@ fn transport(r: &mut Report, fi: usize, fc: &FlowCfg) {
                 ("on", fc.on.is_some()),
                 ("off", fc.off.is_some()),
                 ("reply_size", fc.reply_size.is_some()),
+                ("forge", fc.forge.is_some()),
+                ("spoof", fc.spoof.is_some()),
             ] {
                 if present {
                     r.error(&path(k), "only applies to UDP flows (transport = \"udp\")");
@@ -484,6 +492,9 @@ fn transport(r: &mut Report, fi: usize, fc: &FlowCfg) {
             }
             if fc.reply_size.is_some_and(|b| !ip_size.contains(&b.0)) {
                 r.error(&path("reply_size"), "expected 64B to 65535B");
+            }
+            if fc.reply_size.is_some() && fc.spoof.is_some() {
+                r.error(&path("reply_size"), "cannot be combined with spoof (the replies would go to the spoofed address)");
             }
         }
     }

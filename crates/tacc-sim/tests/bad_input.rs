@@ -57,6 +57,24 @@ fn each_kind_of_bad_input_is_reported_with_its_location() {
             "bad.toml:18: flows[0].rate: expected a rate such as",
         ),
         (
+            base(&format!("{FLOW}forge = \"ipr\"\n")),
+            "bad.toml:17: flows[0].forge: only applies to UDP flows",
+        ),
+        (
+            base(&format!("{FLOW}transport = \"udp\"\nrate = \"1Mbps\"\nforge = \"ecn\"\n")),
+            "bad.toml:19: flows[0].forge: unknown variant `ecn`, expected `feedback` or `ipr`",
+        ),
+        (
+            base(&format!("{FLOW}transport = \"udp\"\nrate = \"1Mbps\"\nspoof = \"h9\"\n")),
+            "flows[0].spoof: no host or VM named \"h9\"",
+        ),
+        (
+            base(&format!(
+                "{FLOW}transport = \"udp\"\nrate = \"1Mbps\"\nspoof = \"s1\"\nreply_size = \"64B\"\n"
+            )),
+            "flows[0].reply_size: cannot be combined with spoof",
+        ),
+        (
             base(&format!("{FLOW}bytes = \"lots\"\n")),
             "bad.toml:17: flows[0].bytes: expected a size",
         ),

@@ -22,6 +22,8 @@ limiter_config! {
         pub slow_increase: Option<f64>,
         pub decrease_per_mark: Option<f64>,
         pub admission_control: Option<bool>,
+        /// Drop the feedback packets and clear the IPR bits the VMs send (default true).
+        pub scrub: Option<bool>,
     }
 }
 
@@ -63,6 +65,7 @@ impl Mechanism for HygenicConfig {
             ),
             alloc: self.limiter_keys().alloc(ck),
             admission_control: self.admission_control.unwrap_or(false),
+            scrub: self.scrub.unwrap_or(d.scrub),
         };
         (cfg, self.limiter_keys().weights(ck, vm_address))
     }
@@ -98,6 +101,7 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
             feedback: true,
             clamp_window: false,
             pair_counts: true,
+            scrub: self.config().scrub,
         }
     }
     fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {
@@ -127,5 +131,7 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
         out("ce_cleared", k.ce_cleared as f64);
         out("limiter_drops", k.drops_no_tokens as f64);
         out("admission_drops", k.drops_admission as f64);
+        out("scrubbed_feedback", k.scrubbed_feedback as f64);
+        out("scrubbed_ipr", k.scrubbed_ipr as f64);
     }
 }
