@@ -70,6 +70,38 @@ def tagged(panel_labels: Mapping[str, str], series_labels: Mapping[str, str], me
     return plot
 
 
+def victim(panel_labels: Mapping[str, str], flow: str, pair: tuple[str, str],
+           window: tuple[float, float]) -> Plot:
+    """One panel per variant (the first seed): a flow's goodput and the rate its sender's
+    shim allows the (VM, destination) pair, with the attack's window shaded."""
+    def plot(exp: Experiment, runs: Runs, out: Path, scale: float) -> list[Path]:
+        variants = exp.build(scale)
+        fig, axes = figure(1, len(variants))
+        for ax, v in zip(axes[0], variants, strict=True):
+            dirs = runs.get(v.name) or []
+            if not dirs:
+                ax.set_visible(False)
+                continue
+            r = load(dirs[0])
+            g = r.goodput[r.goodput["flow"] == flow].sort_values("time_s")
+            ax.step(g["time_s"], g["goodput_mbps"], where="post", label=f"{flow} goodput")
+            if r.rates is not None:
+                rate = r.rates[(r.rates["vm"] == pair[0]) & (r.rates["dst"] == pair[1])]
+                ax.step(rate["time_s"], rate["rate_mbps"], where="post",
+                        label=f"rate {pair[0]} -> {pair[1]}")
+            ax.axvspan(window[0] * scale, window[1] * scale, color="red", alpha=0.1,
+                       label="attack")
+            ax.set_title(panel_labels.get(v.panel, v.panel), fontsize=10)
+            ax.set_xlabel("time (s)")
+            ax.set_ylabel("Mb/s")
+            ax.set_ylim(0, 1100)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=8, loc="upper right")
+        fig.suptitle(exp.title, fontsize=11)
+        return save(fig, out, exp.id)
+    return plot
+
+
 def _cdf(ax: Any, data: np.ndarray, label: str) -> None:
     x = np.sort(np.asarray(data, dtype=float))
     if x.size == 0:
