@@ -1,6 +1,7 @@
 """The reproduction report: every row of every experiment evaluated from the result files
 (the paper's number, tacc's mean and 95% CI over seeds, the ideal, whether the claim holds),
-written as REPORT.md and, from the same lines, report.html."""
+written as REPORT.md and, from the same lines, report.html; the same rows go to report.json
+for programs."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ class RowResult:
     cause: str
     # the verdict compares two means that differ by less than the seeds' variation
     spread: bool = False
+    # the numbers `tacc` and `ideal` show (NaN where there is none)
+    mean: float = math.nan
+    ci: float = math.nan
+    ideal_value: float = math.nan
+    unit: str = ""
 
 
 @dataclass
@@ -52,10 +58,10 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
     for row in exp.rows():
         values = row.value(means)
         m, ci = mean_ci(values)
+        has_ci = bool(ci) and not math.isnan(ci) and len(values) > 1
         if row.text is not None:
             shown = row.text(means)
         else:
-            has_ci = bool(ci) and not math.isnan(ci) and len(values) > 1
             shown = fmt(m, row.unit, ci if has_ci else None)
         holds = None if math.isnan(m) else row.holds(m, means)
         spread = isinstance(row.holds, Less) and holds is not None and bool(
@@ -64,7 +70,8 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
             exp.id, exp.paper, row.quantity, row.paper,
             "-" if row.ideal is None else fmt(row.ideal, row.unit), shown,
             None if holds is None else bool(holds),
-            row.cause if holds is False else "", spread))
+            row.cause if holds is False else "", spread, m, ci if has_ci else math.nan,
+            math.nan if row.ideal is None else row.ideal, row.unit))
     res.figures = exp.plot(exp, runs, out / "figures", scale)
     return res
 
@@ -76,8 +83,8 @@ def _verdict(r: RowResult) -> str:
 
 def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
                  wall: float, command: str, engine: str) -> tuple[Path, Path]:
-    """REPORT.md and report.html in `out`; `command` is the command line as typed and
-    `engine` what ran the simulations (local or ray)."""
+    """REPORT.md and report.html in `out`, and report.json beside them; `command` is the
+    command line as typed and `engine` what ran the simulations (local or ray)."""
     rows = [r for e in results for r in e.rows]
     held = sum(1 for r in rows if r.holds)
     judged = sum(1 for r in rows if r.holds is not None)
@@ -147,7 +154,28 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
     html_path = out / "report.html"
     html_path.write_text(_markdown_to_html(md), encoding="utf-8")
+    _write_json(rows, out / "report.json", quick=quick, command=command, engine=engine)
     return md_path, html_path
+
+
+def _number(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+def _write_json(rows: Sequence[RowResult], path: Path, *, quick: bool, command: str,
+                engine: str) -> None:
+    """The headline table's rows with their numbers, for programs (JSON has no NaN: null)."""
+    doc = {
+        "command": command, "engine": engine, "mode": "quick" if quick else "full",
+        "tacc": engine_version(),
+        "rows": [{
+            "experiment": r.experiment, "quantity": r.quantity, "paper": r.paper,
+            "unit": r.unit, "tacc_mean": _number(r.mean), "tacc_ci95": _number(r.ci),
+            "tacc": r.tacc, "ideal": _number(r.ideal_value), "holds": r.holds,
+            "within_seed_spread": r.spread, "cause": r.cause,
+        } for r in rows],
+    }
+    path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
 
 
 def _hms(seconds: float) -> str:
