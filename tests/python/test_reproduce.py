@@ -3,6 +3,7 @@ run through the CLI."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -111,12 +112,24 @@ def test_tiny_reproduction_end_to_end(engine: None, tmp_path: Path) -> None:
     table = [line for line in text.splitlines() if line.startswith(f"| {TINY_FIGURE} |")]
     expected = [r.quantity for r in reproduce.BY_ID[TINY_FIGURE].rows()]
     assert [line.split(" | ")[1] for line in table] == expected
-    for line in table:
-        cells = [c.strip() for c in line.strip("|").split("|")]
-        assert cells[4] != "-", line  # every row has a tacc number
-        # HyGenICC's Fig. 5 claims (the tagged flow gets its share, within about 1 s) hold in
-        # tacc, at this scale too: a "no" here is a regression of the mechanism or the report.
-        assert cells[5] == "yes", line
+    doc = json.loads((out / "report.json").read_text())
+    assert doc["command"] == typed and doc["engine"] == "local" and doc["mode"] == "quick"
+    rows = doc["rows"]
+    assert [r["quantity"] for r in rows] == expected
+    for row, line in zip(rows, table):
+        # the Markdown table and report.json show the same numbers
+        assert f"| {row['tacc']} |" in line, (row, line)
+        assert row["tacc_mean"] is not None, row
+    # The verdicts. Every claim of the figure held, with margin, in this run (scale 0.1, the
+    # figure's 2 quick seeds) with each of 19 disjoint seed pairs (1-2, 3-4, ..., 21-22,
+    # 31-32, ..., 101-102): the tagged flow's goodput 253-256 Mb/s for the 4-sender share
+    # of 250 (the claim: within 50), 140-144 Mb/s for the 8-sender share of 125 (within 25:
+    # at least 6 Mb/s to spare, against about 1 Mb/s of variation of a pair's mean), and
+    # settled within 25% of the share after one 100 ms bin (the claim: within 1 s). So a
+    # verdict other than "holds" here is a regression of the mechanism or of the report,
+    # not the seeds' luck.
+    assert all(r["holds"] is True and not r["within_seed_spread"] for r in rows), [
+        (r["quantity"], r["tacc"], r["holds"]) for r in rows if r["holds"] is not True]
     html_text = (out / "report.html").read_text()
     assert f'src="figures/{TINY_FIGURE}.png"' in html_text
     # a second invocation runs nothing and says so through the same report
