@@ -1,7 +1,7 @@
 """Benchmark runner: wall time (median of N runs), events per second, simulated seconds per
 wall second and peak RSS for each scenario in bench/scenarios, each run in a fresh process.
 
-    .venv/bin/python bench/run.py [--runs N] [--with-ns3] [SCENARIO.toml ...]
+    .venv/bin/python bench/run.py [--runs N] [--with-htsim] [--with-ns3 [--ns3-runs M]] [SCENARIO.toml ...]
     .venv/bin/python bench/run.py --scaling [--runs N]
     .venv/bin/python bench/run.py --memory [--memory-duration 60s]
 
@@ -11,10 +11,19 @@ outside as a whole process: "CLI s" is that wall time, "CLI ovh s" what it adds 
 engine's own time in the same runs (summary.json's wall_seconds): interpreter start-up,
 imports, loading the scenario and writing the results.
 
-Prints a table and writes bench/results.json. Figures are machine-dependent: compare ratios
-measured in the same run, not absolute numbers across machines. --with-ns3 also installs the
-Debian ns-3 packages (apt), builds bench/ns3/dumbbell.cc, runs the dumbbell scenarios in ns-3
-once each and prints a side-by-side comparison (see bench/ns3/README.md).
+Prints a table and writes bench/results.json (with the machine: CPUs, model, load average).
+Figures are machine-dependent: compare ratios measured in the same run, not absolute numbers
+across machines.
+
+--with-htsim builds htsim and bench/htsim/dumbbell.cpp (bench/htsim/build.sh; HTSIM_SRC names
+local sources) and --with-ns3 installs the Debian ns-3 packages (apt) and builds
+bench/ns3/dumbbell.cc. The three dumbbell scenarios are then also run in those simulators, each
+as a whole process: htsim N times (twice: with tacc's host timing noise, the same model, and
+without it, as htsim's own examples run), ns-3 --ns3-runs times (default 1). Every round runs
+the engine alone, `tacc run` and each reference once, interleaved. It prints the outputs side by
+side and the time ratios tacc / reference (medians): whole process (wall and CPU time) and the
+engine alone (the extension call against the reference's own event loop). See
+bench/htsim/README.md and bench/ns3/README.md.
 
 --scaling runs a series instead of the suite: dumbbell-4-newreno.toml with 4, 16, 64 and 256
 flows (senders, receivers and flows[0].count overridden with --set), and
@@ -30,11 +39,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -62,19 +74,21 @@ def child_cmd(scenario: Path, out: str, sets: list[tuple[str, str]] | None = Non
     return cmd + [json.dumps(sets)] if sets else cmd
 
 
-def measure(scenario: Path, runs: int, sets: list[tuple[str, str]] | None = None, label: str | None = None) -> dict:
-    samples = []
-    for _ in range(runs):
-        with tempfile.TemporaryDirectory() as out:
-            res = subprocess.run(child_cmd(scenario, out, sets), capture_output=True, text=True, check=True)
-            samples.append(json.loads(res.stdout))
+def engine_sample(scenario: Path, sets: list[tuple[str, str]] | None = None) -> dict:
+    """One run of the engine alone, in a fresh interpreter that imports only the extension."""
+    with tempfile.TemporaryDirectory() as out:
+        res = subprocess.run(child_cmd(scenario, out, sets), capture_output=True, text=True, check=True)
+        return json.loads(res.stdout)
+
+
+def engine_row(scenario: Path, samples: list[dict], sets: list[tuple[str, str]] | None = None, label: str | None = None) -> dict:
     wall = statistics.median(s["wall"] for s in samples)
     engine = statistics.median(s["engine_wall"] for s in samples)
     events = samples[0]["events"]
     return {
         "scenario": label or scenario.stem,
         "sets": sets or [],
-        "runs": runs,
+        "runs": len(samples),
         "wall_s": wall,
         "engine_wall_s": engine,
         "python_overhead": (wall - engine) / wall,
@@ -91,60 +105,164 @@ def measure(scenario: Path, runs: int, sets: list[tuple[str, str]] | None = None
     }
 
 
-def measure_cli(scenario: Path, runs: int) -> dict:
-    """Whole-process wall time of `tacc run SCENARIO --no-plot --quiet`, and what it adds to
-    the engine's wall_seconds of the same run (medians)."""
+def measure(scenario: Path, runs: int, sets: list[tuple[str, str]] | None = None, label: str | None = None) -> dict:
+    return engine_row(scenario, [engine_sample(scenario, sets) for _ in range(runs)], sets, label)
+
+
+def timed(cmd: list[str]) -> tuple[float, float]:
+    """Runs cmd to completion; its wall time from outside and the CPU time (user + system) it
+    and its children used."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def tacc_cli() -> Path:
     tacc = Path(sys.executable).with_name("tacc")
     if not tacc.is_file():
         sys.exit(f"bench/run.py: no tacc command beside {sys.executable} (run make setup)")
-    walls, overheads = [], []
-    for _ in range(runs):
-        with tempfile.TemporaryDirectory() as out:
-            t0 = time.perf_counter()
-            subprocess.run([str(tacc), "run", str(scenario), "--no-plot", "--quiet", "--out", out], check=True)
-            wall = time.perf_counter() - t0
-            engine = json.loads((Path(out) / "summary.json").read_text())["wall_seconds"]
-        walls.append(wall)
-        overheads.append(wall - engine)
-    return {"cli_wall_s": statistics.median(walls), "cli_overhead_s": statistics.median(overheads)}
+    return tacc
 
 
+def cli_sample(scenario: Path) -> dict:
+    """One whole-process run of `tacc run SCENARIO --no-plot --quiet`: its wall and CPU time
+    and what it adds to the engine's wall_seconds of the same run."""
+    with tempfile.TemporaryDirectory() as out:
+        wall, cpu = timed([str(tacc_cli()), "run", str(scenario), "--no-plot", "--quiet", "--out", out])
+        engine = json.loads((Path(out) / "summary.json").read_text())["wall_seconds"]
+    return {"wall": wall, "cpu": cpu, "engine_wall": engine}
+
+
+def cli_row(samples: list[dict]) -> dict:
+    return {
+        "cli_wall_s": statistics.median(s["wall"] for s in samples),
+        "cli_cpu_s": statistics.median(s["cpu"] for s in samples),
+        "cli_overhead_s": statistics.median(s["wall"] - s["engine_wall"] for s in samples),
+        "cli_engine_wall_s": statistics.median(s["engine_wall"] for s in samples),
+    }
+
+
+# Other simulators running the dumbbell scenarios (--with-ns3, --with-htsim). Each is a program
+# of ours, built by its own scripts, taking --flows, --cc, --time and --out and writing JSON with
+# "wall_seconds" (its event loop alone), "events", "goodput_mbps", "jain" and "bottleneck".
 NS3 = HERE / "ns3"
-# tacc scenario stem -> (flows, cc) of bench/ns3/dumbbell.cc
-NS3_CASES = {"dumbbell-4-newreno": (4, "newreno"), "dumbbell-4-dctcp": (4, "dctcp"), "dumbbell-64-newreno": (64, "newreno")}
+HTSIM = HERE / "htsim"
+# tacc scenario stem -> (flows, cc) of the other simulators' dumbbell programs
+TWIN_CASES = {"dumbbell-4-newreno": (4, "newreno"), "dumbbell-4-dctcp": (4, "dctcp"), "dumbbell-64-newreno": (64, "newreno")}
+
+
+@dataclass
+class Reference:
+    key: str  # key in results.json
+    name: str  # as printed
+    setup: list[Path]  # scripts run once (bash) before the first run: install, build
+    binary: Path
+    runs: int  # process runs per scenario
+    args: list[str] = field(default_factory=list)
+
+    def cmd(self, case: tuple[int, str], sim_s: float, out: Path) -> list[str]:
+        return [str(self.binary), f"--flows={case[0]}", f"--cc={case[1]}", f"--time={sim_s}", f"--out={out}", *self.args]
+
+    def sample(self, case: tuple[int, str], sim_s: float) -> dict:
+        with tempfile.TemporaryDirectory() as d:
+            out = Path(d) / "out.json"
+            wall, cpu = timed(self.cmd(case, sim_s, out))
+            res = json.loads(out.read_text())
+        return res | {"process_wall_s": wall, "process_cpu_s": cpu}
+
+
+def reference_row(samples: list[dict]) -> dict:
+    """A reference's medians over its runs, plus the first run's outputs (deterministic)."""
+    first = samples[0]
+    return first | {
+        "runs": len(samples),
+        "process_wall_s": statistics.median(s["process_wall_s"] for s in samples),
+        "process_cpu_s": statistics.median(s["process_cpu_s"] for s in samples),
+        "wall_seconds": statistics.median(s["wall_seconds"] for s in samples),
+        "process_wall_samples": [s["process_wall_s"] for s in samples],
+        "wall_seconds_samples": [s["wall_seconds"] for s in samples],
+    }
+
+
+def ratios(r: dict, ref: dict) -> dict:
+    """tacc's time over the reference's, both medians of runs made in the same invocation:
+    whole process (`tacc run` against the reference's program, wall and CPU) and the engine alone
+    (the extension call against the reference's event loop)."""
+    return {
+        "process": r["cli_wall_s"] / ref["process_wall_s"],
+        "process_cpu": r["cli_cpu_s"] / ref["process_cpu_s"],
+        "engine": r["engine_wall_s"] / ref["wall_seconds"],
+    }
+
+
+def measure_suite(scenario: Path, runs: int, refs: list[Reference]) -> dict:
+    """The engine alone, `tacc run` and each reference simulator (if the scenario has a twin),
+    interleaved: round i runs each once, so a change in the machine's load falls on all of them."""
+    case = TWIN_CASES.get(scenario.stem)
+    refs = [ref for ref in refs if case]
+    engine, cli, other = [], [], {ref.key: [] for ref in refs}
+    for i in range(runs):
+        engine.append(engine_sample(scenario))
+        cli.append(cli_sample(scenario))
+        for ref in refs:
+            if i < ref.runs:
+                other[ref.key].append(ref.sample(case, engine[0]["sim"]))
+    for ref in refs:  # references with more runs than tacc
+        while len(other[ref.key]) < ref.runs:
+            other[ref.key].append(ref.sample(case, engine[0]["sim"]))
+    row = engine_row(scenario, engine) | cli_row(cli)
+    for ref in refs:
+        row[ref.key] = reference_row(other[ref.key])
+        row.setdefault("ratios", {})[ref.key] = ratios(row, row[ref.key])
+    return row
 
 
 def _jain(x: list[float]) -> float:
     return sum(x) ** 2 / (len(x) * sum(v * v for v in x)) if x and any(x) else 0.0
 
 
-def run_ns3(rows: list[dict]) -> None:
-    """Installs ns-3 (apt) and builds the ns-3 dumbbell, runs each known scenario once in ns-3,
-    attaches the result to its row as "ns3" and prints tacc and ns-3 side by side."""
-    subprocess.run(["bash", str(NS3 / "install.sh")], check=True)
-    subprocess.run(["bash", str(NS3 / "build.sh")], check=True)
-    print(f"\n{'scenario':<24} {'sim':<5} {'wall s':>8} {'events':>12} {'mean Mb/s':>10} {'Jain':>7} {'marks':>9} {'drops':>7} {'util':>7}")
+def print_references(rows: list[dict], refs: list[Reference]) -> None:
+    """tacc and every reference side by side: outputs (mean goodput, fairness, bottleneck), then
+    the time ratios tacc / reference."""
+    if not refs:
+        return
+    print(f"\n{'scenario':<24} {'sim':<12} {'wall s':>8} {'events':>12} {'mean Mb/s':>10} {'Jain':>7} {'marks':>9} {'drops':>7} {'util':>7}")
     for r in rows:
-        case = NS3_CASES.get(r["scenario"])
-        if case is None:
-            print(f"{r['scenario']:<24} no ns-3 twin, skipped")
+        if not any(ref.key in r for ref in refs):
+            print(f"{r['scenario']:<24} no twin in the other simulators, skipped")
             continue
-        with tempfile.TemporaryDirectory() as d:
-            out = Path(d) / "ns3.json"
-            t0 = time.perf_counter()
-            subprocess.run([str(NS3 / "build" / "dumbbell"), f"--flows={case[0]}", f"--cc={case[1]}", f"--time={r['sim_s']}", f"--out={out}"], check=True)
-            wall = time.perf_counter() - t0
-            n = json.loads(out.read_text())
-        n["process_wall_s"] = wall
-        r["ns3"] = n
-        t_gp, n_gp = r["goodput_mbps"], n["goodput_mbps"]
-        t_mean, n_mean = statistics.mean(t_gp), statistics.mean(n_gp)
-        tb, nb = r["bottleneck"] or {}, n["bottleneck"]
-        for name, w, ev, mean, jain, b in (("tacc", r["wall_s"], r["events"], t_mean, _jain(t_gp), tb), ("ns-3", wall, n["events"], n_mean, n["jain"], nb)):
-            print(f"{r['scenario'] if name == 'tacc' else '':<24} {name:<5} {w:>8.2f} {ev:>12,} {mean:>10.2f} {jain:>7.4f} {b.get('marked', 0):>9,} {b.get('dropped', 0):>7,} {b.get('utilization', 0):>7.2%}")
-        diff = (n_mean - t_mean) / t_mean if t_mean else float("inf")
-        flag = "  GOODPUT DIFFERS BY MORE THAN 5% (see bench/ns3/README.md)" if abs(diff) > 0.05 else ""
-        print(f"{'':<24} ns-3 / tacc: wall x{wall / r['wall_s']:.1f}, mean goodput {diff:+.2%}{flag}")
+        t_gp = r["goodput_mbps"]
+        t_mean = statistics.mean(t_gp)
+        sims = [("tacc", r["cli_wall_s"], r["events"], t_mean, _jain(t_gp), r["bottleneck"] or {})]
+        for ref in refs:
+            n = r[ref.key]
+            sims.append((ref.name, n["process_wall_s"], n["events"], statistics.mean(n["goodput_mbps"]), n["jain"], n["bottleneck"]))
+        for i, (name, w, ev, mean, jain, b) in enumerate(sims):
+            print(f"{r['scenario'] if i == 0 else '':<24} {name:<12} {w:>8.3f} {ev:>12,} {mean:>10.2f} {jain:>7.4f} {b.get('marked', 0):>9,} {b.get('dropped', 0):>7,} {b.get('utilization', 0):>7.2%}")
+        for ref in refs:
+            n_mean = statistics.mean(r[ref.key]["goodput_mbps"])
+            diff = (n_mean - t_mean) / t_mean if t_mean else float("inf")
+            flag = f"  GOODPUT DIFFERS BY MORE THAN 5% (see bench/{ref.setup[-1].parent.name}/README.md)" if abs(diff) > 0.05 else ""
+            print(f"{'':<24} {ref.name} mean goodput vs tacc {diff:+.2%}{flag}")
+    print("\n(wall s: whole process; tacc's is `tacc run SCENARIO --no-plot --quiet`)")
+    print(f"\ntime ratios tacc / reference (medians of runs made in this invocation; < 1: tacc faster)")
+    print(f"{'scenario':<24} {'reference':<12} {'runs':>4} {'process':>9} {'(ref x)':>8} {'cpu':>7} {'engine':>8} {'(ref x)':>8}")
+    for r in rows:
+        for ref in refs:
+            if ref.key not in r:
+                continue
+            q = r["ratios"][ref.key]
+            print(f"{r['scenario']:<24} {ref.name:<12} {r[ref.key]['runs']:>4} {q['process']:>9.3f} {1 / q['process']:>7.1f}x {q['process_cpu']:>7.3f} {q['engine']:>8.3f} {1 / q['engine']:>7.1f}x")
+
+
+def machine() -> dict:
+    """The machine the figures come from: CPUs, model, load (it may be shared)."""
+    model = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")), "unknown")
+    nproc = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    return {"nproc": int(nproc) if nproc.isdigit() else os.cpu_count(), "cpu_model": model, "loadavg_start": os.getloadavg()}
 
 
 SCALING_DUMBBELL = [4, 16, 64, 256]
@@ -297,7 +415,9 @@ def print_row(r: dict) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
-    ap.add_argument("--with-ns3", action="store_true", help="also run the scenarios in ns-3 (installs it with apt) and compare")
+    ap.add_argument("--with-ns3", action="store_true", help="also run the dumbbell scenarios in ns-3 (installs it with apt) and compare")
+    ap.add_argument("--ns3-runs", type=int, default=1, help="ns-3 runs per scenario (default 1: each takes 20-60 s)")
+    ap.add_argument("--with-htsim", action="store_true", help="also run the dumbbell scenarios in htsim (builds it, see bench/htsim/README.md) and compare")
     ap.add_argument("--scaling", action="store_true", help="run the scaling series instead of the suite; writes bench/scaling.png")
     ap.add_argument("--memory", action="store_true", help="sample RSS during a long dumbbell run instead of the suite; writes bench/memory.png")
     ap.add_argument("--memory-duration", default="60s", help="simulated time of the --memory run (default 60s)")
@@ -309,18 +429,30 @@ def main() -> None:
         if args.memory:
             run_memory(args.memory_duration)
         return
+    refs = []
+    if args.with_htsim:
+        build = HTSIM / "build.sh"
+        refs.append(Reference("htsim", "htsim", [build], HTSIM / "build" / "dumbbell", args.runs))
+        refs.append(Reference("htsim_no_jitter", "htsim j=0", [build], HTSIM / "build" / "dumbbell", args.runs, ["--nic-jitter-us=0"]))
+    if args.with_ns3:
+        refs.append(Reference("ns3", "ns-3", [NS3 / "install.sh", NS3 / "build.sh"], NS3 / "build" / "dumbbell", args.ns3_runs))
+    for script in dict.fromkeys(script for ref in refs for script in ref.setup):
+        subprocess.run(["bash", str(script)], check=True)
+    mach = machine()
+    print(f"machine: {mach['nproc']} CPUs ({mach['cpu_model']}), load average {' '.join(f'{x:.2f}' for x in mach['loadavg_start'])} at the start", flush=True)
     scenarios = args.scenarios or sorted((HERE / "scenarios").glob("*.toml"))
-    rows = [measure(s, args.runs) | measure_cli(s, args.runs) for s in scenarios]
+    rows = []
     print(HEADER + CLI_HEADER)
-    for r in rows:
-        print_row(r)
+    for s in scenarios:
+        rows.append(measure_suite(s, args.runs, refs))
+        print_row(rows[-1])
     for r in rows:
         if not r["conservation_ok"]:
             print(f"{r['scenario']}: PACKET CONSERVATION FAILED")
-    if args.with_ns3:
-        run_ns3(rows)
-    (HERE / "results.json").write_text(json.dumps(rows, indent=2) + "\n")
-
+    print_references(rows, refs)
+    mach["loadavg_end"] = os.getloadavg()
+    print(f"load average {' '.join(f'{x:.2f}' for x in mach['loadavg_end'])} at the end")
+    (HERE / "results.json").write_text(json.dumps({"machine": mach, "runs": args.runs, "scenarios": rows}, indent=2) + "\n")
 
 if __name__ == "__main__":
     main()

@@ -35,8 +35,13 @@ else
     origin="url:$HTSIM_URL@$HTSIM_COMMIT"
 fi
 
-# Fetch the sources when they are missing or came from somewhere else.
-if [ ! -f "$SRC/sim/Makefile" ] || [ "$(cat "$SRC/.origin" 2>/dev/null)" != "$origin" ]; then
+# Fetch the sources when they are missing or came from somewhere else. Without HTSIM_SRC, sources
+# already there at HTSIM_COMMIT (from a clone or a git directory) are kept: no network needed.
+have=$(cat "$SRC/.origin" 2>/dev/null || true)
+if [ -z "${HTSIM_SRC:-}" ] && [ "${have##*@}" = "$HTSIM_COMMIT" ] && [ "${have#dir:}" = "$have" ]; then
+    origin=$have
+fi
+if [ ! -f "$SRC/sim/Makefile" ] || [ "$have" != "$origin" ]; then
     rm -rf "$SRC"
     mkdir -p "$SRC"
     case "$origin" in

@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
     js.precision(10);
     js << "{\"simulator\": \"htsim\", \"flows\": " << flows << ", \"cc\": \"" << cc << "\", \"sim_seconds\": " << seconds
        << ", \"nic_jitter_us\": " << jitter_us << ", \"ecn_response\": " << (ecn_response ? "true" : "false")
-       << ", \"seed\": " << seed << ", \"events\": " << events << ", \"run_wall_s\": " << wall
+       << ", \"seed\": " << seed << ", \"events\": " << events << ", \"wall_seconds\": " << wall
        << ", \"goodput_mbps\": [";
     for (int i = 0; i < flows; i++) js << (i ? ", " : "") << gp[i];
     js << "], \"goodput_steady_mbps\": [";
