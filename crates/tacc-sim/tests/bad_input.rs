@@ -265,6 +265,17 @@ fn a_mechanism_key_of_another_kind_is_an_error_naming_the_kind_and_its_keys() {
     assert!(e.contains("feedback_timeout"), "{e}");
 }
 
+#[test]
+fn sdn_gcc_takes_a_mark_rate_unit_or_a_cut_per_mark_not_both() {
+    let e = err(&base(&format!(
+        "{FLOW}[mechanism]\nkind = \"sdn-gcc\"\ncut_per_mark = \"5Mbps\"\nrate_unit = \"2ms\"\n"
+    )));
+    assert!(
+        e.starts_with("bad.toml:20: mechanism.rate_unit: the mark-rate rule's unit"),
+        "{e}"
+    );
+}
+
 /// Every error in `text`, one a line.
 fn errors(text: &str) -> Vec<String> {
     match tacc_sim::load(text, "bad.toml", &[], None) {

@@ -141,26 +141,60 @@ def cdfs(columns: Sequence[tuple[str, str]],
     return plot
 
 
+def _sweep_axis(ax: Any, means: Any, xs: Sequence[float], series_labels: Mapping[str, str],
+                variant: Callable[[str, float], str], metric: str, mult: float,
+                baseline: str | None, baseline_label: str, xscale: str) -> None:
+    for series, label in series_labels.items():
+        ys = [np.mean(values(means, variant(series, x), metric) or [math.nan]) * mult
+              for x in xs]
+        ax.plot(xs, ys, marker="o", label=label)
+    if baseline is not None:
+        base = np.mean(values(means, baseline, metric) or [math.nan]) * mult
+        ax.axhline(base, color="grey", ls="--", label=baseline_label)
+    if xscale == "symlog":  # a sweep from 0: linear below the smallest non-zero step
+        ax.set_xscale("symlog", linthresh=min(x for x in xs if x > 0))
+    else:
+        ax.set_xscale(xscale)
+    ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
+    ax.minorticks_off()
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
 def sweep(xs: Sequence[float], series_labels: Mapping[str, str],
           variant: Callable[[str, float], str], metrics: Sequence[tuple[str, str, float]],
-          baseline: str, baseline_label: str, xlabel: str) -> Plot:
-    """One axis per (metric, axis label, multiplier): its mean over seeds against x (log
-    scale) for each series (variant(series, x) names the run), the baseline as a line."""
+          baseline: str | None, baseline_label: str, xlabel: str,
+          xscale: str = "log") -> Plot:
+    """One axis per (metric, axis label, multiplier): its mean over seeds against x for each
+    series (variant(series, x) names the run), the baseline, if any, as a line."""
     def plot(exp: Experiment, runs: Runs, out: Path, scale: float) -> list[Path]:
         fig, axes = figure(1, len(metrics))
         means = exp.means(runs, scale)
         for ax, (metric, axis, mult) in zip(axes[0], metrics, strict=True):
-            for series, label in series_labels.items():
-                ys = [np.mean(values(means, variant(series, x), metric) or [math.nan]) * mult
-                      for x in xs]
-                ax.plot(xs, ys, marker="o", label=label)
-            base = np.mean(values(means, baseline, metric) or [math.nan]) * mult
-            ax.axhline(base, color="grey", ls="--", label=baseline_label)
-            ax.set_xscale("log")
+            _sweep_axis(ax, means, xs, series_labels, variant, metric, mult, baseline,
+                        baseline_label, xscale)
             ax.set_xlabel(xlabel)
             ax.set_ylabel(axis)
-            ax.grid(alpha=0.3)
-            ax.legend(fontsize=8)
+        fig.suptitle(exp.title, fontsize=11)
+        return save(fig, out, exp.id)
+    return plot
+
+
+def sweeps(panels: Sequence[tuple[str, Sequence[float], str]], series_labels: Mapping[str, str],
+           variant: Callable[[str, str, float], str], metric: tuple[str, str, float],
+           xscale: str = "log") -> Plot:
+    """One axis per (parameter, values, axis label) swept on its own: the metric's mean over
+    seeds against the parameter's value (variant(parameter, series, value) names the run)."""
+    def plot(exp: Experiment, runs: Runs, out: Path, scale: float) -> list[Path]:
+        fig, axes = figure(1, len(panels), width=4.0)
+        means = exp.means(runs, scale)
+        key, axis, mult = metric
+        for ax, (param, xs, xlabel) in zip(axes[0], panels, strict=True):
+            _sweep_axis(ax, means, xs, series_labels,
+                        lambda series, x, p=param: variant(p, series, x), key, mult, None,
+                        "", xscale)
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(axis)
         fig.suptitle(exp.title, fontsize=11)
         return save(fig, out, exp.id)
     return plot

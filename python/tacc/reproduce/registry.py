@@ -128,6 +128,15 @@ def time_lit(seconds: float) -> str:
     return f'"{round(seconds * 1e6)}us"'
 
 
+# One-way controller latencies of the sensitivity sections, ms.
+CONTROL_LATENCIES_MS = (0.0, 0.1, 1.0, 10.0, 50.0)
+
+
+def duration(ms: float) -> str:
+    """A duration for an `inline` table (a string there: `inline` quotes it)."""
+    return f"{round(ms * 1000)}us"
+
+
 def quoted(text: str) -> str:
     return json.dumps(text)
 

@@ -38,6 +38,8 @@ limiter_config! {
         pub congestion_grace: Option<Duration>,
         /// scale(C) as a fraction of the NIC rate.
         pub scale: Option<f64>,
+        /// Algorithm 3's mark-rate unit: marks are counted per this much time (default 1 ms).
+        pub rate_unit: Option<Duration>,
         /// Prototype response: this cut per mark instead of the mark-rate rule.
         pub cut_per_mark: Option<Rate>,
         /// Clear CE before delivering packets to VMs (for tenants that do not use ECN).
@@ -77,9 +79,16 @@ impl Mechanism for SdnGccConfig {
                 2 * monitor_interval,
             ),
             scale: ck.fraction("scale", self.scale, d.scale),
-            response: match self.cut_per_mark {
-                Some(r) => MarkResponse::PerMark { cut_bps: r.0 },
-                None => d.response,
+            response: match (self.cut_per_mark, self.rate_unit) {
+                (Some(r), None) => MarkResponse::PerMark { cut_bps: r.0 },
+                (Some(_), Some(_)) => {
+                    ck.problem("rate_unit", "the mark-rate rule's unit; cut_per_mark replaces that rule, give one of them");
+                    d.response
+                }
+                (None, Some(unit)) => MarkResponse::MarkRate {
+                    rate_unit: ck.positive("rate_unit", Some(unit), 0),
+                },
+                (None, None) => d.response,
             },
             min_rate_fraction: ck.fraction(
                 "min_rate_fraction",
