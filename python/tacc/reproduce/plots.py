@@ -152,7 +152,9 @@ def _sweep_axis(ax: Any, means: Any, xs: Sequence[float], series_labels: Mapping
         base = np.mean(values(means, baseline, metric) or [math.nan]) * mult
         ax.axhline(base, color="grey", ls="--", label=baseline_label)
     if xscale == "symlog":  # a sweep from 0: linear below the smallest non-zero step
-        ax.set_xscale("symlog", linthresh=min(x for x in xs if x > 0))
+        step = min(x for x in xs if x > 0)
+        ax.set_xscale("symlog", linthresh=step)
+        ax.set_xlim(-0.3 * step, 1.3 * max(xs))
     else:
         ax.set_xscale(xscale)
     ax.set_xticks(list(xs), [f"{x:g}" for x in xs])
