@@ -48,6 +48,77 @@ fn hygenicc_gives_a_tagged_tcp_flow_its_share_against_line_rate_udp() {
     );
 }
 
+/// Four window-limited TCP flows into r0 (0-2 s) hold its queue above K, so HyGenICC cuts
+/// every sender's pair towards r0 to R_min and keeps it there; at 0.5 s s0 opens one more
+/// connection to r0 for 2 MB. R_min is 30% of the share so that four senders at R_min
+/// (1.2 Gb/s) still overload the link, the state admission control acts on (at the default
+/// 1% that takes more than 100 senders).
+fn newcomer_during_congestion(admission: bool) -> String {
+    star(
+        4,
+        "4s",
+        &format!("{LIMITED_TCP}[[flows]]\nname = \"established\"\ncount = 4\nsrc = \"s{{i}}\"\ndst = \"r0\"\nstop = \"2s\"\n[[flows]]\nname = \"newcomer\"\nsrc = \"s0\"\ndst = \"r0\"\nstart = \"500ms\"\nbytes = \"2MB\"\n[mechanism]\nkind = \"hygenicc\"\non_shortage = \"queue\"\nmin_rate_fraction = 0.3\nadmission_control = {admission}\n"),
+    )
+}
+
+#[test]
+fn hygenicc_admission_control_holds_a_new_connection_back_until_the_congestion_ends() {
+    let (start, stop, rto_init) = (0.5, 2.0, 1.0);
+    let link_payload = 1000.0 * 1460.0 / 1500.0; // Mb/s of TCP payload
+    let transfer = 2e6 * 8.0 / (link_payload * 1e6); // 2 MB alone on the link: 16 ms
+
+    let (sim, s) = run(&newcomer_during_congestion(true));
+    // The SYN leaves at 0.5 s and, refused by s0's shim, again after the initial RTO and
+    // after twice that: at 1.5 s, the established flows still running (refused again), and
+    // at 3.5 s, long after they stopped and the 1 ms congestion timeout passed (admitted).
+    assert_eq!(s.mechanism.counters["admission_drops"], 2.0);
+    let newcomer = flow(&s, "newcomer");
+    assert_eq!(newcomer.timeouts, 2, "the SYN's two timeouts");
+    let first_try = start + 3.0 * rto_init;
+    assert_eq!(goodput_between(&sim, "newcomer", 0.0, first_try), 0.0);
+    // Then alone on the link; as much time again for the handshake and slow start.
+    let fct = newcomer.fct.expect("the newcomer finishes");
+    assert!(
+        (3.0 * rto_init + transfer..=3.0 * rto_init + 2.0 * transfer).contains(&fct),
+        "newcomer FCT {fct:.4} s, expected 3 initial RTOs + {transfer:.4} s"
+    );
+    // The established flows keep their quarter of the link while the newcomer waits (equal
+    // 20-segment windows through one FIFO queue take equal shares; 5% is room for their ACK
+    // clocks' phases).
+    for i in 0..4 {
+        let name = format!("established.{i}");
+        let before = goodput_between(&sim, &name, 0.1, start);
+        let during = goodput_between(&sim, &name, start, stop);
+        assert!(
+            [before, during]
+                .iter()
+                .all(|g| (g / (link_payload / 4.0) - 1.0).abs() <= 0.05),
+            "{name}: {before:.0} Mb/s before the request, {during:.0} after (share {:.0})",
+            link_payload / 4.0
+        );
+    }
+
+    // Without admission control the SYN goes through at once and the newcomer shares s0's
+    // pair, held at R_min (300 Mb/s), with established.0: about 150 Mb/s each, so 2 MB in
+    // about 0.11 s, while established.0 drops from its quarter of the link to about 150.
+    let (sim, s) = run(&newcomer_during_congestion(false));
+    assert_eq!(s.mechanism.counters["admission_drops"], 0.0);
+    let newcomer = flow(&s, "newcomer");
+    assert_eq!(newcomer.timeouts, 0);
+    let half_pair = 0.3 * link_payload / 2.0;
+    let fct = newcomer.fct.expect("the newcomer finishes");
+    assert!(
+        fct <= 2.0 * 2e6 * 8.0 / (half_pair * 1e6),
+        "newcomer FCT {fct:.3} s without admission control"
+    );
+    let before = goodput_between(&sim, "established.0", 0.1, start);
+    let shared = goodput_between(&sim, "established.0", start, start + 0.1);
+    assert!(
+        shared <= 0.75 * before,
+        "established.0: {before:.0} Mb/s, then {shared:.0} next to the newcomer"
+    );
+}
+
 #[test]
 fn sdn_gcc_protects_a_tagged_flow_against_three_udp_flows_and_stays_work_conserving() {
     let (sim, s) = run(&tagged_vs(
