@@ -20,6 +20,10 @@ from tacc.reproduce.registry import (
 from tacc.reproduce.tagged import (
     COMPETITOR_LABEL,
     COMPETITORS,
+    Constant,
+    constant_systems,
+    constants_note,
+    constants_plot,
     tagged_metrics,
     tagged_variants,
 )
@@ -128,6 +132,34 @@ def _hyg5_rows() -> list[Row]:
     return rows
 
 
+# The constants the paper leaves to tacc, each changed alone (Figs. 2-4's setting (d)) -------
+
+CONSTANTS = (
+    Constant("congestion_timeout", (0.5, 1.0, 2.0, 5.0, 10.0), 1.0, "ms",
+             "how long without feedback before a pair increases fast again (2 Tu)"),
+    Constant("min_rate_fraction", (0.001, 0.005, 0.01, 0.05, 0.1), 0.01, "of the share",
+             "R_min (SDN-GCC's 1%)"),
+)
+SWEPT_AGAINST = ("tcp", "udp")
+
+
+def _constants_build(scale: float) -> list[Variant]:
+    return tagged_variants(
+        scale, 15, 5, 10, 2,
+        constant_systems(CONSTANTS, lambda **kv: [
+            ("mechanism", inline(kind="hygenicc", on_shortage="queue", **kv))]),
+        competitors=SWEPT_AGAINST)
+
+
+def _constants_rows() -> list[Row]:
+    share = PAPER["hygenicc_share_2"]
+    return [Row(f"HyGenICC, {c.label(x)}: tagged goodput 5-10 s {COMPETITOR_LABEL[comp]}",
+                f"about {share:g}", share, "Mb/s",
+                lambda m, v=f"{c.variant(x)}/{comp}": values(m, v, "overlap"),
+                near(0.2 * share, share), HYG_CAUSE)
+            for c in CONSTANTS for x in c.values for comp in SWEPT_AGAINST]
+
+
 # Forged signals (papers/hygenicc_attack.toml) ---------------------------------------------------
 
 ATTACK = (2.0, 4.0)  # the forging VM's window, s
@@ -209,6 +241,15 @@ EXPERIMENTS: list[Experiment] = [
         "hygenicc-fig5", "hygenicc",
         "HyGenICC Fig. 5: 4 and 8 senders, tagged TCP (5-15 s)", "hygenicc_fig2-5.toml",
         _hyg5_build, _hyg5_metrics, _hyg5_rows, _plot,
+    ),
+    Experiment(
+        "hygenicc-constants", "hygenicc",
+        "HyGenICC's constants left open by the paper, one at a time, Figs. 2-4's dumbbell",
+        "hygenicc_fig2-5.toml", _constants_build, tagged_metrics(5, 10, 15, 2),
+        _constants_rows,
+        constants_plot(CONSTANTS, SWEPT_AGAINST, ("overlap", "tagged goodput 5-10 s (Mb/s)",
+                                                  1.0)),
+        seeds=2, notes=constants_note(CONSTANTS),
     ),
     Experiment(
         "hygenicc-attack", "hygenicc",

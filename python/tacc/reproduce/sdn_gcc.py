@@ -30,6 +30,10 @@ from tacc.reproduce.registry import (
 from tacc.reproduce.tagged import (
     COMPETITOR_LABEL,
     COMPETITORS,
+    Constant,
+    constant_systems,
+    constants_note,
+    constants_plot,
     tagged_metrics,
     tagged_variants,
 )
@@ -268,41 +272,28 @@ def _fig8_cdfs(frames: list[Result]) -> dict[str, np.ndarray]:
 # Sensitivity: the controller's latency and tacc's constants (Fig. 4b's setting, Ti 5 ms) -----
 
 SWEPT_AGAINST = ("tcp", "udp")
-# The constants the paper leaves open, the values tried (ms, or a fraction of C) and tacc's.
-CONSTANTS: dict[str, tuple[tuple[float, ...], float]] = {
-    "scale": ((0.0025, 0.005, 0.01, 0.02, 0.04), 0.01),  # scale(C): increase step, cut unit
-    "congestion_grace": ((5.0, 10.0, 20.0, 40.0), 10.0),  # Tc, ms: 2 Ti
-    "rate_unit": ((0.25, 0.5, 1.0, 2.0, 5.0), 1.0),  # the mark rate's unit, ms
-    "update_interval": ((0.25, 0.5, 1.0, 2.0), 0.5),  # the shim's timer, ms
-}
-CONSTANT_ROLE = {
-    "scale": "scale(C), the increase per shim tick and the cut per unit of mark rate",
-    "congestion_grace": "Tc, how long without notification before a rate climbs again",
-    "rate_unit": "the mark rate's time unit (a larger one cuts more per mark)",
-    "update_interval": "the shim's timer, how often a rate climbs",
-}
-
-
-def _sweep_variants(scale: float, name: str, sets: list[tuple[str, str]]) -> list[Variant]:
-    return tagged_variants(scale, 30, 10, 20, 4, [(name, sets)], competitors=SWEPT_AGAINST)
+CONSTANTS = (
+    Constant("scale", (0.0025, 0.005, 0.01, 0.02, 0.04), 0.01, "fraction of C",
+             "scale(C), the increase per shim tick and the cut per unit of mark rate"),
+    Constant("congestion_grace", (5.0, 10.0, 20.0, 40.0), 10.0, "ms",
+             "Tc, how long without notification before a rate climbs again (2 Ti)"),
+    Constant("rate_unit", (0.25, 0.5, 1.0, 2.0, 5.0), 1.0, "ms",
+             "the mark rate's time unit (a larger one cuts more per mark)"),
+    Constant("update_interval", (0.25, 0.5, 1.0, 2.0), 0.5, "ms",
+             "the shim's timer, how often a rate climbs"),
+)
 
 
 def _latency_build(scale: float) -> list[Variant]:
-    return [v for ms in CONTROL_LATENCIES_MS
-            for v in _sweep_variants(scale, f"{ms:g}ms", _gcc("5ms", latency=duration(ms)))]
-
-
-def _constant_name(param: str, x: float) -> str:
-    return f"{param}={x:g}"
+    return tagged_variants(scale, 30, 10, 20, 4,
+                           [(f"{ms:g}ms", _gcc("5ms", latency=duration(ms)))
+                            for ms in CONTROL_LATENCIES_MS], competitors=SWEPT_AGAINST)
 
 
 def _constants_build(scale: float) -> list[Variant]:
-    out = []
-    for param, (xs, _default) in CONSTANTS.items():
-        for x in xs:
-            value = x if param == "scale" else duration(x)
-            out += _sweep_variants(scale, _constant_name(param, x), _gcc("5ms", **{param: value}))
-    return out
+    return tagged_variants(scale, 30, 10, 20, 4,
+                           constant_systems(CONSTANTS, lambda **kv: _gcc("5ms", **kv)),
+                           competitors=SWEPT_AGAINST)
 
 
 def _swept_row(label: str, variant: str, c: str) -> Row:
@@ -320,13 +311,8 @@ def _latency_rows() -> list[Row]:
 
 
 def _constants_rows() -> list[Row]:
-    out = []
-    for param, (xs, default) in CONSTANTS.items():
-        for x in xs:
-            mark = " (tacc's)" if x == default else ""
-            out += [_swept_row(f"SDN-GCC, {param} = {x:g}{mark}", _constant_name(param, x), c)
-                    for c in SWEPT_AGAINST]
-    return out
+    return [_swept_row(f"SDN-GCC, {c.label(x)}", c.variant(x), comp)
+            for c in CONSTANTS for x in c.values for comp in SWEPT_AGAINST]
 
 
 _plot = plots.tagged(SDNGCC_PANEL, COMPETITOR_LABEL, "mean_run", "mean over the run")
@@ -373,15 +359,7 @@ EXPERIMENTS: list[Experiment] = [
         "sdn-gcc-constants", "sdn-gcc",
         "SDN-GCC's constants left open by the paper, one at a time, Fig. 4b's dumbbell",
         "sdngcc_fig1-6.toml", _constants_build, _sdngcc_metrics, _constants_rows,
-        plots.sweeps([(p, xs, f"{p} ({'fraction of C' if p == 'scale' else 'ms'})")
-                      for p, (xs, _d) in CONSTANTS.items()],
-                     {c: COMPETITOR_LABEL[c] for c in SWEPT_AGAINST},
-                     lambda p, series, x: f"{_constant_name(p, x)}/{series}",
-                     ("mean_run", "mean tagged goodput (Mb/s)", 1.0)),
-        seeds=2,
-        notes="Each constant changed alone from tacc's value (Ti 5 ms): "
-              + "; ".join(f"`{p}`: {CONSTANT_ROLE[p]} (tacc: {d:g}"
-                          + (")" if p == "scale" else " ms)")
-                          for p, (_xs, d) in CONSTANTS.items()) + ".",
+        constants_plot(CONSTANTS, SWEPT_AGAINST, ("mean_run", "mean tagged goodput (Mb/s)", 1.0)),
+        seeds=2, notes=constants_note(CONSTANTS) + " Ti = 5 ms.",
     ),
 ]

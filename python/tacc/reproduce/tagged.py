@@ -6,8 +6,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
-from tacc.reproduce.registry import Variant, inline, port, time_lit, window_mean
+from tacc.reproduce import plots
+from tacc.reproduce.registry import (
+    Plot,
+    Variant,
+    duration,
+    inline,
+    port,
+    time_lit,
+    window_mean,
+)
 from tacc.results import Result
 
 COMPETITORS = ("tcp", "dctcp", "udp")
@@ -80,3 +91,43 @@ def tagged_metrics(
             "drops": float(bottleneck["dropped"]),
         }
     return metrics
+
+
+@dataclass(frozen=True)
+class Constant:
+    """A mechanism constant the paper leaves to tacc, the values its sweep tries and tacc's."""
+
+    key: str  # the [mechanism] key
+    values: tuple[float, ...]
+    default: float
+    unit: str  # "ms" (given to the key as a duration) or what a plain number means
+    role: str
+
+    def variant(self, x: float) -> str:
+        return f"{self.key}={x:g}"
+
+    def label(self, x: float) -> str:
+        unit = " ms" if self.unit == "ms" else ""
+        return f"{self.key} = {x:g}{unit}" + (" (tacc's)" if x == self.default else "")
+
+    def setting(self, x: float) -> dict[str, Any]:
+        return {self.key: duration(x) if self.unit == "ms" else x}
+
+
+def constant_systems(constants: Sequence[Constant],
+                     mechanism: Callable[..., list[tuple[str, str]]]
+                     ) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Each constant at each of its values, the others at tacc's: `mechanism(**setting)`."""
+    return [(c.variant(x), mechanism(**c.setting(x))) for c in constants for x in c.values]
+
+
+def constants_plot(constants: Sequence[Constant], competitors: Sequence[str],
+                   metric: tuple[str, str, float]) -> Plot:
+    return plots.sweeps([(c.key, c.values, f"{c.key} ({c.unit})") for c in constants],
+                        {c: COMPETITOR_LABEL[c] for c in competitors},
+                        lambda key, series, x: f"{key}={x:g}/{series}", metric)
+
+
+def constants_note(constants: Sequence[Constant]) -> str:
+    return "Each constant changed alone from tacc's value: " + "; ".join(
+        f"`{c.key}`, {c.role} (tacc: {c.default:g} {c.unit})" for c in constants) + "."
