@@ -8,10 +8,15 @@
 //! - [`SiccHypervisor`] (Algorithm 2): while incast is ON for a (source VM, destination) pair,
 //!   clamps the receive window of every ACK delivered to the source VM to one MSS, so any TCP
 //!   sends at most one segment per RTT; the flag lapses after DM even without an OFF.
+//! - [`SiccSwitch`]: the authors' ns-2 module (PAPERS.md §6), reactive and inside the switch,
+//!   with neither controller nor hypervisor. A port turns incast ON when a packet reaches its
+//!   queue while it holds more than 95% of the buffer and OFF as soon as a departure leaves it
+//!   below 20%; meanwhile the switch itself clamps the ACKs of the flows whose data leaves
+//!   through that port to one segment.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::headers::{tcp_flags, PacketHeaders};
+use crate::headers::{tcp_flags, FlowKey, PacketHeaders};
 use crate::roles::WindowClamp;
 use crate::Nanos;
 
@@ -358,14 +363,10 @@ impl SiccHypervisor {
                 mss,
             } => {
                 self.counters.incast_on += 1;
-                // MSS >> WS rounded up: the scaled window must still hold one whole segment
-                // (1460 >> 5 = 45 would allow 1440 bytes and stall the sender).
-                let unit = 1u32 << wscale.min(14);
-                let window = u32::from(mss).div_ceil(unit).clamp(1, u32::from(u16::MAX)) as u16;
                 self.clamps.insert(
                     (src, dst),
                     Clamp {
-                        window,
+                        window: one_segment_window(mss, wscale),
                         mss,
                         expires: now + self.config.flag_lifetime,
                     },
@@ -382,7 +383,7 @@ impl SiccHypervisor {
     /// ACK of a clamped pair whose window exceeds one MSS, lower the window (the checksum is
     /// patched by [`PacketHeaders::set_tcp_window`]). Returns true if it was rewritten.
     pub fn on_ack_to_vm(&mut self, now: Nanos, pkt: &mut (impl PacketHeaders + ?Sized)) -> bool {
-        if pkt.tcp_flags().is_none_or(|f| f & tcp_flags::ACK == 0) {
+        if !is_ack(pkt) {
             return false;
         }
         let key = (pkt.dst(), pkt.src());
@@ -394,16 +395,9 @@ impl SiccHypervisor {
             return false;
         }
         self.counters.acks_seen_during_incast += 1;
-        let syn = pkt.tcp_flags().is_some_and(|f| f & tcp_flags::SYN != 0);
-        let limit = if syn { clamp.mss } else { clamp.window };
-        match pkt.tcp_window() {
-            Some(w) if w > limit => {
-                pkt.set_tcp_window(limit);
-                self.counters.rwnd_rewrites += 1;
-                true
-            }
-            _ => false,
-        }
+        let rewritten = lower_ack_window(pkt, clamp.window, clamp.mss);
+        self.counters.rwnd_rewrites += u64::from(rewritten);
+        rewritten
     }
 
     /// When the next flag lapses.
@@ -414,6 +408,167 @@ impl SiccHypervisor {
     /// Drops the flags that have lapsed at `now`.
     pub fn on_timer(&mut self, now: Nanos) {
         self.clamps.retain(|_, c| now < c.expires);
+    }
+}
+
+/// The window field that holds exactly one segment: MSS >> WS rounded up (1460 >> 5 = 45
+/// would allow 1440 bytes and stall the sender), at least 1.
+fn one_segment_window(mss: u16, wscale: u8) -> u16 {
+    let unit = 1u32 << wscale.min(14);
+    u32::from(mss).div_ceil(unit).clamp(1, u32::from(u16::MAX)) as u16
+}
+
+fn is_ack(pkt: &(impl PacketHeaders + ?Sized)) -> bool {
+    pkt.tcp_flags().is_some_and(|f| f & tcp_flags::ACK != 0)
+}
+
+/// Lowers the window of an ACK to `window`, or to `mss` on a SYN-ACK (whose window field is
+/// never scaled, RFC 7323 section 2.2); a window is never raised. True if rewritten.
+fn lower_ack_window(pkt: &mut (impl PacketHeaders + ?Sized), window: u16, mss: u16) -> bool {
+    let syn = pkt.tcp_flags().is_some_and(|f| f & tcp_flags::SYN != 0);
+    let limit = if syn { mss } else { window };
+    match pkt.tcp_window() {
+        Some(w) if w > limit => {
+            pkt.set_tcp_window(limit);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Parameters of SICC in the switch (the authors' ns-2 module).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SiccSwitchConfig {
+    /// Incast ON when a packet reaches a queue holding more than this fraction of the port's
+    /// buffer. The module: 0.95.
+    pub on_fraction: f64,
+    /// Incast OFF when a departure leaves the queue below this fraction of the buffer. The
+    /// module: 0.2.
+    pub off_fraction: f64,
+    /// The segment, bytes, whose window ACKs carry during incast (the module: one mean-sized
+    /// packet). 1460, as RWNDQ's: the switch reads no SYN options.
+    pub mss: u16,
+    /// The receivers' window scale (a window field holds window >> shift).
+    pub window_shift: u8,
+}
+
+impl Default for SiccSwitchConfig {
+    fn default() -> Self {
+        SiccSwitchConfig {
+            on_fraction: 0.95,
+            off_fraction: 0.2,
+            mss: 1460,
+            window_shift: 0,
+        }
+    }
+}
+
+/// Counters of one switch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiccSwitchCounters {
+    pub incast_on: u64,
+    pub incast_off: u64,
+    pub rwnd_rewrites: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct SwitchPortState {
+    /// The thresholds in bytes.
+    on_bytes: f64,
+    off_bytes: f64,
+    incast: bool,
+}
+
+/// SICC inside one switch.
+#[derive(Clone, Debug, Default)]
+pub struct SiccSwitch {
+    config: SiccSwitchConfig,
+    ports: BTreeMap<u32, SwitchPortState>,
+    /// The output port of each open flow (keyed in its data direction), from its SYN: which
+    /// ACKs a port's incast clamps. The module counts these flows and clamps while at least
+    /// one is open.
+    flows: BTreeMap<FlowKey, u32>,
+    counters: SiccSwitchCounters,
+}
+
+impl SiccSwitch {
+    pub fn new(config: SiccSwitchConfig) -> SiccSwitch {
+        SiccSwitch {
+            config,
+            ..Default::default()
+        }
+    }
+
+    pub fn counters(&self) -> &SiccSwitchCounters {
+        &self.counters
+    }
+
+    /// Declares an output port with its buffer limit in bytes.
+    pub fn add_port(&mut self, port: u32, limit_bytes: u64) {
+        let limit = limit_bytes as f64;
+        self.ports.insert(
+            port,
+            SwitchPortState {
+                on_bytes: self.config.on_fraction * limit,
+                off_bytes: self.config.off_fraction * limit,
+                incast: false,
+            },
+        );
+    }
+
+    pub fn is_incast(&self, port: u32) -> bool {
+        self.ports.get(&port).is_some_and(|p| p.incast)
+    }
+
+    /// A packet is forwarded to output `port`: a SYN opens its flow there, a FIN or RST closes
+    /// it.
+    pub fn on_forward(&mut self, port: u32, pkt: &(impl PacketHeaders + ?Sized)) {
+        let Some(flags) = pkt.tcp_flags() else { return };
+        if flags & (tcp_flags::FIN | tcp_flags::RST) != 0 {
+            self.flows.remove(&FlowKey::of(pkt));
+        } else if flags & (tcp_flags::SYN | tcp_flags::ACK) == tcp_flags::SYN
+            && self.ports.contains_key(&port)
+        {
+            self.flows.insert(FlowKey::of(pkt), port);
+        }
+    }
+
+    /// A packet reaches `port`'s queue, which holds `queue_bytes` before it.
+    pub fn on_enqueue(&mut self, port: u32, queue_bytes: u64) {
+        if let Some(p) = self.ports.get_mut(&port) {
+            if !p.incast && queue_bytes as f64 > p.on_bytes {
+                p.incast = true;
+                self.counters.incast_on += 1;
+            }
+        }
+    }
+
+    /// A packet left `port`'s queue; `queue_bytes` remain.
+    pub fn on_dequeue(&mut self, port: u32, queue_bytes: u64) {
+        if let Some(p) = self.ports.get_mut(&port) {
+            if p.incast && (queue_bytes as f64) < p.off_bytes {
+                p.incast = false;
+                self.counters.incast_off += 1;
+            }
+        }
+    }
+
+    /// An ACK entering the switch: if its flow's data leaves through a port in incast, lower
+    /// its window to one segment. True if rewritten.
+    pub fn on_ack(&mut self, pkt: &mut (impl PacketHeaders + ?Sized)) -> bool {
+        if !is_ack(pkt) {
+            return false;
+        }
+        let Some(&port) = self.flows.get(&FlowKey::of(pkt).reversed()) else {
+            return false;
+        };
+        if !self.is_incast(port) {
+            return false;
+        }
+        let window = one_segment_window(self.config.mss, self.config.window_shift);
+        let rewritten = lower_ack_window(pkt, window, self.config.mss);
+        self.counters.rwnd_rewrites += u64::from(rewritten);
+        rewritten
     }
 }
 
@@ -671,5 +826,96 @@ mod tests {
             }
         )));
         assert!(c.port_view(1, 2).unwrap().incast);
+    }
+
+    /// A switch whose port 3 has the dumbbell's 83-packet buffer, receivers scaling by 5.
+    fn sicc_switch() -> SiccSwitch {
+        let mut sw = SiccSwitch::new(SiccSwitchConfig {
+            window_shift: 5,
+            ..SiccSwitchConfig::default()
+        });
+        sw.add_port(3, 83 * 1500);
+        sw
+    }
+
+    fn segment(from: u32, to: u32, ports: (u16, u16), flags: u8, window: u16) -> Vec<u8> {
+        emit(
+            &Ipv4Fields {
+                src: from,
+                dst: to,
+                protocol: ip_proto::TCP,
+                ident: 0,
+                ecn: Ecn::NotEct,
+                total_len: 40,
+                ttl: 64,
+            },
+            Some(&TcpFields {
+                src_port: ports.0,
+                dst_port: ports.1,
+                seq: 0,
+                ack: 1,
+                flags,
+                window,
+            }),
+        )
+    }
+
+    /// Flow `i` (src(i):5000 -> DST:80) opened through port 3.
+    fn open(sw: &mut SiccSwitch, i: u32) {
+        let b = segment(src(i), DST, (5000, 80), tcp_flags::SYN, 65535);
+        sw.on_forward(3, &Ipv4Packet::new_checked(b).unwrap());
+    }
+
+    /// The ACK of flow `i` entering the switch: (rewritten, window field after).
+    fn switch_ack(sw: &mut SiccSwitch, i: u32, flags: u8, window: u16) -> (bool, u16) {
+        let mut b = segment(DST, src(i), (80, 5000), flags, window);
+        let mut p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
+        let rewritten = sw.on_ack(&mut p);
+        assert!(p.checksums_valid());
+        (rewritten, p.tcp_window().unwrap())
+    }
+
+    #[test]
+    fn a_switch_port_turns_on_above_95_percent_at_an_arrival_and_off_below_20_at_a_departure() {
+        let mut sw = sicc_switch();
+        // 0.95 x 124500 B = 118275 B; departures never turn it on.
+        sw.on_dequeue(3, 124_500);
+        sw.on_enqueue(3, 118_275);
+        assert!(!sw.is_incast(3));
+        sw.on_enqueue(3, 118_276);
+        assert!(sw.is_incast(3));
+        // 0.2 x 124500 B = 24900 B; arrivals never turn it off.
+        sw.on_enqueue(3, 0);
+        sw.on_dequeue(3, 24_900);
+        assert!(sw.is_incast(3));
+        sw.on_dequeue(3, 24_899);
+        assert!(!sw.is_incast(3));
+        assert_eq!(
+            *sw.counters(),
+            SiccSwitchCounters {
+                incast_on: 1,
+                incast_off: 1,
+                rwnd_rewrites: 0
+            }
+        );
+    }
+
+    #[test]
+    fn during_incast_the_switch_clamps_acks_of_the_ports_flows_to_one_segment() {
+        let mut sw = sicc_switch();
+        open(&mut sw, 1);
+        assert_eq!(switch_ack(&mut sw, 1, tcp_flags::ACK, 5000), (false, 5000));
+        sw.on_enqueue(3, 120_000);
+        // 1460 / 32 = 45.6: 46 units of 32 bytes; a SYN-ACK's window is never scaled.
+        assert_eq!(switch_ack(&mut sw, 1, tcp_flags::ACK, 5000), (true, 46));
+        assert_eq!(switch_ack(&mut sw, 1, tcp_flags::ACK, 20), (false, 20));
+        let syn_ack = tcp_flags::SYN | tcp_flags::ACK;
+        assert_eq!(switch_ack(&mut sw, 1, syn_ack, 65535), (true, 1460));
+        // A flow whose SYN this switch never forwarded, and a closed one, are left alone.
+        assert_eq!(switch_ack(&mut sw, 2, tcp_flags::ACK, 5000), (false, 5000));
+        let fin = segment(src(1), DST, (5000, 80), tcp_flags::FIN | tcp_flags::ACK, 1);
+        sw.on_forward(3, &Ipv4Packet::new_checked(fin).unwrap());
+        assert_eq!(switch_ack(&mut sw, 1, tcp_flags::ACK, 5000), (false, 5000));
+        assert_eq!(sw.counters().rwnd_rewrites, 2);
     }
 }

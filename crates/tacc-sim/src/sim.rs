@@ -275,6 +275,11 @@ impl Sim {
             return;
         };
         p.queue_bytes -= self.pkts.get(id).len as u64;
+        if let NodeRef::Switch(s) = p.from {
+            if let Some(hook) = &mut self.m.switch_mech[s as usize].hook {
+                hook.on_dequeue(now, port, p.queue_bytes);
+            }
+        }
         self.transmit(port, id);
         let p = &mut self.m.ports[port as usize];
         if !p.queue.is_empty() {
@@ -587,6 +592,7 @@ impl Sim {
         }
         if let Some(hook) = &mut self.m.switch_mech[s as usize].hook {
             hook.on_forward(now, out, self.pkts.get(id));
+            hook.on_enqueue(now, out, self.m.ports[out as usize].queue_bytes);
         }
         self.enqueue(out, id);
     }

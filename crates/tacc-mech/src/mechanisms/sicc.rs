@@ -1,5 +1,6 @@
 //! `kind = "sicc"`: the SICC controller app, rules at every ToR that copy SYN and FIN to it,
-//! and the hypervisor module of every host.
+//! and the hypervisor module of every host; or, with `mode = "switch"`, the authors' ns-2
+//! module in every switch alone.
 
 use serde::{Deserialize, Serialize};
 
@@ -10,20 +11,29 @@ use crate::control::{
 use crate::headers::{ip_proto, tcp_flags, PacketHeaders};
 use crate::mechanisms::{Checks, Mechanism, MIN_POLL};
 use crate::roles::{
-    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PathOracle, WindowClamp,
+    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
+    WindowClamp,
 };
-use crate::sicc::{SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig};
+use crate::sicc::{
+    SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig, SiccSwitch,
+    SiccSwitchConfig,
+};
 use crate::units::Duration;
 use crate::Nanos;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct SiccConfig {
+    /// "controller" (the paper's design, default) or "switch" (the authors' ns-2 module:
+    /// each switch port reacts to its own queue and rewrites the ACKs itself).
+    pub mode: Option<String>,
     /// Queue sampling period T.
     pub interval: Option<Duration>,
     /// One-way latency of the out-of-band control channel.
     pub latency: Option<Duration>,
+    /// Incast OFF at this fraction of the buffer (default 0.2 in both modes).
     pub off_fraction: Option<f64>,
+    /// Incast ON at this fraction of the buffer (controller: 1.0, switch: 0.95).
     pub on_fraction: Option<f64>,
     /// DM: shortest incast episode.
     pub incast_duration: Option<Duration>,
@@ -36,10 +46,59 @@ pub struct SiccConfig {
 /// Priority of the SYN/FIN copy rules: above any forwarding rule.
 const COPY_RULE_PRIORITY: u16 = 1000;
 
+/// What a `sicc` table resolves to: the state machines of its mode.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum SiccParams {
+    Controller(SiccControllerConfig),
+    /// The receivers' window scale is the fabric's, set when built.
+    Switch(SiccSwitchConfig),
+}
+
+impl SiccConfig {
+    fn resolve_switch(&self, ck: &mut Checks) -> SiccSwitchConfig {
+        for (key, given) in [
+            ("interval", self.interval.is_some()),
+            ("latency", self.latency.is_some()),
+            ("incast_duration", self.incast_duration.is_some()),
+            ("initial_window", self.initial_window.is_some()),
+            ("evaluate_on_syn", self.evaluate_on_syn.is_some()),
+        ] {
+            if given {
+                ck.problem(
+                    key,
+                    "applies to mode = \"controller\" only: in mode = \"switch\" each port \
+                     reacts to its own queue (keys: on_fraction, off_fraction)",
+                );
+            }
+        }
+        let d = SiccSwitchConfig::default();
+        let on_fraction = ck.fraction("on_fraction", self.on_fraction, d.on_fraction);
+        let off_fraction = ck.fraction("off_fraction", self.off_fraction, d.off_fraction);
+        let fraction = |x: f64| (0.0..=1.0).contains(&x);
+        if fraction(on_fraction) && fraction(off_fraction) && off_fraction >= on_fraction {
+            ck.problem(
+                "off_fraction",
+                format!(
+                    "expected below on_fraction ({on_fraction}), got {off_fraction}: every \
+                     departure would end the incast its arrival began"
+                ),
+            );
+        }
+        SiccSwitchConfig {
+            on_fraction,
+            off_fraction,
+            ..d
+        }
+    }
+}
+
 impl Mechanism for SiccConfig {
-    type Params = SiccControllerConfig;
+    type Params = SiccParams;
 
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
+        if ck.choice("mode", &self.mode, &["controller", "switch"]) == 1 {
+            return SiccParams::Switch(self.resolve_switch(ck));
+        }
         let d = SiccControllerConfig::default();
         let cfg = SiccControllerConfig {
             monitor_interval: ck.period("interval", self.interval, d.monitor_interval, MIN_POLL),
@@ -69,14 +128,18 @@ impl Mechanism for SiccConfig {
                 ),
             );
         }
-        cfg
+        SiccParams::Controller(cfg)
     }
 
     fn instantiate<P: PacketHeaders + ?Sized + 'static>(
         &self,
-        cfg: Self::Params,
+        params: Self::Params,
         fabric: &dyn Fabric,
     ) -> Instance<P> {
+        let cfg = match params {
+            SiccParams::Controller(cfg) => cfg,
+            SiccParams::Switch(cfg) => return switch_instance(cfg, fabric),
+        };
         let ports = fabric.switch_ports();
         let mut app = SiccController::new(cfg);
         for p in &ports {
@@ -119,6 +182,51 @@ impl Mechanism for SiccConfig {
         }
         inst.control_latency = self.latency.map(|d| d.0).unwrap_or(0);
         inst
+    }
+}
+
+/// SICC in every switch: no controller, no rules, no host shims.
+fn switch_instance<P: PacketHeaders + ?Sized + 'static>(
+    cfg: SiccSwitchConfig,
+    fabric: &dyn Fabric,
+) -> Instance<P> {
+    let cfg = SiccSwitchConfig {
+        window_shift: fabric.receiver_window().1,
+        ..cfg
+    };
+    let mut switches: Vec<SiccSwitch> = (0..fabric.switches())
+        .map(|_| SiccSwitch::new(cfg))
+        .collect();
+    for p in fabric.switch_ports() {
+        switches[p.switch as usize].add_port(p.port, p.buffer_bytes());
+    }
+    let mut inst = Instance::none(fabric);
+    inst.switch_hooks = switches
+        .into_iter()
+        .map(|s| Some(Box::new(s) as Box<dyn SwitchHook<P>>))
+        .collect();
+    inst
+}
+
+impl<P: PacketHeaders + ?Sized> SwitchHook<P> for SiccSwitch {
+    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, pkt: &mut P) -> bool {
+        self.on_ack(pkt);
+        false
+    }
+    fn on_forward(&mut self, _now: Nanos, port: u32, pkt: &P) {
+        SiccSwitch::on_forward(self, port, pkt);
+    }
+    fn on_enqueue(&mut self, _now: Nanos, port: u32, queue_bytes: u64) {
+        SiccSwitch::on_enqueue(self, port, queue_bytes);
+    }
+    fn on_dequeue(&mut self, _now: Nanos, port: u32, queue_bytes: u64) {
+        SiccSwitch::on_dequeue(self, port, queue_bytes);
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        let k = self.counters();
+        out("incast_on", k.incast_on as f64);
+        out("incast_off", k.incast_off as f64);
+        out("rwnd_rewrites", k.rwnd_rewrites as f64);
     }
 }
 
@@ -209,5 +317,50 @@ impl ControllerApp for SiccController {
 
     fn poll_at(&self) -> Option<Nanos> {
         SiccController::poll_at(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(json: &str) -> (SiccParams, Vec<String>) {
+        let c: SiccConfig = serde_json::from_str(json).unwrap();
+        let mut ck = Checks::default();
+        let params = c.resolve(&mut ck, &|_| None);
+        (params, ck.problems.into_iter().map(|p| p.key).collect())
+    }
+
+    #[test]
+    fn the_paper_s_controller_is_the_default_mode_and_the_switch_takes_the_module_s_thresholds() {
+        assert_eq!(
+            resolve("{}").0,
+            SiccParams::Controller(SiccControllerConfig::default())
+        );
+        assert_eq!(
+            resolve(r#"{"mode": "switch"}"#),
+            (SiccParams::Switch(SiccSwitchConfig::default()), vec![])
+        );
+        let (params, problems) = resolve(r#"{"mode": "switch", "on_fraction": 0.8}"#);
+        assert!(problems.is_empty());
+        assert!(matches!(params, SiccParams::Switch(c) if c.on_fraction == 0.8));
+    }
+
+    #[test]
+    fn the_switch_refuses_controller_keys_and_an_off_threshold_not_below_on() {
+        let (_, problems) = resolve(
+            r#"{"mode": "switch", "interval": "1ms", "evaluate_on_syn": true,
+                "on_fraction": 0.5, "off_fraction": 0.5}"#,
+        );
+        assert_eq!(
+            problems,
+            [
+                "mechanism.interval",
+                "mechanism.evaluate_on_syn",
+                "mechanism.off_fraction"
+            ]
+        );
+        let (_, problems) = resolve(r#"{"mode": "router"}"#);
+        assert_eq!(problems, ["mechanism.mode"]);
     }
 }
