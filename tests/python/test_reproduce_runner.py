@@ -9,7 +9,18 @@ import pytest
 
 from tacc import reproduce
 from tacc.reproduce import runner
-from tacc.reproduce.report import ExperimentResult, RowResult, write_report
+from tacc.reproduce.registry import (
+    Experiment,
+    Less,
+    Row,
+    Setting,
+    Variant,
+    inline,
+    mechanism_setting,
+    scenario_setting,
+    values,
+)
+from tacc.reproduce.report import ExperimentResult, RowResult, Verdict, verdicts, write_report
 
 TINY_FIGURE = "hygenicc-fig5"  # 6 runs of a 2-5 sender star
 
@@ -53,13 +64,16 @@ def test_report_records_the_command_and_the_engine(tmp_path: Path) -> None:
 
 def test_report_json_has_the_markdown_rows_with_their_numbers(tmp_path: Path) -> None:
     exp = reproduce.BY_ID[TINY_FIGURE]
+    nan = float("nan")
     rows = [
-        RowResult(TINY_FIGURE, "hygenicc", "goodput", "250", "250 Mb/s", "253.0 Mb/s ± 1.5",
-                  True, "", mean=253.0, ci=1.5, ideal_value=250.0, unit="Mb/s"),
-        RowResult(TINY_FIGURE, "hygenicc", "FCT a vs b", "shorter", "-", "1 vs 2", True, "",
-                  spread=True, mean=1.0, unit="s"),
-        RowResult(TINY_FIGURE, "hygenicc", "never measured", "-", "-", "-", None, "",
-                  unit="%"),
+        RowResult(TINY_FIGURE, "hygenicc", "goodput", "250", "250 Mb/s",
+                  Verdict("253.0 Mb/s ± 1.5", True, False, 253.0, 1.5),
+                  Verdict("120.0 Mb/s ± 2.0", False, False, 120.0, 2.0), ["on_shortage"], "",
+                  ideal_value=250.0, unit="Mb/s"),
+        RowResult(TINY_FIGURE, "hygenicc", "FCT a vs b", "shorter", "-",
+                  Verdict("1 vs 2", True, True, 1.0, nan), None, [], "", unit="s"),
+        RowResult(TINY_FIGURE, "hygenicc", "never measured", "-", "-",
+                  Verdict("-", None, False, nan, nan), None, [], "", unit="%"),
     ]
     write_report([ExperimentResult(exp, rows=rows)], tmp_path, quick=False, wall=1.0,
                  command="tacc reproduce hygenicc-fig5", engine="local")
@@ -71,14 +85,87 @@ def test_report_json_has_the_markdown_rows_with_their_numbers(tmp_path: Path) ->
     assert (doc["command"], doc["engine"], doc["mode"]) == (
         "tacc reproduce hygenicc-fig5", "local", "full")
     got = [(r["quantity"], r["paper"], r["tacc_mean"], r["tacc_ci95"], r["ideal"], r["unit"],
-            r["holds"], r["within_seed_spread"]) for r in doc["rows"]]
+            r["holds"], r["within_seed_spread"], r["differs_by"]) for r in doc["rows"]]
     assert got == [
-        ("goodput", "250", 253.0, 1.5, 250.0, "Mb/s", True, False),
-        ("FCT a vs b", "shorter", 1.0, None, None, "s", True, True),
-        ("never measured", "-", None, None, None, "%", None, False),
+        ("goodput", "250", 253.0, 1.5, 250.0, "Mb/s", True, False, ["on_shortage"]),
+        ("FCT a vs b", "shorter", 1.0, None, None, "s", True, True, []),
+        ("never measured", "-", None, None, None, "%", None, False, []),
     ]
+    assert doc["rows"][0]["published"] == {"mean": 120.0, "ci95": 2.0,
+                                           "shown": "120.0 Mb/s ± 2.0", "holds": False,
+                                           "within_seed_spread": False}
+    assert doc["rows"][1]["published"] is None
     # the Markdown's headline rows are the same rows
     md = (tmp_path / "REPORT.md").read_text().splitlines()
     for r in doc["rows"]:
         assert any(line.startswith(f"| {TINY_FIGURE} | {r['quantity']} | {r['paper']} |")
                    and f"| {r['tacc']} |" in line for line in md), r
+
+
+def _limiter_experiment(published: tuple[Setting, ...]) -> Experiment:
+    """Two variants, one with a rate limiter: a claim that the limited one is faster."""
+    def build(_scale: float) -> list[Variant]:
+        return [Variant("none", (("duration", '"1s"'),)),
+                Variant("limited", (("mechanism", inline(kind="hygenicc")),))]
+    return Experiment("x", "hygenicc", "x", "x.toml", build, lambda _r, _s: {},
+                      lambda: [Row("limited faster", "-", None, "s",
+                                   lambda m: values(m, "limited", "t"),
+                                   Less("limited", "none", "t"))],
+                      lambda *_a: [], published=published)
+
+
+SHORTAGE = mechanism_setting("on_shortage", ("hygenicc",), '"drop"', "queue", "drop", "")
+WINDOWS = scenario_setting("tcp.rcv_buf", '"2000000B"', "20 segments", "2 MB", "")
+
+
+def test_every_variant_also_runs_as_the_paper_specifies_and_with_one_setting_changed() -> None:
+    exp = _limiter_experiment((SHORTAGE, WINDOWS))
+    names = {v.name: v.sets for v in exp.variants(1.0)}
+    assert names["paper|limited"][-2:] == (("mechanism.on_shortage", '"drop"'),
+                                           ("tcp.rcv_buf", '"2000000B"'))
+    # a limiter setting leaves a run without limiters as it is
+    assert names["paper|none"] == (("duration", '"1s"'), ("tcp.rcv_buf", '"2000000B"'))
+    assert names["paper, tacc's on_shortage|limited"][-1] == ("tcp.rcv_buf", '"2000000B"')
+    assert names["paper, tacc's tcp.rcv_buf|limited"][-1] == ("mechanism.on_shortage",
+                                                              '"drop"')
+    assert len(names) == 2 * 4
+    # with one departure the paper's profile is the only other one
+    assert len(_limiter_experiment((SHORTAGE,)).variants(1.0)) == 4
+    assert _limiter_experiment(()).variants(1.0) == exp.build(1.0)
+
+
+def test_identical_runs_of_two_profiles_run_once(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    exp = _limiter_experiment((SHORTAGE,))
+    (tmp_path / "x.toml").write_text("")
+    monkeypatch.setenv("TACC_SCENARIO_DIR", str(tmp_path))
+    tasks, dirs, _ = runner.plan([exp], tmp_path, quick=False)
+    # "paper|none" is "none" again: 3 distinct variants x 3 seeds
+    assert len(tasks) == 9
+    assert dirs["x"]["paper|none"] == dirs["x"]["none"]
+    assert dirs["x"]["paper|limited"] != dirs["x"]["limited"]
+
+
+def test_verdicts_name_the_setting_that_alone_gives_tacc_s_verdict() -> None:
+    exp = _limiter_experiment((SHORTAGE, WINDOWS))
+    row = exp.rows()[0]
+    fast, slow = [1.0, 1.1, 0.9], [3.0, 3.1, 2.9]
+
+    def means(**limited: list[float]) -> dict[tuple[str, str], list[float]]:
+        m = {(f"{p}none" if p else "none", "t"): [2.0, 2.1, 1.9]
+             for p in ("", "paper|", "paper, tacc's on_shortage|",
+                       "paper, tacc's tcp.rcv_buf|")}
+        for profile, t in limited.items():
+            m[(f"{profile}|limited" if profile != "tacc" else "limited", "t")] = t
+        return m
+
+    tacc, paper, why = verdicts(exp, row, means(tacc=fast, paper=slow, **{
+        "paper, tacc's on_shortage": fast, "paper, tacc's tcp.rcv_buf": slow}))
+    assert (tacc.holds, paper.holds, why) == (True, False, ["on_shortage"])
+    _, _, why = verdicts(exp, row, means(tacc=fast, paper=slow, **{
+        "paper, tacc's on_shortage": slow, "paper, tacc's tcp.rcv_buf": slow}))
+    assert why == []  # no single setting: the report says so
+    _, paper, why = verdicts(exp, row, means(tacc=fast, paper=fast))
+    assert paper is not None and paper.holds and why == []
+    # tacc's own experiments have no published verdict
+    assert verdicts(_limiter_experiment(None), row, means(tacc=fast))[1] is None  # type: ignore[arg-type]

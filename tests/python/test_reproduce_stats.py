@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from tacc.reproduce.registry import Less
-from tacc.reproduce.report import RowResult, _verdict
+from tacc.reproduce.report import Verdict, _verdict
 from tacc.reproduce.stats import mean_ci, t95, within_spread
 
 
@@ -39,5 +39,9 @@ def test_noisy_comparison_is_marked_within_seed_spread() -> None:
     clear = {("a", "fct"): [1.0, 1.1, 0.9], ("b", "fct"): [2.5, 2.4, 2.6]}
     assert claim(0.0, noisy) and claim.spread(noisy)
     assert claim(0.0, clear) and not claim.spread(clear)
-    row = RowResult("x", "p", "q", "-", "-", "1 vs 2", True, "", spread=True)
-    assert _verdict(row) == "yes, within seed spread"
+    assert _verdict(Verdict("1 vs 2", True, True, 1.0, 0.5)) == "yes, within seed spread"
+
+
+def test_a_time_that_never_came_has_a_mean_but_no_interval() -> None:
+    m, ci = mean_ci([0.1, float("inf")])
+    assert m == float("inf") and np.isnan(ci)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,6 +72,46 @@ class Row:
     text: Callable[[Means], str] | None = None
 
 
+@dataclass(frozen=True)
+class Setting:
+    """A setting where tacc's recommended value departs from what the paper specifies.
+    `override(variant)` is what gives the variant the paper's value (nothing where the
+    setting does not apply to it, e.g. a limiter setting on a run without limiters)."""
+
+    key: str
+    tacc: str  # tacc's value, as the report shows it
+    paper: str  # what the paper specifies
+    why: str  # why tacc departs from it
+    override: Callable[[Variant], tuple[tuple[str, str], ...]]
+
+
+MECHANISM_KIND = re.compile(r'kind="([a-z-]+)"')
+
+
+def mechanism_setting(key: str, kinds: tuple[str, ...], literal: str, tacc: str, paper: str,
+                      why: str) -> Setting:
+    """A [mechanism] key given the paper's value (a TOML literal) on the variants whose
+    mechanism (set inline) is one of `kinds`."""
+    def override(v: Variant) -> tuple[tuple[str, str], ...]:
+        mech = [m for k, m in v.sets if k == "mechanism"]
+        kind = MECHANISM_KIND.search(mech[-1]) if mech else None
+        return ((f"mechanism.{key}", literal),) if kind and kind.group(1) in kinds else ()
+    return Setting(key, tacc, paper, why, override)
+
+
+def scenario_setting(key: str, literal: str, tacc: str, paper: str, why: str) -> Setting:
+    """A scenario key given the paper's value (a TOML literal) on every variant."""
+    return Setting(key, tacc, paper, why, lambda _v: ((key, literal),))
+
+
+PUBLISHED = "paper"  # the variants' names as the paper specifies them: "paper|<name>"
+
+
+def one_changed(key: str) -> str:
+    """The profile of the paper's settings with tacc's value of `key` alone."""
+    return f"paper, tacc's {key}"
+
+
 @dataclass
 class Experiment:
     id: str
@@ -85,10 +126,37 @@ class Experiment:
     quick_seeds: int = 2
     quick_scale: float = 0.2
     notes: str = ""
+    # Where tacc's settings depart from the paper's: the experiment also runs as the paper
+    # specifies and every claim gets both verdicts. () means tacc runs it as specified; None
+    # marks tacc's own experiments (sensitivity, attacks), judged with tacc's settings only.
+    published: tuple[Setting, ...] | None = ()
 
     @property
     def scenario_path(self) -> Path:
         return scenario_dir() / self.scenario
+
+    def profiles(self) -> list[tuple[str, tuple[Setting, ...]]]:
+        """The settings of each profile beside tacc's: the paper's, and with two or more
+        departures, the paper's with each one setting set back to tacc's value."""
+        settings = self.published or ()
+        if not settings:
+            return []
+        out = [(PUBLISHED, settings)]
+        if len(settings) > 1:
+            out += [(one_changed(s.key), tuple(o for o in settings if o is not s))
+                    for s in settings]
+        return out
+
+    def variants(self, scale: float) -> list[Variant]:
+        """What runs: tacc's variants (`build`) and each of them in every profile, named
+        "<profile>|<name>"."""
+        tacc = self.build(scale)
+        out = list(tacc)
+        for profile, settings in self.profiles():
+            for v in tacc:
+                extra = tuple(o for s in settings for o in s.override(v))
+                out.append(Variant(f"{profile}|{v.name}", v.sets + extra, v.panel, v.series))
+        return out
 
     def means(self, runs: dict[str, list[Path]], scale: float) -> Means:
         """The metrics of every finished run, by (variant, metric), in seed order."""
@@ -100,6 +168,15 @@ class Experiment:
                 for k, v in self.metrics(load(d), scale).items():
                     means.setdefault((variant, k), []).append(v)
         return means
+
+
+def profile_means(means: Means, profile: str | None) -> Means:
+    """The means of one profile's runs under tacc's variant names (None: tacc's own)."""
+    if profile is None:
+        return {k: v for k, v in means.items() if "|" not in k[0]}
+    prefix = profile + "|"
+    return {(k[0][len(prefix):], k[1]): v for k, v in means.items()
+            if k[0].startswith(prefix)}
 
 
 @dataclass(frozen=True)

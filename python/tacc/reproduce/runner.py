@@ -73,10 +73,15 @@ def plan(experiments: Sequence[Experiment], out: Path, quick: bool) -> tuple[
         scales[exp.id] = scale
         n_seeds = exp.quick_seeds if quick else exp.seeds
         dirs[exp.id] = {}
-        for v in exp.build(scale):
+        # A variant whose settings the paper's profile leaves as they are runs once.
+        made: dict[str, Path] = {}
+        for v in exp.variants(scale):
             for seed in range(1, n_seeds + 1):
                 key = cache_key(exp.scenario_path, v.sets, seed, version)
-                d = out / "runs" / exp.id / f"{_slug(v.name)}-s{seed}-{key}"
+                if key in made:
+                    dirs[exp.id].setdefault(v.name, []).append(made[key])
+                    continue
+                d = made[key] = out / "runs" / exp.id / f"{_slug(v.name)}-s{seed}-{key}"
                 dirs[exp.id].setdefault(v.name, []).append(d)
                 tasks.append(Task(exp.id, v.name, str(exp.scenario_path), v.sets, seed, str(d)))
     return tasks, dirs, scales

@@ -222,7 +222,7 @@ EXPERIMENTS: list[Experiment] = [
                     baseline="cubic", baseline_label="Cubic",
                     xlabel="controller latency, one way (ms)", xscale="symlog"),
         quick_scale=1.0, seeds=2,
-        notes="The paper gives no controller latency; tacc's default is 0.",
+        notes="The paper gives no controller latency; tacc's default is 0.", published=None,
     ),
     Experiment(
         "sdn-ecn-topo2", "sdn-ecn", "SDN-ECN Topology 2 (dumbbell, 3 pairs): throughput",

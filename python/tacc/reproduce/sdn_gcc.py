@@ -15,12 +15,14 @@ from tacc.reproduce import plots
 from tacc.reproduce.registry import (
     CONTROL_LATENCIES_MS,
     Experiment,
+    Setting,
     Row,
     Variant,
     duration,
     fct_values,
     inline,
     mean_of,
+    mechanism_setting,
     near,
     port,
     time_lit,
@@ -30,6 +32,7 @@ from tacc.reproduce.registry import (
 from tacc.reproduce.tagged import (
     COMPETITOR_LABEL,
     COMPETITORS,
+    RATE_LIMITER_SETTINGS,
     Constant,
     constant_systems,
     constants_note,
@@ -71,6 +74,14 @@ SDNGCC_CAUSE = (
     "the climb overflow the 100-packet buffer before it cuts, the tagged flow loses whole "
     "windows and waits out 200 ms timeouts that the UDP competitors do not have"
 )
+
+
+SDNGCC_SETTINGS: tuple[Setting, ...] = (*RATE_LIMITER_SETTINGS, mechanism_setting(
+    "clear_ce", ("sdn-gcc",), "false", "true (the shim hides the marks from the VMs, "
+    "000 section VIII-C)", "false (Algorithm 3 leaves them; footnote 4 lets ECN-capable "
+    "tenants see the marks)",
+    "The paper's identical TCP and DCTCP columns show its DCTCP competitors never saw the "
+    "marks; seen, they cut their windows and are cut again by the controller."))
 
 
 def _gcc(interval: str, **extra: Any) -> list[tuple[str, str]]:
@@ -323,13 +334,14 @@ EXPERIMENTS: list[Experiment] = [
             fig, "sdn-gcc",
             f"SDN-GCC Fig. {fig[-1]}: tagged TCP (10-30 s) vs competitors (0-20 s), 1 Gb/s",
             "sdngcc_fig1-6.toml", _sdngcc_build(fig), _sdngcc_metrics, _sdngcc_rows(fig),
-            _plot, notes=SDNGCC_CAUSE + ".",
+            _plot, notes=SDNGCC_CAUSE + ".", published=SDNGCC_SETTINGS,
         )
         for fig in SDNGCC_FIGS
     ],
     Experiment(
         "sdn-gcc-static", "sdn-gcc", "SDN-GCC: static 250 Mb/s per-VM limit",
         "sdngcc_fig1-6.toml", _static_build, _sdngcc_metrics, _static_rows, _plot,
+        published=RATE_LIMITER_SETTINGS,
     ),
     Experiment(
         "sdn-gcc-fig8", "sdn-gcc",
@@ -338,7 +350,7 @@ EXPERIMENTS: list[Experiment] = [
         plots.cdfs([("tcp", "TCP elephant goodput (Mb/s)"),
                     ("udp", "UDP elephant goodput (Mb/s)"),
                     ("web", "web response time (ms)")], _fig8_cdfs, width=4.2, height=3.4),
-        seeds=2,
+        seeds=2, published=SDNGCC_SETTINGS,
     ),
     Experiment(
         "sdn-gcc-latency", "sdn-gcc",
@@ -354,12 +366,13 @@ EXPERIMENTS: list[Experiment] = [
         notes="The paper gives no controller latency; tacc's default is 0. Every message "
               "(stats request, reply, notification) takes the latency one way. " + SDNGCC_CAUSE
               + ".",
+        published=None,
     ),
     Experiment(
         "sdn-gcc-constants", "sdn-gcc",
         "SDN-GCC's constants left open by the paper, one at a time, Fig. 4b's dumbbell",
         "sdngcc_fig1-6.toml", _constants_build, _sdngcc_metrics, _constants_rows,
         constants_plot(CONSTANTS, SWEPT_AGAINST, ("mean_run", "mean tagged goodput (Mb/s)", 1.0)),
-        seeds=2, notes=constants_note(CONSTANTS) + " Ti = 5 ms.",
+        seeds=2, notes=constants_note(CONSTANTS) + " Ti = 5 ms.", published=None,
     ),
 ]

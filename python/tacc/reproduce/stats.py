@@ -10,12 +10,15 @@ import numpy as np
 
 
 def mean_ci(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and the half-width of its 95% confidence interval (Student t; 0 for one value)."""
+    """Mean and the half-width of its 95% confidence interval (Student t; 0 for one value,
+    NaN when a value is infinite)."""
     x = np.asarray([v for v in values if v is not None and not math.isnan(v)], dtype=float)
     if x.size == 0:
         return math.nan, math.nan
     if x.size == 1:
         return float(x[0]), 0.0
+    if not np.isfinite(x).all():  # e.g. a time that never came, as infinity: no interval
+        return float(x.mean()), math.nan
     return float(x.mean()), float(t95(x.size - 1) * x.std(ddof=1) / math.sqrt(x.size))
 
 

@@ -12,10 +12,13 @@ from typing import Any
 from tacc.reproduce import plots
 from tacc.reproduce.registry import (
     Plot,
+    Setting,
     Variant,
     duration,
     inline,
+    mechanism_setting,
     port,
+    scenario_setting,
     time_lit,
     window_mean,
 )
@@ -23,6 +26,23 @@ from tacc.results import Result
 
 COMPETITORS = ("tcp", "dctcp", "udp")
 COMPETITOR_LABEL = {"tcp": "vs TCP", "dctcp": "vs DCTCP", "udp": "vs UDP"}
+
+
+# Where the rate-limiter experiments (HyGenICC, SDN-GCC, static limits) depart from the papers.
+LIMITERS = ("static-rate", "hygenicc", "sdn-gcc")
+RATE_LIMITER_SETTINGS: tuple[Setting, ...] = (
+    mechanism_setting(
+        "on_shortage", LIMITERS, '"drop"', "queue (the excess waits in the vNIC)",
+        "drop (the paper's limiter; it names queueing as the better option)",
+        "A window-limited TCP whose packets the limiter drops waits out 200 ms timeouts "
+        "when a whole window goes."),
+    scenario_setting(
+        "tcp.rcv_buf", '"2000000B"', "29200 B, 20 segments (ns-2's default window_, which "
+        "the authors' scripts never change)",
+        "no window given: tacc's default 2 MB, Linux-size",
+        "With Linux-size windows a TCP flow that never sees the hidden marks overflows the "
+        "100-packet buffer in slow start and stalls in RTO backoff."),
+)
 
 
 def competitor(kind: str, count: int, stop: float) -> str:
@@ -74,7 +94,7 @@ def tagged_metrics(
         g = g[(g["flow"] == "tagged") & (g["time_s"] >= t_start - 1e-9)
               & (g["time_s"] < t_stop - 1e-9)].sort_values("time_s")
         ok = (abs(g["goodput_mbps"].to_numpy()[:-1] - share) <= 0.25 * share)
-        conv = math.nan
+        conv = math.inf  # never settled
         for k in range(len(ok)):
             if ok[k:].all():
                 conv = float(g["time_s"].iloc[k] - t_start)
