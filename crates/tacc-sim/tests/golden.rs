@@ -79,6 +79,11 @@ const CASES: &[(&str, &str, &[&str])] = &[
     (
         "papers/sicc_dumbbell.toml",
         "2s",
+        &[r#"mechanism={kind="sicc",mode="switch"}"#],
+    ),
+    (
+        "papers/sicc_dumbbell.toml",
+        "2s",
         &[r#"mechanism={kind="rwndq"}"#],
     ),
     (
