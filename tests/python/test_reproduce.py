@@ -120,14 +120,15 @@ def test_tiny_reproduction_end_to_end(engine: None, tmp_path: Path) -> None:
         # the Markdown table and report.json show the same numbers
         assert f"| {row['tacc']} |" in line, (row, line)
         assert row["tacc_mean"] is not None, row
-    # The verdicts. Every claim of the figure held, with margin, in this run (scale 0.1, the
-    # figure's 2 quick seeds) with each of 19 disjoint seed pairs (1-2, 3-4, ..., 21-22,
-    # 31-32, ..., 101-102): the tagged flow's goodput 253-256 Mb/s for the 4-sender share
-    # of 250 (the claim: within 50), 140-144 Mb/s for the 8-sender share of 125 (within 25:
-    # at least 6 Mb/s to spare, against about 1 Mb/s of variation of a pair's mean), and
-    # settled within 25% of the share after one 100 ms bin (the claim: within 1 s). So a
-    # verdict other than "holds" here is a regression of the mechanism or of the report,
-    # not the seeds' luck.
+    # The verdicts. Every claim of the figure held with tacc's settings, with margin, in this
+    # run (scale 0.1, the figure's 2 quick seeds) with each of 19 disjoint seed pairs (1-2,
+    # 3-4, ..., 21-22, 31-32, ..., 101-102): the tagged flow's goodput 253-256 Mb/s for the
+    # 4-sender share of 250 (the claim: within 50), 140-144 Mb/s for the 8-sender share of
+    # 125 (within 25: at least 6 Mb/s to spare, against about 1 Mb/s of variation of a
+    # pair's mean), and settled within 25% of the share after one 100 ms bin (the claim:
+    # within 1 s). So a verdict other than "holds" here is a regression of the mechanism or
+    # of the report, not the seeds' luck. (With the paper's settings the verdicts against
+    # TCP and DCTCP change from one seed pair to the next: not asserted.)
     assert all(r["holds"] is True and not r["within_seed_spread"] for r in rows), [
         (r["quantity"], r["tacc"], r["holds"]) for r in rows if r["holds"] is not True]
     html_text = (out / "report.html").read_text()
