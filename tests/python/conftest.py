@@ -132,9 +132,9 @@ def engine() -> None:
 
 
 @pytest.fixture
-def testbed_machine() -> None:
+def testbed_machine(engine: None) -> None:
     """Root, the tools, namespaces, the qdiscs and bpffs, or a skip that says which are
-    missing (a failure with TACC_REQUIRE_TESTBED=1)."""
+    missing (a failure with TACC_REQUIRE_TESTBED=1); and the engine, which builds the plans."""
     import secrets
 
     from tacc.testbed import features

@@ -52,12 +52,21 @@ SHIPPED = sorted((Path(tacc.__file__).parent / "scenarios" / "papers").glob("*.t
 @pytest.mark.parametrize("scenario", ["default", *SHIPPED], ids=lambda s: Path(s).stem)
 def test_the_engines_plans_of_the_shipped_scenarios_can_be_built(engine: None,
                                                                  scenario: str) -> None:
-    if not hasattr(tacc._engine(), "plan"):
-        pytest.skip("the compiled engine predates plan()")
+    if Path(scenario).name == "hygenicc_attack.toml":
+        # its forging VM needs raw packets, which the testbed's sources do not send
+        with pytest.raises(plans.PlanError, match="flow forged-feedback forges signals"):
+            plans.load_plan(scenario)
+        return
 
     plan = plans.load_plan(scenario)  # checked as it is loaded
 
     assert len(plans.port_pairs(plan)) * 2 == len(plan["ports"])
+
+
+def test_the_testbed_refuses_what_it_cannot_run(engine: None) -> None:
+    sicc = Path(tacc.__file__).parent / "scenarios" / "papers" / "sicc_dumbbell.toml"
+    with pytest.raises(plans.PlanError, match="SICC's in-switch mode"):
+        plans.load_plan(sicc, [("mechanism", '{kind="sicc",mode="switch"}')])
 
 
 def test_each_missing_plan_field_is_one_error_line(plan: dict[str, Any]) -> None:

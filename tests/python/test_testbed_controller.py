@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from tacc import _core
 from tacc.summary import read_summary
 from tacc.testbed import ovs, run, shell, topology
+from tacc.testbed import plan as plans
 from tacc.testbed import TestbedError as Failed
 from tacc.testbed.topology import Names
 
@@ -43,7 +43,7 @@ pytestmark = pytest.mark.testbed
 
 
 @pytest.fixture
-def ovs_machine(testbed_machine: None) -> None:
+def ovs_machine(testbed_machine: None, engine: None) -> None:
     missing = ovs.missing()
     try:
         import os_ken  # noqa: F401
@@ -315,7 +315,7 @@ def test_openflow_rules_are_the_plans_routes(ovs_machine: None, tmp_path: Path) 
 
     out = run_it(tmp_path, SHORT, [SDN_ECN], during=dump, duration_s=1.0)
     routes = [r for r in seen[0] if "table=2" in r and "nw_dst=" in r]
-    plan_routes = [r for r in json.loads(_core.plan(str(SHORT)))["routes"] if r["switch"] == 0]
+    plan_routes = [r for r in plans.load_plan(SHORT)["routes"] if r["switch"] == 0]
     assert len(routes) == len(plan_routes)
     for r in routes:
         assert "dec_ttl" in r and "set_field:02:74:63" in r and "output:" in r, r
@@ -334,7 +334,7 @@ def test_a_switch_agent_answers_the_controllers_stats_requests(ovs_machine: None
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
             s.bind(str(path))
             s.settimeout(0.5)
-            plan = json.loads(_core.plan(str(SHORT)))
+            plan = plans.load_plan(SHORT)
             port = next(i for i, p in enumerate(plan["ports"]) if p["name"] == "sw0->r0")
             for req in ({"QueueLength": {"switch": 0, "port": port}},
                         {"PortMarks": {"switch": 0, "port": port}},

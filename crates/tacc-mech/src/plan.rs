@@ -140,6 +140,12 @@ pub struct PlanFlow {
     pub packet_bytes: Option<u32>,
     pub src_port: u16,
     pub dst_port: u16,
+    /// UDP: the signal the packets forge ("feedback" or "ipr"), an attack on the mechanism.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forge: Option<String>,
+    /// UDP: the source address the packets carry when it is not the sender's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spoof_src: Option<u32>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

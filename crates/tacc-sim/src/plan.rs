@@ -123,6 +123,12 @@ pub fn plan(p: &Prepared) -> Plan {
                 packet_bytes: f.udp.as_ref().map(|u| u.packet_size),
                 src_port: f.sport,
                 dst_port: f.dport,
+                forge: f.udp.as_ref().and_then(|u| u.forge).map(|k| k.name().to_string()),
+                spoof_src: f
+                    .udp
+                    .as_ref()
+                    .map(|u| u.src_ip)
+                    .filter(|&ip| ip != m.vms[f.src_vm as usize].ip),
             })
             .collect(),
         apps: m

@@ -346,6 +346,15 @@ pub enum Forge {
     Ipr,
 }
 
+impl Forge {
+    pub fn name(self) -> &'static str {
+        match self {
+            Forge::Feedback => "feedback",
+            Forge::Ipr => "ipr",
+        }
+    }
+}
+
 fn default_transport() -> Transport {
     Transport::Tcp
 }

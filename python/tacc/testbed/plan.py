@@ -104,6 +104,10 @@ def _unbuildable(plan: Plan) -> list[str]:
         if len(names) > 1:
             problems.append(f"host {plan['hosts'][h]['name']} has {len(names)} links "
                             f"({', '.join(names)}); the testbed gives a host one uplink")
+    mechanism = plan["mechanism"] or {}
+    if mechanism.get("kind") == "sicc" and mechanism.get("mode") == "switch":
+        problems.append("SICC's in-switch mode (mode = \"switch\") is not on the testbed: its "
+                        "switch agent reads the queues on ticks, not at every packet")
     # A receiver tells flows apart by the sender's address and port.
     senders: dict[tuple[str, int, int, int, int], str] = {}
     for flow in plan["flows"]:
@@ -113,6 +117,9 @@ def _unbuildable(plan: Plan) -> list[str]:
             problems.append(f"flows {senders[key]} and {flow['name']} are one "
                             f"{flow['transport']} flow: same VMs and ports")
         senders.setdefault(key, flow["name"])
+        if flow.get("forge") or flow.get("spoof_src") is not None:
+            problems.append(f"flow {flow['name']} forges signals or spoofs its source "
+                            "(forge, spoof), which the testbed's sockets cannot send")
     return problems
 
 
