@@ -36,35 +36,43 @@ else
 fi
 
 # Fetch the sources when they are missing or came from somewhere else. Without HTSIM_SRC, sources
-# already there at HTSIM_COMMIT (from a clone or a git directory) are kept: no network needed.
+# already there are kept (no network needed) if they are at HTSIM_COMMIT or were copied from a
+# directory by an earlier HTSIM_SRC=DIR build.
 have=$(cat "$SRC/.origin" 2>/dev/null || true)
-if [ -z "${HTSIM_SRC:-}" ] && [ "${have##*@}" = "$HTSIM_COMMIT" ] && [ "${have#dir:}" = "$have" ]; then
+if [ -z "${HTSIM_SRC:-}" ] && [ -f "$SRC/sim/Makefile" ] \
+    && { [ "${have##*@}" = "$HTSIM_COMMIT" ] || [ "${have#dir:}" != "$have" ]; }; then
     origin=$have
 fi
 if [ ! -f "$SRC/sim/Makefile" ] || [ "$have" != "$origin" ]; then
-    rm -rf "$SRC"
-    mkdir -p "$SRC"
+    # Fetched beside the old copy, which is replaced only once the new one is complete.
+    NEW=$BUILD/src.new
+    rm -rf "$NEW" "$BUILD/clone"
+    mkdir -p "$NEW"
     case "$origin" in
         dir:*)
-            cp -a "${origin#dir:}" "$SRC/sim"
+            cp -a "${origin#dir:}" "$NEW/sim"
             ;;
         git:*)
-            git --git-dir="$src" archive --prefix=sim/ "$HTSIM_COMMIT:sim" | tar -x -C "$SRC"
+            git --git-dir="$src" archive --prefix=sim/ "$HTSIM_COMMIT:sim" | tar -x -C "$NEW"
             ;;
         url:*)
             command -v git >/dev/null || { echo "htsim build: git not found" >&2; exit 1; }
             git clone --quiet --no-checkout "$HTSIM_URL" "$BUILD/clone" \
                 || { echo "htsim build: cannot clone $HTSIM_URL (set HTSIM_SRC to a local copy)" >&2; exit 1; }
-            git -C "$BUILD/clone" archive --prefix=sim/ "$HTSIM_COMMIT:sim" | tar -x -C "$SRC"
+            git -C "$BUILD/clone" archive --prefix=sim/ "$HTSIM_COMMIT:sim" | tar -x -C "$NEW"
             rm -rf "$BUILD/clone"
             ;;
     esac
-    echo "$origin" > "$SRC/.origin"
+    echo "$origin" > "$NEW/.origin"
+    rm -rf "$SRC"
+    mv "$NEW" "$SRC"
     echo "htsim: sources from ${origin}"
 fi
-# A directory source may have changed since it was copied: bring the copy up to date (cp -a keeps
-# the timestamps, so make rebuilds only what changed).
-case "$origin" in dir:*) cp -a "${origin#dir:}/." "$SRC/sim/" ;; esac
+# A directory named by HTSIM_SRC may have changed since it was copied: bring the copy up to date
+# (cp -a keeps the timestamps, so make rebuilds only what changed).
+if [ -n "${HTSIM_SRC:-}" ]; then
+    case "$origin" in dir:*) cp -a "${origin#dir:}/." "$SRC/sim/" ;; esac
+fi
 
 # htsim's own Makefile: CFLAGS = -Wall -std=c++11 -g ... -O3 (asserts left on, as shipped).
 make -s -C "$SRC/sim" -j"$JOBS" libhtsim.a > "$BUILD/make.log" 2>&1 \
