@@ -86,16 +86,21 @@ class Setting:
 
 
 MECHANISM_KIND = re.compile(r'kind="([a-z-]+)"')
+MECHANISM_MODE = re.compile(r'mode="([a-z-]+)"')
 
 
 def mechanism_setting(key: str, kinds: tuple[str, ...], literal: str, tacc: str, paper: str,
                       why: str) -> Setting:
     """A [mechanism] key given the paper's value (a TOML literal) on the variants whose
-    mechanism (set inline) is one of `kinds`."""
+    mechanism (set inline) is one of `kinds`: a kind, or "kind:mode" for a kind's mode."""
     def override(v: Variant) -> tuple[tuple[str, str], ...]:
         mech = [m for k, m in v.sets if k == "mechanism"]
         kind = MECHANISM_KIND.search(mech[-1]) if mech else None
-        return ((f"mechanism.{key}", literal),) if kind and kind.group(1) in kinds else ()
+        if not kind:
+            return ()
+        mode = MECHANISM_MODE.search(mech[-1])
+        name = f"{kind.group(1)}:{mode.group(1)}" if mode else kind.group(1)
+        return ((f"mechanism.{key}", literal),) if name in kinds else ()
     return Setting(key, tacc, paper, why, override)
 
 
