@@ -202,7 +202,7 @@ def measure_suite(scenario: Path, runs: int, refs: list[Reference]) -> dict:
     """The engine alone, `tacc run` and each reference simulator (if the scenario has a twin),
     interleaved: round i runs each once, so a change in the machine's load falls on all of them."""
     case = TWIN_CASES.get(scenario.stem)
-    refs = [ref for ref in refs if case]
+    refs = refs if case else []
     engine, cli, other = [], [], {ref.key: [] for ref in refs}
     for i in range(runs):
         engine.append(engine_sample(scenario))
