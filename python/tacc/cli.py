@@ -256,6 +256,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _reproduce(args: argparse.Namespace) -> int:
     from tacc import reproduce  # matplotlib and the registry load only here
+    from tacc.reproduce.report import summary_line
 
     if args.list:
         print(reproduce.registry_table())
@@ -264,14 +265,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
         command=args.typed,
     )
-    rows = [r for e in results for r in e.rows]
-    held = sum(1 for r in rows if r.holds)
-    judged = sum(1 for r in rows if r.holds is not None)
-    published = [r.published for r in rows if r.published is not None]
-    held_p = sum(1 for v in published if v.holds)
-    judged_p = sum(1 for v in published if v.holds is not None)
-    print(f"{held} of {judged} claims hold with tacc's settings, {held_p} of {judged_p} as "
-          f"published; wrote {report} and {report.with_name('report.html')}")
+    line = summary_line([r for e in results for r in e.rows])
+    print(f"{line}; wrote {report} and {report.with_name('report.html')}")
     return 0
 
 

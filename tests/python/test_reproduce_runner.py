@@ -95,6 +95,10 @@ def test_report_json_has_the_markdown_rows_with_their_numbers(tmp_path: Path) ->
                                            "shown": "120.0 Mb/s ± 2.0", "holds": False,
                                            "within_seed_spread": False}
     assert doc["rows"][1]["published"] is None
+    # the counts open the report: the same claims both ways, then tacc's own experiments
+    assert ("**The papers' claims: 1 of 1 hold with tacc's settings, 0 of 1 with the "
+            "algorithms as the papers specify them; tacc's own experiments: 1 of 1 hold**"
+            ) in (tmp_path / "REPORT.md").read_text()
     # the Markdown's headline rows are the same rows
     md = (tmp_path / "REPORT.md").read_text().splitlines()
     for r in doc["rows"]:

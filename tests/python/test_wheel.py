@@ -107,7 +107,7 @@ def test_installed_tacc_lists_and_reproduces(user: Tacc, tmp_path: Path) -> None
                 env_extra={reproduce.SCALE_ENV: "0.05"})
 
     assert proc.returncode == 0, proc.stderr
-    assert "claims hold" in proc.stdout
+    assert "The papers' claims: " in proc.stdout
     report = (tmp_path / "repro" / "REPORT.md").read_text()
     assert f"Command: `tacc reproduce {CHEAP_FIGURE} --quick --out repro`" in report
     assert report.count(f"| {CHEAP_FIGURE} |") == len(reproduce.BY_ID[CHEAP_FIGURE].rows())

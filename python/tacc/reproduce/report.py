@@ -129,6 +129,21 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
     return res
 
 
+def summary_line(rows: Sequence[RowResult]) -> str:
+    """How many claims hold: the papers' with tacc's settings and as published (the same
+    claims), and tacc's own experiments'."""
+    def held(verdicts: Sequence[Verdict]) -> str:
+        judged = [v for v in verdicts if v.holds is not None]
+        return f"{sum(1 for v in judged if v.holds)} of {len(judged)}"
+
+    papers = [r for r in rows if r.published is not None]
+    own = [r.tacc for r in rows if r.published is None]
+    line = (f"The papers' claims: {held([r.tacc for r in papers])} hold with tacc's "
+            f"settings, {held([r.published for r in papers if r.published])} with the "
+            "algorithms as the papers specify them")
+    return line + (f"; tacc's own experiments: {held(own)} hold" if own else "")
+
+
 def _verdict(v: Verdict | None) -> str:
     if v is None:
         return "-"
@@ -174,17 +189,10 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     """REPORT.md and report.html in `out`, and report.json beside them; `command` is the
     command line as typed and `engine` what ran the simulations (local or ray)."""
     rows = [r for e in results for r in e.rows]
-    held = sum(1 for r in rows if r.holds)
-    judged = sum(1 for r in rows if r.holds is not None)
-    as_published = [r.published for r in rows if r.published is not None]
-    held_published = sum(1 for v in as_published if v.holds)
-    judged_published = sum(1 for v in as_published if v.holds is not None)
     spread = sum(1 for r in rows if r.spread)
     mode = "quick (shortened runs, fewer seeds)" if quick else "full"
     md = ["# tacc reproduction report", ""]
-    md.append(f"**With tacc's settings {held} of {judged} judged claims hold; with the "
-              f"algorithms as the papers specify them {held_published} of "
-              f"{judged_published}** (mode: {mode}).")
+    md.append(f"**{summary_line(rows)}** (mode: {mode}).")
     md.append("")
     md.append(f"Command: `{command}`. Engine: {engine}. Mode: {mode}; "
               f"tacc {engine_version()}; {sum(e.runs for e in results)} runs, "
