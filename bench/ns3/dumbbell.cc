@@ -1,7 +1,11 @@
 // ns-3 twin of tacc's bench/scenarios/dumbbell-*.toml, for the side-by-side comparison that
 // `bench/run.py --with-ns3` runs.
 //
-//   dumbbell --flows=4 --cc=newreno|dctcp --time=10 --out=result.json
+//   dumbbell --flows=4 --cc=newreno|dctcp|cubic --time=10 --out=result.json
+//
+// The matrix of bench/ns3/matrix.py also sets --rate, --delay-us, --bneck-delay-us, --buffer,
+// --k, --ecn and a per-flow --cc list (e.g. --cc=newreno,newreno,dctcp,dctcp); the defaults are
+// the benchmark scenarios' values below.
 //
 // Topology: N senders -> swL -> swR -> N receivers, every link 1 Gb/s; access links 12.5 us,
 // the bottleneck swL->swR 25 us (base RTT 100 us). The bottleneck's queue disc is RED with
@@ -43,6 +47,60 @@ using namespace ns3;
 
 namespace
 {
+
+// Per flow: retransmitted data segments (a data segment whose sequence number is below the
+// highest one the socket has sent) and that highest sequence number. SYN retransmissions are not
+// counted here (the trace is connected after the handshake has started).
+std::vector<uint64_t> g_retx;
+std::vector<int64_t> g_highSeq;
+std::vector<uint64_t> g_timeouts; // per flow: entries into CA_LOSS (retransmission timeouts)
+// Bottleneck backlog samples (packets in the queue disc + the device queue), every sample period.
+std::vector<std::pair<double, uint32_t>> g_qSamples;
+
+void
+OnSocketTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBase>)
+{
+    if (p->GetSize() == 0)
+    {
+        return;
+    }
+    int64_t seq = h.GetSequenceNumber().GetValue();
+    if (g_highSeq[flow] >= 0 && SequenceNumber32(seq) < SequenceNumber32(g_highSeq[flow]))
+    {
+        g_retx[flow]++;
+    }
+    else
+    {
+        g_highSeq[flow] = seq;
+    }
+}
+
+void
+OnCongState(uint32_t flow, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now)
+{
+    if (now == TcpSocketState::CA_LOSS)
+    {
+        g_timeouts[flow]++;
+    }
+}
+
+void
+ConnectTx(uint32_t flow, uint32_t nodeId)
+{
+    std::ostringstream path;
+    path << "/NodeList/" << nodeId << "/$ns3::TcpL4Protocol/SocketList/0/";
+    Config::ConnectWithoutContext(path.str() + "Tx", MakeBoundCallback(&OnSocketTx, flow));
+    Config::ConnectWithoutContext(path.str() + "CongState", MakeBoundCallback(&OnCongState, flow));
+}
+
+void
+SampleQueue(Ptr<QueueDisc> q, Ptr<NetDevice> dev, Time period)
+{
+    Ptr<PointToPointNetDevice> p2p = DynamicCast<PointToPointNetDevice>(dev);
+    g_qSamples.emplace_back(Simulator::Now().GetSeconds(),
+                            q->GetNPackets() + p2p->GetQueue()->GetNPackets());
+    Simulator::Schedule(period, &SampleQueue, q, dev, period);
+}
 
 uint64_t g_bneckTxBytes = 0;       // IP bytes the bottleneck device started transmitting
 uint64_t g_bneckTxBytesWarm = 0;   // ... at the end of the warm-up
@@ -91,10 +149,30 @@ main(int argc, char* argv[])
     std::string out = "";
     uint32_t seed = 1;
     double startJitterUs = 12.0;
+    std::string rate = "1Gbps";
+    double delayUs = 12.5;
+    double bneckDelayUs = 25.0;
+    uint32_t buffer = 100;
+    uint32_t k = 20;
+    bool ecn = true;
+    double sampleUs = 1000.0;
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("flows", "number of sender/receiver pairs (one bulk TCP flow each)", flows);
-    cmd.AddValue("cc", "congestion control: newreno or dctcp", cc);
+    cmd.AddValue("cc",
+                 "congestion control: newreno, dctcp or cubic, for all flows, or a comma-separated "
+                 "list with one entry per flow",
+                 cc);
+    cmd.AddValue("rate", "rate of every link (ns-3 DataRate, e.g. 1Gbps)", rate);
+    cmd.AddValue("delay-us", "propagation delay of the access links, microseconds", delayUs);
+    cmd.AddValue("bneck-delay-us", "propagation delay of the bottleneck link, microseconds", bneckDelayUs);
+    cmd.AddValue("buffer", "bottleneck queue limit, packets", buffer);
+    cmd.AddValue("k", "RED-ECN marking threshold K, packets (with --ecn=1)", k);
+    cmd.AddValue("ecn",
+                 "1: RED-ECN bottleneck (mark ECT at >= k, drop non-ECT at >= k), ECN on; "
+                 "0: drop-tail bottleneck, ECN off (DCTCP still sets ECT)",
+                 ecn);
+    cmd.AddValue("sample-us", "bottleneck backlog sample period, microseconds", sampleUs);
     cmd.AddValue("time", "simulated seconds", simTime);
     cmd.AddValue("warmup", "goodput is also reported over [warmup, time]", warmup);
     cmd.AddValue("out", "write the JSON result here (default: stdout)", out);
@@ -106,19 +184,46 @@ main(int argc, char* argv[])
     cmd.Parse(argc, argv);
     RngSeedManager::SetRun(seed);
 
-    if (cc == "newreno")
+    // One congestion control per flow, set on each sender node's TcpL4Protocol below.
+    std::vector<std::string> ccs;
     {
-        Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpNewReno::GetTypeId()));
+        std::stringstream ss(cc);
+        std::string item;
+        while (std::getline(ss, item, ','))
+        {
+            ccs.push_back(item);
+        }
     }
-    else if (cc == "dctcp")
+    if (ccs.size() == 1)
     {
-        // TcpDctcp switches the socket to DCTCP's ECN mode (ECT on every packet, per-packet ECE).
-        Config::SetDefault("ns3::TcpL4Protocol::SocketType", TypeIdValue(TcpDctcp::GetTypeId()));
+        ccs.assign(flows, ccs[0]);
     }
-    else
+    if (ccs.size() != flows)
     {
-        std::cerr << "dumbbell: --cc must be newreno or dctcp, not '" << cc << "'\n";
+        std::cerr << "dumbbell: --cc lists " << ccs.size() << " controls for " << flows << " flows\n";
         return 2;
+    }
+    std::vector<TypeId> ccTypes;
+    for (const auto& c : ccs)
+    {
+        if (c == "newreno")
+        {
+            ccTypes.push_back(TcpNewReno::GetTypeId());
+        }
+        else if (c == "dctcp")
+        {
+            // TcpDctcp switches the socket to DCTCP's ECN mode (ECT on every packet, per-packet ECE).
+            ccTypes.push_back(TcpDctcp::GetTypeId());
+        }
+        else if (c == "cubic")
+        {
+            ccTypes.push_back(TcpCubic::GetTypeId());
+        }
+        else
+        {
+            std::cerr << "dumbbell: --cc entries must be newreno, dctcp or cubic, not '" << c << "'\n";
+            return 2;
+        }
     }
 
     // TCP as tacc's defaults (crates/tacc-sim/src/tcp.rs, TcpConfig::default).
@@ -130,7 +235,7 @@ main(int argc, char* argv[])
     Config::SetDefault("ns3::TcpSocketBase::Timestamp", BooleanValue(false));
     Config::SetDefault("ns3::TcpSocketBase::Sack", BooleanValue(true));
     Config::SetDefault("ns3::TcpSocketBase::MinRto", TimeValue(MilliSeconds(200)));
-    Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue("On"));
+    Config::SetDefault("ns3::TcpSocketBase::UseEcn", StringValue(ecn ? "On" : "Off"));
     // SYN retransmission: tacc uses its initial RTO (1 s, doubling) and never gives up; ns-3's
     // defaults are 3 s and 6 tries.
     Config::SetDefault("ns3::TcpSocket::ConnTimeout", TimeValue(Seconds(1)));
@@ -147,14 +252,18 @@ main(int argc, char* argv[])
 
     InternetStackHelper stack;
     stack.InstallAll();
+    for (uint32_t i = 0; i < flows; ++i)
+    {
+        senders.Get(i)->GetObject<TcpL4Protocol>()->SetAttribute("SocketType", TypeIdValue(ccTypes[i]));
+    }
 
     PointToPointHelper access;
-    access.SetDeviceAttribute("DataRate", StringValue("1Gbps"));
-    access.SetChannelAttribute("Delay", StringValue("12.5us"));
+    access.SetDeviceAttribute("DataRate", StringValue(rate));
+    access.SetChannelAttribute("Delay", TimeValue(NanoSeconds(static_cast<int64_t>(delayUs * 1000))));
     access.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
     PointToPointHelper bottleneck;
-    bottleneck.SetDeviceAttribute("DataRate", StringValue("1Gbps"));
-    bottleneck.SetChannelAttribute("Delay", StringValue("25us"));
+    bottleneck.SetDeviceAttribute("DataRate", StringValue(rate));
+    bottleneck.SetChannelAttribute("Delay", TimeValue(NanoSeconds(static_cast<int64_t>(bneckDelayUs * 1000))));
     bottleneck.SetQueue("ns3::DropTailQueue", "MaxSize", StringValue("1p"));
 
     // Queue discs go on before addresses: Ipv4AddressHelper::Assign would otherwise install
@@ -162,17 +271,25 @@ main(int argc, char* argv[])
     TrafficControlHelper fifo;
     fifo.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", QueueSizeValue(QueueSize("1000p")));
     TrafficControlHelper red;
-    red.SetRootQueueDisc("ns3::RedQueueDisc",
-                         "MaxSize", QueueSizeValue(QueueSize("100p")),
-                         "MinTh", DoubleValue(20),
-                         "MaxTh", DoubleValue(20),
-                         "QW", DoubleValue(1.0),
-                         "Gentle", BooleanValue(false),
-                         "UseEcn", BooleanValue(true),
-                         "UseHardDrop", BooleanValue(false),
-                         "MeanPktSize", UintegerValue(1500),
-                         "LinkBandwidth", DataRateValue(DataRate("1Gbps")),
-                         "LinkDelay", TimeValue(MicroSeconds(25)));
+    std::string bufStr = std::to_string(buffer) + "p";
+    if (ecn)
+    {
+        red.SetRootQueueDisc("ns3::RedQueueDisc",
+                             "MaxSize", QueueSizeValue(QueueSize(bufStr)),
+                             "MinTh", DoubleValue(k),
+                             "MaxTh", DoubleValue(k),
+                             "QW", DoubleValue(1.0),
+                             "Gentle", BooleanValue(false),
+                             "UseEcn", BooleanValue(true),
+                             "UseHardDrop", BooleanValue(false),
+                             "MeanPktSize", UintegerValue(1500),
+                             "LinkBandwidth", DataRateValue(DataRate(rate)),
+                             "LinkDelay", TimeValue(NanoSeconds(static_cast<int64_t>(bneckDelayUs * 1000))));
+    }
+    else
+    {
+        red.SetRootQueueDisc("ns3::FifoQueueDisc", "MaxSize", QueueSizeValue(QueueSize(bufStr)));
+    }
 
     Ipv4AddressHelper addr;
     std::vector<Ipv4Address> rcvAddr;
@@ -204,6 +321,11 @@ main(int argc, char* argv[])
 
     bn.Get(0)->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&OnBottleneckTx));
 
+    Simulator::Schedule(MicroSeconds(1), &SampleQueue, redQ.Get(0), bn.Get(0), MicroSeconds(sampleUs));
+    g_retx.assign(flows, 0);
+    g_highSeq.assign(flows, -1);
+    g_timeouts.assign(flows, 0);
+
     const uint16_t port = 5000;
     Ptr<UniformRandomVariable> jitter = CreateObject<UniformRandomVariable>();
     std::vector<Ptr<PacketSink>> sinks;
@@ -218,7 +340,10 @@ main(int argc, char* argv[])
         bulk.SetAttribute("MaxBytes", UintegerValue(0));
         bulk.SetAttribute("SendSize", UintegerValue(1460 * 10));
         ApplicationContainer s = bulk.Install(senders.Get(i));
-        s.Start(NanoSeconds(static_cast<int64_t>(jitter->GetValue(0, startJitterUs * 1000))));
+        Time start = NanoSeconds(static_cast<int64_t>(jitter->GetValue(0, startJitterUs * 1000)));
+        s.Start(start);
+        // The socket exists once the application has started: trace its segments from then on.
+        Simulator::Schedule(start + NanoSeconds(1), &ConnectTx, i, senders.Get(i)->GetId());
         s.Stop(Seconds(simTime));
     }
 
@@ -245,8 +370,18 @@ main(int argc, char* argv[])
         gpWarm.push_back((rx - g_rxWarm[i]) * 8.0 / (simTime - warmup) / 1e6);
     }
     QueueDisc::Stats st = redQ.Get(0)->GetStats();
-    double util = g_bneckTxBytes * 8.0 / (1e9 * simTime);
-    double utilWarm = (g_bneckTxBytes - g_bneckTxBytesWarm) * 8.0 / (1e9 * (simTime - warmup));
+    double rateBps = DataRate(rate).GetBitRate();
+    double util = g_bneckTxBytes * 8.0 / (rateBps * simTime);
+    double utilWarm = (g_bneckTxBytes - g_bneckTxBytesWarm) * 8.0 / (rateBps * (simTime - warmup));
+    std::vector<double> retx(g_retx.begin(), g_retx.end());
+    std::vector<double> timeouts(g_timeouts.begin(), g_timeouts.end());
+    std::ostringstream qs;
+    qs << "[";
+    for (size_t i = 0; i < g_qSamples.size(); ++i)
+    {
+        qs << (i ? ", " : "") << "[" << g_qSamples[i].first << ", " << g_qSamples[i].second << "]";
+    }
+    qs << "]";
     Simulator::Destroy();
 
     std::ostringstream j;
@@ -254,6 +389,10 @@ main(int argc, char* argv[])
       << "  \"simulator\": \"ns-" << NS3_VERSION_MAJOR << "." << NS3_VERSION_MINOR << "\",\n"
       << "  \"flows\": " << flows << ",\n"
       << "  \"cc\": \"" << cc << "\",\n"
+      << "  \"rate\": \"" << rate << "\",\n"
+      << "  \"buffer\": " << buffer << ",\n"
+      << "  \"k\": " << k << ",\n"
+      << "  \"ecn\": " << (ecn ? "true" : "false") << ",\n"
       << "  \"sim_seconds\": " << simTime << ",\n"
       << "  \"warmup_seconds\": " << warmup << ",\n"
       << "  \"wall_seconds\": " << wall << ",\n"
@@ -262,6 +401,9 @@ main(int argc, char* argv[])
       << "  \"goodput_mbps_after_warmup\": " << JsonList(gpWarm) << ",\n"
       << "  \"jain\": " << Jain(gp) << ",\n"
       << "  \"jain_after_warmup\": " << Jain(gpWarm) << ",\n"
+      << "  \"retransmits\": " << JsonList(retx) << ",\n"
+      << "  \"timeouts\": " << JsonList(timeouts) << ",\n"
+      << "  \"queue_samples\": " << qs.str() << ",\n"
       << "  \"bottleneck\": {\"marked\": " << st.nTotalMarkedPackets
       << ", \"dropped\": " << st.nTotalDroppedPackets
       << ", \"enqueued\": " << st.nTotalEnqueuedPackets

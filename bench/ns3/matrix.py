@@ -1,0 +1,332 @@
+"""Cross-validation of tacc against ns-3 over a matrix of dumbbell scenarios.
+
+    .venv/bin/python bench/ns3/matrix.py [--only NAME ...] [--jobs 2] [--table-only]
+
+Every matrix point is derived from bench/scenarios/dumbbell-4-newreno.toml with `tacc run --set`
+overrides and run in bench/ns3/build/dumbbell with the matching command-line parameters
+(bench/ns3/build.sh builds it; bench/ns3/install.sh installs ns-3.37). Both simulators' numbers
+are compared on four metrics, each with a tolerance (TOLERANCES below, docs/ns3-matrix.md says
+why): per-flow goodput, marks per packet at the bottleneck, retransmissions, and the bottleneck
+queue-length distribution (1 ms samples after the warm-up). Writes bench/ns3/matrix.json and
+bench/ns3/matrix.md (the side-by-side table with a verdict per metric).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+BASE = ROOT / "bench" / "scenarios" / "dumbbell-4-newreno.toml"
+NS3 = HERE / "build" / "dumbbell"
+TACC = Path(sys.executable).with_name("tacc")
+WARMUP = 0.5  # s: queue samples and nothing else start here (goodput is over the whole run, tacc's definition)
+
+# Base point: 1 Gb/s, RTT 100 us (access links d, bottleneck 2d: RTT = 8d), 100-packet buffer,
+# RED-ECN at K = 20, 4 flows. Each other point changes one or two dimensions.
+BASEPT = dict(rate=1e9, rtt_us=100.0, buffer=100, k=20, ecn=True, ccs=["newreno"] * 4, duration=2.0)
+
+
+def pt(name: str, **kw) -> dict:
+    return dict(BASEPT, **kw, name=name)
+
+
+MATRIX = [
+    pt("base-newreno"),
+    pt("base-dctcp", ccs=["dctcp"] * 4),
+    pt("base-cubic", ccs=["cubic"] * 4),
+    pt("rtt-20us", rtt_us=20.0),
+    pt("rtt-1ms", rtt_us=1000.0),
+    pt("buf-20-k10", buffer=20, k=10),
+    pt("buf-1000-droptail-cubic", buffer=1000, ecn=False, ccs=["cubic"] * 4),
+    pt("rate-100M", rate=1e8),
+    pt("rate-10G-dctcp", rate=1e10, ccs=["dctcp"] * 4, duration=1.0),
+    pt("flows-2", ccs=["newreno"] * 2),
+    pt("flows-16-dctcp", ccs=["dctcp"] * 16),
+    pt("flows-64", ccs=["newreno"] * 64),
+    pt("mix-newreno-dctcp", ccs=["newreno"] * 2 + ["dctcp"] * 2),
+    pt("mix-cubic-newreno", ccs=["cubic"] * 2 + ["newreno"] * 2),
+    pt("corner-10G-20us-64-dctcp", rate=1e10, rtt_us=20.0, ccs=["dctcp"] * 64, duration=1.0),
+    pt("corner-100M-1ms-buf20-droptail", rate=1e8, rtt_us=1000.0, buffer=20, ecn=False, ccs=["newreno"] * 8),
+]
+
+# Diagnostic variants: a matrix point rerun with one model detail changed on one side, to test
+# an explanation of a disagreement (not part of the verdict count). (point, label, extra tacc
+# --set overrides, extra ns-3 arguments)
+CLASSIC = "--ns3::TcpL4Protocol::RecoveryType=ns3::TcpClassicRecovery"
+DIAGNOSTICS = [
+    ("rtt-20us", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("rate-100M", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("base-newreno", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("base-newreno", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("buf-1000-droptail-cubic", "ns-3 without HyStart", [], ["--ns3::TcpCubic::HyStart=false"]),
+    ("corner-100M-1ms-buf20-droptail", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("buf-20-k10", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("rtt-20us", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("rate-100M", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("rtt-1ms", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("flows-2", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("buf-20-k10", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("mix-newreno-dctcp", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+]
+
+# Tolerances (docs/ns3-matrix.md explains the choice).
+TOL = {
+    # total goodput: |tacc - ns3| / capacity
+    "total_goodput_frac": 0.03,
+    # per flow: max over flows |tacc_i - ns3_i| / (capacity / n), and |Jain_tacc - Jain_ns3|
+    "per_flow_frac": 0.15,
+    "jain_abs": 0.05,
+    # marks per enqueued packet: ratio within this factor (or both below 0.001)
+    "marks_factor": 1.5,
+    "marks_floor": 0.001,
+    # retransmissions (sum over flows): the same order of magnitude (ratio <= 10, or both <= 10)
+    "retx_factor": 10.0,
+    "retx_floor": 10,
+    # queue: mean and p90 within max(3 packets, 20% of K) with RED-ECN, max(3, 10% of the buffer)
+    # with drop-tail
+    "queue_abs_min": 3.0,
+    "queue_frac_k": 0.2,
+    "queue_frac_buf": 0.1,
+}
+
+
+def rate_str(r: float) -> str:
+    return f"{r / 1e9:g}Gbps" if r >= 1e9 else f"{r / 1e6:g}Mbps"
+
+
+def groups(ccs: list[str]) -> list[tuple[str, int, int]]:
+    """Runs of equal controls: (cc, first index, count)."""
+    out: list[tuple[str, int, int]] = []
+    for i, c in enumerate(ccs):
+        if out and out[-1][0] == c:
+            out[-1] = (c, out[-1][1], out[-1][2] + 1)
+        else:
+            out.append((c, i, 1))
+    return out
+
+
+def tacc_sets(p: dict) -> list[str]:
+    n = len(p["ccs"])
+    d = p["rtt_us"] / 8.0
+    q = (f'queue={{kind="red-ecn",limit="{p["buffer"]}pkt",k="{p["k"]}pkt"}}' if p["ecn"]
+         else f'queue={{kind="droptail",limit="{p["buffer"]}pkt"}}')
+    flows = ",".join(
+        f'{{name="{c}{j}",count={cnt},src="s{{i+{first}}}",dst="r{{i+{first}}}",cc="{c}"}}'
+        for j, (c, first, cnt) in enumerate(groups(p["ccs"])))
+    sets = [f"duration={p['duration']}s", f"topology.senders={n}", f"topology.receivers={n}",
+            f"topology.link_rate={rate_str(p['rate'])}", f"topology.link_delay={d:g}us",
+            f"topology.bottleneck_delay={2 * d:g}us", q, f"tcp.ecn={'true' if p['ecn'] else 'false'}",
+            f"tcp.cc={p['ccs'][0]}", f"flows=[{flows}]"]
+    return sets
+
+
+def ns3_args(p: dict) -> list[str]:
+    d = p["rtt_us"] / 8.0
+    pkt_us = 1500 * 8 / p["rate"] * 1e6  # flows start in [0, one packet time]: tacc's default NIC jitter span
+    return [f"--flows={len(p['ccs'])}", f"--cc={','.join(p['ccs'])}", f"--time={p['duration']}",
+            f"--warmup={WARMUP}", f"--rate={rate_str(p['rate'])}", f"--delay-us={d:g}",
+            f"--bneck-delay-us={2 * d:g}", f"--buffer={p['buffer']}", f"--k={p['k']}",
+            f"--ecn={1 if p['ecn'] else 0}", f"--start-jitter={pkt_us:g}"]
+
+
+def pctl(xs: list[float], q: float) -> float:
+    if not xs:
+        return float("nan")
+    s = sorted(xs)
+    return s[min(len(s) - 1, int(q * len(s)))]
+
+
+def qstats(samples: list[float]) -> dict:
+    return {"mean": sum(samples) / len(samples) if samples else float("nan"), "p10": pctl(samples, 0.1),
+            "p50": pctl(samples, 0.5), "p90": pctl(samples, 0.9), "p99": pctl(samples, 0.99),
+            "max": max(samples) if samples else float("nan"), "samples": len(samples)}
+
+
+def jain(x: list[float]) -> float:
+    s, s2 = sum(x), sum(v * v for v in x)
+    return s * s / (len(x) * s2) if s2 > 0 else 0.0
+
+
+def run_tacc(p: dict, extra: list[str] | None = None) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        cmd = [str(TACC), "run", str(BASE), "--out", out, "--no-plot", "--quiet"]
+        for s in tacc_sets(p) + (extra or []):
+            cmd += ["--set", s]
+        subprocess.run(cmd, check=True, capture_output=True, text=True)
+        summ = json.loads((Path(out) / "summary.json").read_text())
+        port = next(x for x in summ["ports"] if x["name"] == "swL->swR")
+        qs = []
+        for line in (Path(out) / "queues.csv").read_text().splitlines()[1:]:
+            t, name, pk, _ = line.split(",")
+            if name == "swL->swR" and float(t) >= WARMUP:
+                qs.append(float(pk))
+    fl = summ["flows"]
+    return {"goodput_mbps": [f["goodput_mbps"] for f in fl], "retransmits": [f["retransmits"] for f in fl],
+            "timeouts": sum(f["timeouts"] for f in fl), "fast_retransmits": sum(f["fast_retransmits"] for f in fl),
+            "marked": port["marked"], "enqueued": port["enqueued"], "dropped": port["dropped"],
+            "utilization": port["utilization"], "queue": qstats(qs), "wall_s": summ["wall_seconds"],
+            "sets": tacc_sets(p) + (extra or [])}
+
+
+def run_ns3(p: dict, extra: list[str] | None = None) -> dict:
+    with tempfile.TemporaryDirectory() as out:
+        f = Path(out) / "r.json"
+        subprocess.run([str(NS3), *ns3_args(p), *(extra or []), f"--out={f}"], check=True, capture_output=True, text=True)
+        r = json.loads(f.read_text())
+    qs = [float(n) for t, n in r["queue_samples"] if t >= WARMUP]
+    b = r["bottleneck"]
+    return {"goodput_mbps": r["goodput_mbps"], "retransmits": [int(x) for x in r["retransmits"]],
+            "timeouts": int(sum(r["timeouts"])),
+            "marked": b["marked"], "enqueued": b["enqueued"], "dropped": b["dropped"],
+            "utilization": b["utilization"], "queue": qstats(qs), "wall_s": r["wall_seconds"],
+            "args": ns3_args(p) + (extra or [])}
+
+
+def ratio_ok(a: float, b: float, factor: float, floor: float) -> bool:
+    if a <= floor and b <= floor:
+        return True
+    if min(a, b) <= 0:
+        return False
+    return max(a, b) / min(a, b) <= factor
+
+
+def verdicts(p: dict, t: dict, n: dict) -> dict:
+    cap = p["rate"] / 1e6 * 1460 / 1500  # Mb/s of goodput a fully used bottleneck carries
+    N = len(p["ccs"])
+    # Flows running the same control are interchangeable (which of them wins is chance): compare
+    # the sorted goodputs within each group of equal controls.
+    tg, ng = [], []
+    for _, first, cnt in groups(p["ccs"]):
+        tg += sorted(t["goodput_mbps"][first:first + cnt])
+        ng += sorted(n["goodput_mbps"][first:first + cnt])
+    d_total = abs(sum(tg) - sum(ng)) / cap
+    d_flow = max(abs(a - b) for a, b in zip(tg, ng)) / (cap / N)
+    d_jain = abs(jain(tg) - jain(ng))
+    mt = t["marked"] / max(1, t["enqueued"])
+    mn = n["marked"] / max(1, n["enqueued"])
+    rt, rn = sum(t["retransmits"]), sum(n["retransmits"])
+    qtol = max(TOL["queue_abs_min"], TOL["queue_frac_k"] * p["k"] if p["ecn"] else TOL["queue_frac_buf"] * p["buffer"])
+    dq_mean = abs(t["queue"]["mean"] - n["queue"]["mean"])
+    dq_p90 = abs(t["queue"]["p90"] - n["queue"]["p90"])
+    return {
+        "goodput": {"ok": d_total <= TOL["total_goodput_frac"] and d_flow <= TOL["per_flow_frac"] and d_jain <= TOL["jain_abs"],
+                    "total_diff_frac_of_capacity": d_total, "max_flow_diff_frac_of_fair_share": d_flow,
+                    "jain_tacc": jain(tg), "jain_ns3": jain(ng)},
+        "marks": {"ok": ratio_ok(mt, mn, TOL["marks_factor"], TOL["marks_floor"]), "tacc": mt, "ns3": mn},
+        "retransmits": {"ok": ratio_ok(rt, rn, TOL["retx_factor"], TOL["retx_floor"]), "tacc": rt, "ns3": rn},
+        "queue": {"ok": dq_mean <= qtol and dq_p90 <= qtol, "tolerance_pkts": qtol, "mean_diff": dq_mean, "p90_diff": dq_p90},
+    }
+
+
+def describe(p: dict) -> str:
+    gs = "+".join(f"{c} {cnt}" if len(groups(p["ccs"])) > 1 else c for c, _, cnt in groups(p["ccs"]))
+    q = f"RED-ECN K={p['k']}" if p["ecn"] else "drop-tail"
+    return f"{rate_str(p['rate'])}, RTT {p['rtt_us']:g} us, {p['buffer']} pkt {q}, {len(p['ccs'])} flows {gs}, {p['duration']:g} s"
+
+
+def fmt_flows(g: list[float]) -> str:
+    if len(g) <= 4:
+        return " / ".join(f"{x:.1f}" for x in g)
+    return f"min {min(g):.1f}, max {max(g):.1f}, {sum(1 for x in g if x < 0.01)} at 0"
+
+
+def table(rows: list[dict]) -> str:
+    yes = lambda v: "agree" if v["ok"] else "**DIFFER**"
+    out = ["| point | sim | goodput sum Mb/s | per-flow Mb/s | Jain | util | marks/pkt | retx (timeouts) | drops | queue mean / p50 / p90 / p99 pkts |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for sim in ("tacc", "ns3"):
+            s = r[sim]
+            q = s["queue"]
+            to = f" ({s['timeouts']})"
+            out.append(f"| {r['name'] if sim == 'tacc' else ''} | {'tacc' if sim == 'tacc' else 'ns-3'} | "
+                       f"{sum(s['goodput_mbps']):.1f} | {fmt_flows(s['goodput_mbps'])} | {jain(s['goodput_mbps']):.4f} | "
+                       f"{s['utilization']:.2%} | {s['marked'] / max(1, s['enqueued']):.4f} | {sum(s['retransmits'])}{to} | "
+                       f"{s['dropped']} | {q['mean']:.1f} / {q['p50']:.0f} / {q['p90']:.0f} / {q['p99']:.0f} |")
+    out += ["", "| point | scenario | goodput | marks/pkt | retransmissions | queue |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        v = r["verdict"]
+        g = v["goodput"]
+        out.append(f"| {r['name']} | {describe(r['point'])} | {yes(g)} (sum {g['total_diff_frac_of_capacity']:.1%}, flow {g['max_flow_diff_frac_of_fair_share']:.0%}, "
+                   f"Jain {g['jain_tacc'] - g['jain_ns3']:+.3f}) | {yes(v['marks'])} | {yes(v['retransmits'])} | "
+                   f"{yes(v['queue'])} (mean {v['queue']['mean_diff']:.1f}, p90 {v['queue']['p90_diff']:.0f}, tol {v['queue']['tolerance_pkts']:.0f}) |")
+    n_ok = sum(v["ok"] for r in rows for v in r["verdict"].values())
+    out += ["", f"{n_ok} of {4 * len(rows)} metric verdicts agree; "
+            f"{sum(all(v['ok'] for v in r['verdict'].values()) for r in rows)} of {len(rows)} points agree on all four."]
+    return "\n".join(out) + "\n"
+
+
+def diag_table(diags: list[dict], rows: dict) -> str:
+    out = ["| point | variant | sim | goodput sum Mb/s | per-flow Mb/s | Jain | util | marks/pkt | retx (timeouts) | queue mean / p90 |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for d in diags:
+        base = rows.get(d["name"])
+        for label, sim, s in (("as in the matrix", "tacc", base and base["tacc"]), ("as in the matrix", "ns-3", base and base["ns3"]),
+                              (d["label"], d["side"], d["result"])):
+            if s is None:
+                continue
+            out.append(f"| {d['name']} | {label} | {sim} | {sum(s['goodput_mbps']):.1f} | {fmt_flows(s['goodput_mbps'])} | "
+                       f"{jain(s['goodput_mbps']):.4f} | {s['utilization']:.2%} | {s['marked'] / max(1, s['enqueued']):.4f} | "
+                       f"{sum(s['retransmits'])} ({s['timeouts']}) | {s['queue']['mean']:.1f} / {s['queue']['p90']:.0f} |")
+    return "\n".join(out) + "\n"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", nargs="*", help="run only these points (the others are kept from matrix.json)")
+    ap.add_argument("--jobs", type=int, default=2, help="points run at once (default 2)")
+    ap.add_argument("--no-diagnostics", action="store_true", help="skip the diagnostic variants")
+    ap.add_argument("--table-only", action="store_true", help="rewrite matrix.md from matrix.json")
+    a = ap.parse_args()
+    jpath, mpath = HERE / "matrix.json", HERE / "matrix.md"
+    prev = json.loads(jpath.read_text()) if jpath.exists() else {}
+    old = {r["name"]: r for r in prev.get("points", [])}
+    diags = prev.get("diagnostics", [])
+    if not a.table_only:
+        subprocess.run(["bash", str(HERE / "build.sh")], check=True)
+        todo = [p for p in MATRIX if not a.only or p["name"] in a.only]
+
+        def one(p: dict) -> dict:
+            t, n = run_tacc(p), run_ns3(p)
+            print(f"{p['name']}: tacc {t['wall_s']:.2f} s, ns-3 {n['wall_s']:.1f} s", flush=True)
+            return {"name": p["name"], "point": p, "tacc": t, "ns3": n, "verdict": verdicts(p, t, n)}
+
+        with ThreadPoolExecutor(a.jobs) as ex:
+            for r in ex.map(one, todo):
+                old[r["name"]] = r
+
+        if not a.no_diagnostics:
+            pts = {p["name"]: p for p in MATRIX}
+
+            def diag(d: tuple) -> dict:
+                name, label, tset, nargs = d
+                res = run_tacc(pts[name], tset) if tset else run_ns3(pts[name], nargs)
+                print(f"diagnostic {name} / {label} done", flush=True)
+                return {"name": name, "label": label, "side": "tacc" if tset else "ns-3", "result": res}
+
+            done = {(d["name"], d["label"]): d for d in diags}
+            with ThreadPoolExecutor(a.jobs) as ex:
+                for d in ex.map(diag, [d for d in DIAGNOSTICS if not a.only or d[0] in a.only]):
+                    done[(d["name"], d["label"])] = d
+            order = [(d[0], d[1]) for d in DIAGNOSTICS]
+            diags = [done[k] for k in order if k in done]
+    rows = [old[p["name"]] for p in MATRIX if p["name"] in old]
+    for r in rows:  # verdicts follow the current tolerances
+        r["verdict"] = verdicts(r["point"], r["tacc"], r["ns3"])
+    jpath.write_text(json.dumps({"base_scenario": str(BASE.relative_to(ROOT)), "warmup_s": WARMUP,
+                                 "tolerances": TOL, "points": rows, "diagnostics": diags}, indent=1) + "\n")
+    text = table(rows) + "\nDiagnostic variants (one model detail changed on one side):\n\n" + diag_table(diags, old)
+    mpath.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
