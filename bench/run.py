@@ -265,6 +265,41 @@ def machine() -> dict:
     return {"nproc": int(nproc) if nproc.isdigit() else os.cpu_count(), "cpu_model": model, "loadavg_start": os.getloadavg()}
 
 
+PAPERS = HERE.parent / "python" / "tacc" / "scenarios" / "papers"
+# Each mechanism on a paper's scenario as shipped, against the same scenario without it.
+MECHANISMS = [
+    ("hygenicc", "hygenicc_fig2-5.toml", '{kind="hygenicc",on_shortage="queue"}'),
+    ("sdn-gcc", "sdngcc_fig1-6.toml", '{kind="sdn-gcc",interval="5ms",on_shortage="queue",clear_ce=true}'),
+    ("sicc", "sicc_dumbbell.toml", '{kind="sicc",initial_window=2.0,evaluate_on_syn=true}'),
+    ("sicc (switch)", "sicc_dumbbell.toml", '{kind="sicc",mode="switch"}'),
+    ("rwndq", "sicc_dumbbell.toml", '{kind="rwndq"}'),
+    ("sdn-ecn", "sdnecn_topo1.toml", '{kind="sdn-ecn"}'),
+]
+
+
+def run_mechanisms(runs: int) -> None:
+    """Events per second with each mechanism against the same scenario without it, the runs
+    of the two interleaved so that a change in the machine's load hits both."""
+    rows = []
+    print(f"{'mechanism':<14} {'scenario':<22} {'events/s with':>14} {'without':>14} {'ratio':>6} {'events with/without':>20}")
+    for name, file, mech in MECHANISMS:
+        path = PAPERS / file
+        on, off = [("mechanism", mech)], [("mechanism", '{kind="none"}')]
+        samples: dict[str, list[dict]] = {"on": [], "off": []}
+        for _ in range(runs):
+            samples["on"].append(engine_sample(path, on))
+            samples["off"].append(engine_sample(path, off))
+        with_it = engine_row(path, samples["on"], on, name)
+        without = engine_row(path, samples["off"], off, f"{name} (none)")
+        row = {"mechanism": name, "scenario": file, "with": with_it, "without": without,
+               "events_per_s_ratio": with_it["events_per_s"] / without["events_per_s"]}
+        rows.append(row)
+        print(f"{name:<14} {file:<22} {with_it['events_per_s']:>14,.0f} {without['events_per_s']:>14,.0f} "
+              f"{row['events_per_s_ratio']:>6.2f} {with_it['events'] / without['events']:>20.2f}", flush=True)
+    (HERE / "mechanisms.json").write_text(json.dumps({"machine": machine(), "runs": runs, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {HERE / 'mechanisms.json'}")
+
+
 SCALING_DUMBBELL = [4, 16, 64, 256]
 SCALING_FATTREE = [4, 6, 8]
 
@@ -421,13 +456,16 @@ def main() -> None:
     ap.add_argument("--scaling", action="store_true", help="run the scaling series instead of the suite; writes bench/scaling.png")
     ap.add_argument("--memory", action="store_true", help="sample RSS during a long dumbbell run instead of the suite; writes bench/memory.png")
     ap.add_argument("--memory-duration", default="60s", help="simulated time of the --memory run (default 60s)")
+    ap.add_argument("--mechanisms", action="store_true", help="events per second with each mechanism against the same paper scenario without it, instead of the suite; writes bench/mechanisms.json")
     ap.add_argument("scenarios", nargs="*", type=Path)
     args = ap.parse_args()
-    if args.scaling or args.memory:
+    if args.scaling or args.memory or args.mechanisms:
         if args.scaling:
             run_scaling(args.runs)
         if args.memory:
             run_memory(args.memory_duration)
+        if args.mechanisms:
+            run_mechanisms(args.runs)
         return
     refs = []
     if args.with_htsim:

@@ -17,6 +17,8 @@
 
 use std::collections::BTreeMap;
 
+use rustc_hash::FxHashMap;
+
 use crate::headers::{tcp_flags, FlowKey, PacketHeaders};
 use crate::Nanos;
 
@@ -107,8 +109,9 @@ pub struct RwndqCounters {
 pub struct Rwndq {
     config: RwndqConfig,
     ports: BTreeMap<u32, PortState>,
-    /// Active flows by their data-direction key.
-    flows: BTreeMap<FlowKey, FlowEntry>,
+    /// Active flows by their data-direction key (looked up for every packet; the order of
+    /// flows never matters).
+    flows: FxHashMap<FlowKey, FlowEntry>,
     next_tick: Option<Nanos>,
     tick_count: u64,
     counters: RwndqCounters,
@@ -144,11 +147,6 @@ impl Rwndq {
         self.next_tick.get_or_insert(now + self.config.tick);
     }
 
-    /// The fair share's total for a port: its BDP at the base RTT plus the target queue.
-    fn fair_total(&self, p: &PortState) -> f64 {
-        let bdp = p.rate_bps as f64 * self.config.base_rtt as f64 / 8e9;
-        bdp + p.limit_bytes as f64 * self.config.target_fraction
-    }
 
     fn window_of(&self, p: &PortState) -> Option<u32> {
         if p.slow_start || p.flows == 0 {
@@ -259,11 +257,8 @@ impl Rwndq {
             self.expire_idle_flows(now);
         }
         let config = self.config;
-        let ports: Vec<u32> = self.ports.keys().copied().collect();
-        for port in ports {
+        for (&port, p) in self.ports.iter_mut() {
             let q = queue_bytes(port) as f64;
-            let fair_total = self.fair_total(&self.ports[&port]);
-            let p = self.ports.get_mut(&port).expect("listed above");
             let limit = p.limit_bytes as f64;
             let mss = config.mss_bytes as f64;
             if p.flows == 0 {
@@ -272,8 +267,11 @@ impl Rwndq {
             }
             if p.slow_start {
                 if q > config.slow_start_exit_fraction * limit {
+                    // The fair share's total: the port's BDP at the base RTT plus the target
+                    // queue.
+                    let bdp = p.rate_bps as f64 * config.base_rtt as f64 / 8e9;
                     p.slow_start = false;
-                    p.aggregate = fair_total;
+                    p.aggregate = bdp + limit * config.target_fraction;
                     p.error_sum = 0.0;
                     p.ticks = 0;
                     p.overflow_ticks = 0;
