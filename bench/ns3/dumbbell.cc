@@ -156,6 +156,7 @@ main(int argc, char* argv[])
     uint32_t k = 20;
     bool ecn = true;
     double sampleUs = 1000.0;
+    bool stats = false;
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("flows", "number of sender/receiver pairs (one bulk TCP flow each)", flows);
@@ -173,6 +174,10 @@ main(int argc, char* argv[])
                  "0: drop-tail bottleneck, ECN off (DCTCP still sets ECT)",
                  ecn);
     cmd.AddValue("sample-us", "bottleneck backlog sample period, microseconds", sampleUs);
+    cmd.AddValue("stats",
+                 "1: also trace per-flow retransmissions and timeouts and sample the bottleneck "
+                 "backlog (off by default so that the speed benchmark runs without the traces)",
+                 stats);
     cmd.AddValue("time", "simulated seconds", simTime);
     cmd.AddValue("warmup", "goodput is also reported over [warmup, time]", warmup);
     cmd.AddValue("out", "write the JSON result here (default: stdout)", out);
@@ -321,7 +326,10 @@ main(int argc, char* argv[])
 
     bn.Get(0)->TraceConnectWithoutContext("PhyTxBegin", MakeCallback(&OnBottleneckTx));
 
-    Simulator::Schedule(MicroSeconds(1), &SampleQueue, redQ.Get(0), bn.Get(0), MicroSeconds(sampleUs));
+    if (stats)
+    {
+        Simulator::Schedule(MicroSeconds(1), &SampleQueue, redQ.Get(0), bn.Get(0), MicroSeconds(sampleUs));
+    }
     g_retx.assign(flows, 0);
     g_highSeq.assign(flows, -1);
     g_timeouts.assign(flows, 0);
@@ -343,7 +351,10 @@ main(int argc, char* argv[])
         Time start = NanoSeconds(static_cast<int64_t>(jitter->GetValue(0, startJitterUs * 1000)));
         s.Start(start);
         // The socket exists once the application has started: trace its segments from then on.
-        Simulator::Schedule(start + NanoSeconds(1), &ConnectTx, i, senders.Get(i)->GetId());
+        if (stats)
+        {
+            Simulator::Schedule(start + NanoSeconds(1), &ConnectTx, i, senders.Get(i)->GetId());
+        }
         s.Stop(Seconds(simTime));
     }
 

@@ -134,7 +134,7 @@ def ns3_args(p: dict) -> list[str]:
     return [f"--flows={len(p['ccs'])}", f"--cc={','.join(p['ccs'])}", f"--time={p['duration']}",
             f"--warmup={WARMUP}", f"--rate={rate_str(p['rate'])}", f"--delay-us={d:g}",
             f"--bneck-delay-us={2 * d:g}", f"--buffer={p['buffer']}", f"--k={p['k']}",
-            f"--ecn={1 if p['ecn'] else 0}", f"--start-jitter={pkt_us:g}"]
+            f"--ecn={1 if p['ecn'] else 0}", f"--start-jitter={pkt_us:g}", "--stats=1"]
 
 
 def pctl(xs: list[float], q: float) -> float:
