@@ -117,6 +117,10 @@ class Traffic:
                         conn.close()
                         continue
                     conn.setblocking(False)
+                    # Closed with a reset whenever this process ends: a graceful close's FIN
+                    # to a namespace already gone would leave an orphan socket retrying for
+                    # minutes, holding its congestion control (the run's BPF DCTCP) loaded.
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                     self.selector.register(conn, selectors.EVENT_READ,
                                            (transport, port, peers[peer], conn))
                     continue
