@@ -136,12 +136,17 @@ pub trait SwitchHook<P: PacketHeaders + ?Sized>: Send {
     fn on_forward(&mut self, _now: Nanos, _port: u32, _pkt: &P) {}
     /// A packet reaches output `port`'s queue, which holds `queue_bytes` before it (after
     /// [`SwitchHook::on_forward`], before the queue admits or drops it). For a mechanism that
-    /// reacts to every change of a queue; a driver without per-packet queue events never calls
-    /// it.
+    /// reacts to every change of a queue ([`SwitchHook::queue_events`]); a driver without
+    /// per-packet queue events never calls it.
     fn on_enqueue(&mut self, _now: Nanos, _port: u32, _queue_bytes: u64) {}
     /// A packet leaves output `port`'s queue for the wire; `queue_bytes` remain (as
     /// [`SwitchHook::on_enqueue`]).
     fn on_dequeue(&mut self, _now: Nanos, _port: u32, _queue_bytes: u64) {}
+    /// Whether the hook wants [`SwitchHook::on_enqueue`] and [`SwitchHook::on_dequeue`]: a
+    /// driver asks once and spares the others two calls per packet.
+    fn queue_events(&self) -> bool {
+        false
+    }
     /// The timer asked for by [`SwitchHook::poll_at`]; `queue_bytes(port)` reads a queue.
     fn on_timer(&mut self, _now: Nanos, _queue_bytes: &dyn Fn(u32) -> u64) {}
     fn poll_at(&self) -> Option<Nanos> {

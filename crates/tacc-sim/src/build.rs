@@ -337,6 +337,7 @@ impl Model {
             slot.shim = shim;
         }
         for (slot, hook) in m.switch_mech.iter_mut().zip(inst.switch_hooks) {
+            slot.queue_events = hook.as_ref().is_some_and(|h| h.queue_events());
             slot.hook = hook;
         }
         m.control.app = inst.controller;

@@ -20,6 +20,8 @@ pub struct HostSlot {
 #[derive(Default)]
 pub struct SwitchSlot {
     pub hook: Option<Box<dyn SwitchHook<Packet>>>,
+    /// The hook's `queue_events()`, asked once.
+    pub queue_events: bool,
     pub timer_at: Option<u64>,
 }
 

@@ -276,7 +276,8 @@ impl Sim {
         };
         p.queue_bytes -= self.pkts.get(id).len as u64;
         if let NodeRef::Switch(s) = p.from {
-            if let Some(hook) = &mut self.m.switch_mech[s as usize].hook {
+            let sm = &mut self.m.switch_mech[s as usize];
+            if let (true, Some(hook)) = (sm.queue_events, &mut sm.hook) {
                 hook.on_dequeue(now, port, p.queue_bytes);
             }
         }
@@ -590,9 +591,12 @@ impl Sim {
             let pkt = self.pkts.get(id).clone();
             self.rec.packet_ins.push((now, s, in_port, pkt));
         }
-        if let Some(hook) = &mut self.m.switch_mech[s as usize].hook {
+        let sm = &mut self.m.switch_mech[s as usize];
+        if let Some(hook) = &mut sm.hook {
             hook.on_forward(now, out, self.pkts.get(id));
-            hook.on_enqueue(now, out, self.m.ports[out as usize].queue_bytes);
+            if sm.queue_events {
+                hook.on_enqueue(now, out, self.m.ports[out as usize].queue_bytes);
+            }
         }
         self.enqueue(out, id);
     }

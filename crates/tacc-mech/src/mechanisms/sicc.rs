@@ -222,6 +222,9 @@ impl<P: PacketHeaders + ?Sized> SwitchHook<P> for SiccSwitch {
     fn on_dequeue(&mut self, _now: Nanos, port: u32, queue_bytes: u64) {
         SiccSwitch::on_dequeue(self, port, queue_bytes);
     }
+    fn queue_events(&self) -> bool {
+        true
+    }
     fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
         let k = self.counters();
         out("incast_on", k.incast_on as f64);
