@@ -676,26 +676,9 @@ mod tests {
         assert_eq!(c.poll_at(), Some(2 * MS));
     }
 
+    /// An ACK of the flow src(1):5000 -> DST:80, from DST.
     fn ack(window: u16, flags: u8) -> Vec<u8> {
-        emit(
-            &Ipv4Fields {
-                src: DST,
-                dst: src(1),
-                protocol: ip_proto::TCP,
-                ident: 0,
-                ecn: Ecn::NotEct,
-                total_len: 40,
-                ttl: 64,
-            },
-            Some(&TcpFields {
-                src_port: 80,
-                dst_port: 5000,
-                seq: 0,
-                ack: 1,
-                flags,
-                window,
-            }),
-        )
+        segment(DST, src(1), (80, 5000), flags, window)
     }
 
     fn deliver(h: &mut SiccHypervisor, now: Nanos, window: u16) -> (bool, u16) {
