@@ -68,14 +68,6 @@ class RowResult:
     ideal_value: float = math.nan
     unit: str = ""
 
-    @property
-    def holds(self) -> bool | None:
-        return self.tacc.holds
-
-    @property
-    def spread(self) -> bool:
-        return self.tacc.spread
-
 
 @dataclass
 class ExperimentResult:
@@ -86,6 +78,11 @@ class ExperimentResult:
     seeds: int = 0
     scale: float = 1.0
     wall: float = 0.0
+
+
+def _disagree(a: Verdict, b: Verdict) -> bool:
+    """Both judged, and judged differently."""
+    return None not in (a.holds, b.holds) and a.holds != b.holds
 
 
 def verdicts(exp: Experiment, row: Row, everything: Means
@@ -99,7 +96,7 @@ def verdicts(exp: Experiment, row: Row, everything: Means
     if not exp.published:
         return tacc, tacc, []
     paper = judge(row, profile_means(everything, PUBLISHED))
-    if None in (tacc.holds, paper.holds) or tacc.holds == paper.holds:
+    if not _disagree(tacc, paper):
         return tacc, paper, []
     if len(exp.published) == 1:
         return tacc, paper, [exp.published[0].key]
@@ -159,8 +156,7 @@ def _cells(r: RowResult) -> str:
     else:
         if r.differs_by:
             why = ", ".join(f"`{k}`" for k in r.differs_by)
-        elif r.tacc.holds != r.published.holds and None not in (r.tacc.holds,
-                                                                 r.published.holds):
+        elif _disagree(r.tacc, r.published):
             why = "no single setting"
         else:
             why = ""
@@ -189,7 +185,7 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     """REPORT.md and report.html in `out`, and report.json beside them; `command` is the
     command line as typed and `engine` what ran the simulations (local or ray)."""
     rows = [r for e in results for r in e.rows]
-    spread = sum(1 for r in rows if r.spread)
+    spread = sum(1 for r in rows if r.tacc.spread)
     mode = "quick (shortened runs, fewer seeds)" if quick else "full"
     md = ["# tacc reproduction report", ""]
     md.append(f"**{summary_line(rows)}** (mode: {mode}).")
@@ -279,8 +275,8 @@ def _write_json(rows: Sequence[RowResult], path: Path, *, quick: bool, command: 
         "rows": [{
             "experiment": r.experiment, "quantity": r.quantity, "paper": r.paper,
             "unit": r.unit, "tacc_mean": _number(r.tacc.mean), "tacc_ci95": _number(r.tacc.ci),
-            "tacc": r.tacc.shown, "ideal": _number(r.ideal_value), "holds": r.holds,
-            "within_seed_spread": r.spread, "published": verdict(r.published),
+            "tacc": r.tacc.shown, "ideal": _number(r.ideal_value), "holds": r.tacc.holds,
+            "within_seed_spread": r.tacc.spread, "published": verdict(r.published),
             "differs_by": r.differs_by, "cause": r.cause,
         } for r in rows],
     }
