@@ -25,7 +25,12 @@
 //
 // Output (JSON): per-flow goodput in Mb/s over the whole run and over [warmup, time], Jain's
 // index of both, bottleneck marks / drops / utilization, the number of events the simulator
-// executed (Simulator::GetEventCount) and the wall time of Simulator::Run alone.
+// executed (Simulator::GetEventCount) and the wall time of Simulator::Run alone. With --stats=1
+// also, per flow: retransmitted data segments, timeouts (CA_LOSS), fast recoveries
+// (CA_RECOVERY), ECN window reductions (CA_CWR) and CE marks at the bottleneck; the mean
+// FlightSize and the ssthresh set at a recovery's start; how many retransmissions reached the
+// bottleneck as ECT and as not-ECT; and the bottleneck backlog samples. --bin-us adds each flow's
+// received bytes per bin.
 
 #include "ns3/applications-module.h"
 #include "ns3/core-module.h"
@@ -39,6 +44,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -54,8 +60,77 @@ namespace
 std::vector<uint64_t> g_retx;
 std::vector<int64_t> g_highSeq;
 std::vector<uint64_t> g_timeouts; // per flow: entries into CA_LOSS (retransmission timeouts)
+// Per flow: entries into CA_RECOVERY (fast retransmits), and at each entry the FlightSize
+// (highest sequence sent - last cumulative ACK, RFC 5681's definition) beside the ssthresh the
+// socket sets right after (from its BytesInFlight), to compare with ssthresh = FlightSize / 2.
+std::vector<uint64_t> g_recoveries;
+std::vector<uint64_t> g_cwrs;            // per flow: entries into CA_CWR (ECN window reductions)
+std::vector<uint64_t> g_flowMarks;       // per flow: CE marks at the bottleneck
+std::map<uint32_t, uint32_t> g_flowOfSrc; // sender address -> flow index
+std::vector<uint32_t> g_lastAck, g_highTx, g_ssthresh;
+double g_recFlightSum = 0, g_recSsthreshSum = 0;
+uint64_t g_recSamples = 0;
 // Bottleneck backlog samples (packets in the queue disc + the device queue), every sample period.
 std::vector<std::pair<double, uint32_t>> g_qSamples;
+// Data segments arriving at the bottleneck queue disc that are retransmissions (sequence number
+// below the highest one seen from that source), by ECN codepoint and fate: [not-ECT, ECT or CE]
+// x [enqueued, dropped]. Shows whether retransmissions are sent as ECT.
+std::map<uint32_t, int64_t> g_bnHighSeq; // per source address: highest sequence number seen
+uint64_t g_retxArrivals[2][2] = {{0, 0}, {0, 0}};
+// Per-flow application bytes received, sampled every --bin-us (0: off).
+std::vector<std::vector<uint64_t>> g_rxBins;
+
+void
+OnBottleneckArrival(bool dropped, Ptr<const QueueDiscItem> item)
+{
+    Ptr<const Ipv4QueueDiscItem> ip = DynamicCast<const Ipv4QueueDiscItem>(item);
+    if (!ip || ip->GetHeader().GetProtocol() != 6)
+    {
+        return;
+    }
+    Ptr<Packet> p = ip->GetPacket()->Copy();
+    TcpHeader h;
+    p->RemoveHeader(h);
+    if (p->GetSize() == 0)
+    {
+        return;
+    }
+    uint32_t src = ip->GetHeader().GetSource().Get();
+    int64_t seq = h.GetSequenceNumber().GetValue();
+    auto it = g_bnHighSeq.find(src);
+    if (it != g_bnHighSeq.end() && SequenceNumber32(seq) < SequenceNumber32(it->second))
+    {
+        bool ect = ip->GetHeader().GetEcn() != Ipv4Header::ECN_NotECT;
+        g_retxArrivals[ect ? 1 : 0][dropped ? 1 : 0]++;
+    }
+    else
+    {
+        g_bnHighSeq[src] = seq;
+    }
+}
+
+void
+OnBottleneckMark(Ptr<const QueueDiscItem> item, const char*)
+{
+    Ptr<const Ipv4QueueDiscItem> ip = DynamicCast<const Ipv4QueueDiscItem>(item);
+    auto it = ip ? g_flowOfSrc.find(ip->GetHeader().GetSource().Get()) : g_flowOfSrc.end();
+    if (it != g_flowOfSrc.end())
+    {
+        g_flowMarks[it->second]++;
+    }
+}
+
+void
+OnBottleneckEnqueue(Ptr<const QueueDiscItem> item)
+{
+    OnBottleneckArrival(false, item);
+}
+
+void
+OnBottleneckDrop(Ptr<const QueueDiscItem> item, const char*)
+{
+    OnBottleneckArrival(true, item);
+}
 
 void
 OnSocketTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader& h, Ptr<const TcpSocketBase>)
@@ -76,12 +151,51 @@ OnSocketTx(uint32_t flow, Ptr<const Packet> p, const TcpHeader& h, Ptr<const Tcp
 }
 
 void
+RecordRecovery(uint32_t flow, uint32_t flight)
+{
+    g_recFlightSum += flight;
+    g_recSsthreshSum += g_ssthresh[flow];
+    g_recSamples++;
+}
+
+void
 OnCongState(uint32_t flow, TcpSocketState::TcpCongState_t, TcpSocketState::TcpCongState_t now)
 {
     if (now == TcpSocketState::CA_LOSS)
     {
         g_timeouts[flow]++;
     }
+    if (now == TcpSocketState::CA_CWR)
+    {
+        g_cwrs[flow]++;
+    }
+    if (now == TcpSocketState::CA_RECOVERY)
+    {
+        g_recoveries[flow]++;
+        // The socket sets ssthresh after announcing the state: read it once this event is done.
+        Simulator::ScheduleNow(&RecordRecovery, flow, g_highTx[flow] - g_lastAck[flow]);
+    }
+}
+
+void
+OnSocketRx(uint32_t flow, Ptr<const Packet>, const TcpHeader& h, Ptr<const TcpSocketBase>)
+{
+    if (h.GetFlags() & TcpHeader::ACK)
+    {
+        g_lastAck[flow] = h.GetAckNumber().GetValue();
+    }
+}
+
+void
+OnHighTx(uint32_t flow, SequenceNumber32, SequenceNumber32 now)
+{
+    g_highTx[flow] = now.GetValue();
+}
+
+void
+OnSsthresh(uint32_t flow, uint32_t, uint32_t now)
+{
+    g_ssthresh[flow] = now;
 }
 
 void
@@ -91,6 +205,9 @@ ConnectTx(uint32_t flow, uint32_t nodeId)
     path << "/NodeList/" << nodeId << "/$ns3::TcpL4Protocol/SocketList/0/";
     Config::ConnectWithoutContext(path.str() + "Tx", MakeBoundCallback(&OnSocketTx, flow));
     Config::ConnectWithoutContext(path.str() + "CongState", MakeBoundCallback(&OnCongState, flow));
+    Config::ConnectWithoutContext(path.str() + "Rx", MakeBoundCallback(&OnSocketRx, flow));
+    Config::ConnectWithoutContext(path.str() + "HighestSequence", MakeBoundCallback(&OnHighTx, flow));
+    Config::ConnectWithoutContext(path.str() + "SlowStartThreshold", MakeBoundCallback(&OnSsthresh, flow));
 }
 
 void
@@ -157,6 +274,7 @@ main(int argc, char* argv[])
     bool ecn = true;
     double sampleUs = 1000.0;
     bool stats = false;
+    double binUs = 0;
 
     CommandLine cmd(__FILE__);
     cmd.AddValue("flows", "number of sender/receiver pairs (one bulk TCP flow each)", flows);
@@ -178,6 +296,10 @@ main(int argc, char* argv[])
                  "1: also trace per-flow retransmissions and timeouts and sample the bottleneck "
                  "backlog (off by default so that the speed benchmark runs without the traces)",
                  stats);
+    cmd.AddValue("bin-us",
+                 "if > 0: also report each flow's received application bytes per bin of this many "
+                 "microseconds (rx_bins), e.g. one RTT to follow the window",
+                 binUs);
     cmd.AddValue("time", "simulated seconds", simTime);
     cmd.AddValue("warmup", "goodput is also reported over [warmup, time]", warmup);
     cmd.AddValue("out", "write the JSON result here (default: stdout)", out);
@@ -305,7 +427,8 @@ main(int argc, char* argv[])
         std::ostringstream base;
         base << "10." << (1 + i / 256) << "." << (i % 256) << ".0";
         addr.SetBase(base.str().c_str(), "255.255.255.0");
-        addr.Assign(d);
+        Ipv4InterfaceContainer ifs = addr.Assign(d);
+        g_flowOfSrc[ifs.GetAddress(0).Get()] = i;
     }
     for (uint32_t i = 0; i < flows; ++i)
     {
@@ -329,10 +452,19 @@ main(int argc, char* argv[])
     if (stats)
     {
         Simulator::Schedule(MicroSeconds(1), &SampleQueue, redQ.Get(0), bn.Get(0), MicroSeconds(sampleUs));
+        redQ.Get(0)->TraceConnectWithoutContext("Enqueue", MakeCallback(&OnBottleneckEnqueue));
+        redQ.Get(0)->TraceConnectWithoutContext("DropBeforeEnqueue", MakeCallback(&OnBottleneckDrop));
+        redQ.Get(0)->TraceConnectWithoutContext("Mark", MakeCallback(&OnBottleneckMark));
     }
     g_retx.assign(flows, 0);
     g_highSeq.assign(flows, -1);
     g_timeouts.assign(flows, 0);
+    g_recoveries.assign(flows, 0);
+    g_cwrs.assign(flows, 0);
+    g_flowMarks.assign(flows, 0);
+    g_lastAck.assign(flows, 0);
+    g_highTx.assign(flows, 0);
+    g_ssthresh.assign(flows, 0);
 
     const uint16_t port = 5000;
     Ptr<UniformRandomVariable> jitter = CreateObject<UniformRandomVariable>();
@@ -367,6 +499,20 @@ main(int argc, char* argv[])
         g_bneckTxBytesWarm = g_bneckTxBytes;
     });
 
+    g_rxBins.assign(flows, {});
+    std::function<void()> sampleRx;
+    sampleRx = [&sinks, &sampleRx, binUs]() {
+        for (size_t i = 0; i < sinks.size(); ++i)
+        {
+            g_rxBins[i].push_back(sinks[i]->GetTotalRx());
+        }
+        Simulator::Schedule(MicroSeconds(binUs), sampleRx);
+    };
+    if (binUs > 0)
+    {
+        Simulator::Schedule(MicroSeconds(binUs), sampleRx);
+    }
+
     Simulator::Stop(Seconds(simTime));
     auto t0 = std::chrono::steady_clock::now();
     Simulator::Run();
@@ -386,6 +532,9 @@ main(int argc, char* argv[])
     double utilWarm = (g_bneckTxBytes - g_bneckTxBytesWarm) * 8.0 / (rateBps * (simTime - warmup));
     std::vector<double> retx(g_retx.begin(), g_retx.end());
     std::vector<double> timeouts(g_timeouts.begin(), g_timeouts.end());
+    std::vector<double> recoveries(g_recoveries.begin(), g_recoveries.end());
+    std::vector<double> cwrs(g_cwrs.begin(), g_cwrs.end());
+    std::vector<double> flowMarks(g_flowMarks.begin(), g_flowMarks.end());
     std::ostringstream qs;
     qs << "[";
     for (size_t i = 0; i < g_qSamples.size(); ++i)
@@ -393,6 +542,20 @@ main(int argc, char* argv[])
         qs << (i ? ", " : "") << "[" << g_qSamples[i].first << ", " << g_qSamples[i].second << "]";
     }
     qs << "]";
+    std::ostringstream bins;
+    bins << "[";
+    for (size_t i = 0; i < g_rxBins.size(); ++i)
+    {
+        std::vector<double> d;
+        uint64_t prev = 0;
+        for (uint64_t v : g_rxBins[i])
+        {
+            d.push_back(static_cast<double>(v - prev));
+            prev = v;
+        }
+        bins << (i ? ", " : "") << JsonList(d);
+    }
+    bins << "]";
     Simulator::Destroy();
 
     std::ostringstream j;
@@ -414,7 +577,17 @@ main(int argc, char* argv[])
       << "  \"jain_after_warmup\": " << Jain(gpWarm) << ",\n"
       << "  \"retransmits\": " << JsonList(retx) << ",\n"
       << "  \"timeouts\": " << JsonList(timeouts) << ",\n"
+      << "  \"recoveries\": " << JsonList(recoveries) << ",\n"
+      << "  \"ecn_reductions\": " << JsonList(cwrs) << ",\n"
+      << "  \"marks_per_flow\": " << JsonList(flowMarks) << ",\n"
+      << "  \"at_recovery\": {\"samples\": " << g_recSamples << ", \"mean_flight_segments\": "
+      << (g_recSamples ? g_recFlightSum / g_recSamples / 1460 : 0) << ", \"mean_ssthresh_segments\": "
+      << (g_recSamples ? g_recSsthreshSum / g_recSamples / 1460 : 0) << "},\n"
       << "  \"queue_samples\": " << qs.str() << ",\n"
+      << "  \"rx_bins\": " << bins.str() << ",\n"
+      << "  \"retx_at_bottleneck\": {\"not_ect_enqueued\": " << g_retxArrivals[0][0]
+      << ", \"not_ect_dropped\": " << g_retxArrivals[0][1] << ", \"ect_enqueued\": " << g_retxArrivals[1][0]
+      << ", \"ect_dropped\": " << g_retxArrivals[1][1] << "},\n"
       << "  \"bottleneck\": {\"marked\": " << st.nTotalMarkedPackets
       << ", \"dropped\": " << st.nTotalDroppedPackets
       << ", \"enqueued\": " << st.nTotalEnqueuedPackets
