@@ -1,21 +1,25 @@
 """Cross-validation of tacc against ns-3 over a matrix of dumbbell scenarios.
 
-    .venv/bin/python bench/ns3/matrix.py [--only NAME ...] [--jobs 2] [--table-only]
+    .venv/bin/python bench/ns3/matrix.py [--seeds 3] [--only NAME ...] [--jobs 2] [--table-only]
 
 Every matrix point is derived from bench/scenarios/dumbbell-4-newreno.toml with `tacc run --set`
 overrides and run in bench/ns3/build/dumbbell with the matching command-line parameters
 (bench/ns3/build.sh builds it; bench/ns3/install.sh installs ns-3.37). Both simulators' numbers
 are compared on four metrics, each with a tolerance (TOLERANCES below, docs/ns3-matrix.md says
 why): per-flow goodput, marks per packet at the bottleneck, retransmissions, and the bottleneck
-queue-length distribution (1 ms samples after the warm-up). Writes bench/ns3/matrix.json and
-bench/ns3/matrix.md (the side-by-side table with a verdict per metric).
+queue-length distribution (1 ms samples after the warm-up). Every point runs with seeds 1..N on
+both sides (tacc --seed, ns-3 --seed = RngRun); a metric agrees at a point when it agrees on a
+majority of the seeds. Writes bench/ns3/matrix.json and bench/ns3/matrix.md (the side-by-side
+table of seed 1, the verdicts with their ranges over the seeds, the diagnostic variants).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,20 +65,32 @@ MATRIX = [
 # an explanation of a disagreement (not part of the verdict count). (point, label, extra tacc
 # --set overrides, extra ns-3 arguments)
 CLASSIC = "--ns3::TcpL4Protocol::RecoveryType=ns3::TcpClassicRecovery"
+BINS_TACC = "output.goodput_bin=1ms"  # per-flow delivery per 1 ms = per RTT at rtt-1ms: the window
+BINS_NS3 = "--bin-us=1000"
+TRACE_BINS = 60  # bins of flow 0's window trace shown from 1 s on
 DIAGNOSTICS = [
-    ("rtt-20us", "tacc without NIC jitter", ["nic.jitter=0us"], []),
-    ("rate-100M", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("base-newreno", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("base-newreno", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
-    ("buf-1000-droptail-cubic", "ns-3 without HyStart", [], ["--ns3::TcpCubic::HyStart=false"]),
-    ("corner-100M-1ms-buf20-droptail", "tacc without NIC jitter", ["nic.jitter=0us"], []),
-    ("buf-20-k10", "tacc without NIC jitter", ["nic.jitter=0us"], []),
-    ("rtt-20us", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
-    ("rate-100M", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
-    ("rtt-1ms", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
     ("flows-2", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("rate-100M", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("rate-100M", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("rtt-20us", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("rtt-20us", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("rtt-20us", "ns-3 all flows start at 0", [], ["--start-jitter=0"]),
+    ("rtt-20us", "ns-3 delayed ACKs (DelAckCount 2)", [], ["--ns3::TcpSocket::DelAckCount=2"]),
+    ("rtt-1ms", "tacc, window per RTT", [BINS_TACC], []),
+    ("rtt-1ms", "ns-3, window per RTT", [], [BINS_NS3]),
+    ("rtt-1ms", "ns-3 classic recovery, window per RTT", [], [CLASSIC, BINS_NS3]),
+    ("buf-20-k10", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("buf-20-k10", "tacc with ECT retransmissions (as ns-3)", ["tcp.ecn_retransmit=true"], []),
     ("buf-20-k10", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("buf-1000-droptail-cubic", "ns-3 without HyStart", [], ["--ns3::TcpCubic::HyStart=false"]),
+    ("buf-1000-droptail-cubic", "ns-3 without HyStart, classic recovery", [],
+     ["--ns3::TcpCubic::HyStart=false", CLASSIC]),
+    ("flows-64", "tacc with ECT retransmissions (as ns-3)", ["tcp.ecn_retransmit=true"], []),
     ("mix-newreno-dctcp", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("corner-100M-1ms-buf20-droptail", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("corner-100M-1ms-buf20-droptail", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
 ]
 
 # Tolerances (docs/ns3-matrix.md explains the choice).
@@ -155,9 +171,34 @@ def jain(x: list[float]) -> float:
     return s * s / (len(x) * s2) if s2 > 0 else 0.0
 
 
-def run_tacc(p: dict, extra: list[str] | None = None) -> dict:
+def sawtooth(flows: list[list[float]], block: int = 30) -> dict:
+    """The window's sawtooth from per-flow packets delivered per RTT-long bin (after the warm-up):
+    the median over flows and 30-bin blocks (longer than one cycle) of the lowest and highest
+    3-bin moving median, so a one-bin pause or burst (PRR holds back, then catches up) does not
+    count as a trough or a peak."""
+    lo, hi = [], []
+    for f in flows:
+        ma = [sorted(f[i - 1:i + 2])[1] for i in range(1, len(f) - 1)]
+        for b in range(0, len(ma) - block + 1, block):
+            lo.append(min(ma[b:b + block]))
+            hi.append(max(ma[b:b + block]))
+    return {"trough": statistics.median(lo), "peak": statistics.median(hi)} if lo else {}
+
+
+def sawtooth_util(lo: float, hi: float, bdp: float) -> float:
+    """Link utilization of an aggregate window rising linearly from lo to hi packets over a
+    bandwidth-delay product of bdp packets (the link is busy while the window covers the pipe)."""
+    if hi <= lo:
+        return min(1.0, lo / bdp)
+    if lo >= bdp:
+        return 1.0
+    top = min(hi, bdp)
+    return ((top - lo) * (top + lo) / 2 / bdp + max(0.0, hi - bdp)) / (hi - lo)
+
+
+def run_tacc(p: dict, extra: list[str] | None = None, seed: int = 1) -> dict:
     with tempfile.TemporaryDirectory() as out:
-        cmd = [str(TACC), "run", str(BASE), "--out", out, "--no-plot", "--quiet"]
+        cmd = [str(TACC), "run", str(BASE), "--out", out, "--no-plot", "--quiet", "--seed", str(seed)]
         for s in tacc_sets(p) + (extra or []):
             cmd += ["--set", s]
         subprocess.run(cmd, check=True, capture_output=True, text=True)
@@ -168,18 +209,30 @@ def run_tacc(p: dict, extra: list[str] | None = None) -> dict:
             t, name, pk, _ = line.split(",")
             if name == "swL->swR" and float(t) >= WARMUP:
                 qs.append(float(pk))
+        saw = {}
+        if BINS_TACC in (extra or []):
+            bins: dict[str, list[float]] = {}
+            for line in (Path(out) / "goodput.csv").read_text().splitlines()[1:]:
+                t, f, g = line.split(",")
+                if float(t) >= WARMUP:
+                    bins.setdefault(f, []).append(float(g) * 1e6 * 1e-3 / 8 / 1460)  # packets per ms
+            saw = sawtooth(list(bins.values()))
+            first = next(iter(bins.values()))
+            saw["trace_from_1s"] = [round(x, 1) for x in first[int((1.0 - WARMUP) * 1000):][:TRACE_BINS]]
     fl = summ["flows"]
     return {"goodput_mbps": [f["goodput_mbps"] for f in fl], "retransmits": [f["retransmits"] for f in fl],
             "timeouts": sum(f["timeouts"] for f in fl), "fast_retransmits": sum(f["fast_retransmits"] for f in fl),
             "marked": port["marked"], "enqueued": port["enqueued"], "dropped": port["dropped"],
+            "dropped_aqm": port["dropped_aqm"], "dropped_overflow": port["dropped_overflow"],
             "utilization": port["utilization"], "queue": qstats(qs), "wall_s": summ["wall_seconds"],
-            "sets": tacc_sets(p) + (extra or [])}
+            "sawtooth": saw, "seed": seed, "sets": tacc_sets(p) + (extra or [])}
 
 
-def run_ns3(p: dict, extra: list[str] | None = None) -> dict:
+def run_ns3(p: dict, extra: list[str] | None = None, seed: int = 1) -> dict:
     with tempfile.TemporaryDirectory() as out:
         f = Path(out) / "r.json"
-        subprocess.run([str(NS3), *ns3_args(p), *(extra or []), f"--out={f}"], check=True, capture_output=True, text=True)
+        subprocess.run([str(NS3), *ns3_args(p), f"--seed={seed}", *(extra or []), f"--out={f}"], check=True,
+                       capture_output=True, text=True)
         r = json.loads(f.read_text())
     qs = [float(n) for t, n in r["queue_samples"] if t >= WARMUP]
     b = r["bottleneck"]
@@ -187,7 +240,13 @@ def run_ns3(p: dict, extra: list[str] | None = None) -> dict:
             "timeouts": int(sum(r["timeouts"])),
             "marked": b["marked"], "enqueued": b["enqueued"], "dropped": b["dropped"],
             "utilization": b["utilization"], "queue": qstats(qs), "wall_s": r["wall_seconds"],
-            "args": ns3_args(p) + (extra or [])}
+            "fast_retransmits": int(sum(r["recoveries"])), "at_recovery": r["at_recovery"],
+            "ecn_reductions": [int(x) for x in r["ecn_reductions"]], "marks_per_flow": [int(x) for x in r["marks_per_flow"]],
+            "retx_at_bottleneck": r["retx_at_bottleneck"],
+            "sawtooth": dict(sawtooth([[x / 1460 for x in f[int(WARMUP * 1000):]] for f in r["rx_bins"]]),
+                             trace_from_1s=[round(x / 1460, 1) for x in r["rx_bins"][0][1000:1000 + TRACE_BINS]])
+            if BINS_NS3 in (extra or []) else {},
+            "seed": seed, "args": ns3_args(p) + [f"--seed={seed}"] + (extra or [])}
 
 
 def ratio_ok(a: float, b: float, factor: float, floor: float) -> bool:
@@ -238,79 +297,173 @@ def fmt_flows(g: list[float]) -> str:
     return f"min {min(g):.1f}, max {max(g):.1f}, {sum(1 for x in g if x < 0.01)} at 0"
 
 
+METRICS = ("goodput", "marks", "retransmits", "queue")
+
+
+def combine(runs: list[dict]) -> dict:
+    """A point's verdict per metric over its seeds: agree when a majority of the seeds agree."""
+    out = {}
+    for m in METRICS:
+        k = sum(r["verdict"][m]["ok"] for r in runs)
+        out[m] = {"ok": 2 * k > len(runs), "agree_seeds": k, "seeds": len(runs)}
+    return out
+
+
+def rng(xs: list[float], fmt: str) -> str:
+    lo, hi = min(xs), max(xs)
+    return format(lo, fmt) if format(lo, fmt) == format(hi, fmt) else f"{format(lo, fmt)}-{format(hi, fmt)}"
+
+
+def side_row(name: str, sim: str, s: dict) -> str:
+    q = s["queue"]
+    return (f"| {name} | {sim} | {sum(s['goodput_mbps']):.1f} | {fmt_flows(s['goodput_mbps'])} | {jain(s['goodput_mbps']):.4f} | "
+            f"{s['utilization']:.2%} | {s['marked'] / max(1, s['enqueued']):.4f} | {sum(s['retransmits'])} ({s['timeouts']}) | "
+            f"{s['dropped']} | {q['mean']:.1f} / {q['p50']:.0f} / {q['p90']:.0f} / {q['p99']:.0f} |")
+
+
 def table(rows: list[dict]) -> str:
-    yes = lambda v: "agree" if v["ok"] else "**DIFFER**"
-    out = ["| point | sim | goodput sum Mb/s | per-flow Mb/s | Jain | util | marks/pkt | retx (timeouts) | drops | queue mean / p50 / p90 / p99 pkts |",
+    yes = lambda v: f"agree {v['agree_seeds']}/{v['seeds']}" if v["ok"] else f"**DIFFER** {v['agree_seeds']}/{v['seeds']}"
+    out = ["Seed 1 of each simulator:", "",
+           "| point | sim | goodput sum Mb/s | per-flow Mb/s | Jain | util | marks/pkt | retx (timeouts) | drops | queue mean / p50 / p90 / p99 pkts |",
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        for sim in ("tacc", "ns3"):
-            s = r[sim]
-            q = s["queue"]
-            to = f" ({s['timeouts']})"
-            out.append(f"| {r['name'] if sim == 'tacc' else ''} | {'tacc' if sim == 'tacc' else 'ns-3'} | "
-                       f"{sum(s['goodput_mbps']):.1f} | {fmt_flows(s['goodput_mbps'])} | {jain(s['goodput_mbps']):.4f} | "
-                       f"{s['utilization']:.2%} | {s['marked'] / max(1, s['enqueued']):.4f} | {sum(s['retransmits'])}{to} | "
-                       f"{s['dropped']} | {q['mean']:.1f} / {q['p50']:.0f} / {q['p90']:.0f} / {q['p99']:.0f} |")
-    out += ["", "| point | scenario | goodput | marks/pkt | retransmissions | queue |", "|---|---|---|---|---|---|"]
+        r1 = r["runs"][0]
+        out.append(side_row(r["name"], "tacc", r1["tacc"]))
+        out.append(side_row("", "ns-3", r1["ns3"]))
+    n = len(rows[0]["runs"]) if rows else 0
+    out += ["", f"Ranges over seeds 1-{n} (min-max):", "",
+            "| point | sim | goodput sum Mb/s | Jain | util | marks/pkt | retx (timeouts) | queue mean / p90 pkts |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        for sim, label in (("tacc", "tacc"), ("ns3", "ns-3")):
+            ss = [x[sim] for x in r["runs"]]
+            out.append(f"| {r['name'] if sim == 'tacc' else ''} | {label} | {rng([sum(s['goodput_mbps']) for s in ss], '.1f')} | "
+                       f"{rng([jain(s['goodput_mbps']) for s in ss], '.4f')} | {rng([100 * s['utilization'] for s in ss], '.2f')}% | "
+                       f"{rng([s['marked'] / max(1, s['enqueued']) for s in ss], '.4f')} | {rng([sum(s['retransmits']) for s in ss], 'd')} "
+                       f"({rng([s['timeouts'] for s in ss], 'd')}) | {rng([s['queue']['mean'] for s in ss], '.1f')} / "
+                       f"{rng([s['queue']['p90'] for s in ss], '.0f')} |")
+    out += ["", f"Verdicts (agreeing seeds / seeds; the figures in brackets range over the seeds):", "",
+            "| point | scenario | goodput | marks/pkt | retransmissions | queue |", "|---|---|---|---|---|---|"]
     for r in rows:
         v = r["verdict"]
-        g = v["goodput"]
-        out.append(f"| {r['name']} | {describe(r['point'])} | {yes(g)} (sum {g['total_diff_frac_of_capacity']:.1%}, flow {g['max_flow_diff_frac_of_fair_share']:.0%}, "
-                   f"Jain {g['jain_tacc'] - g['jain_ns3']:+.3f}) | {yes(v['marks'])} | {yes(v['retransmits'])} | "
-                   f"{yes(v['queue'])} (mean {v['queue']['mean_diff']:.1f}, p90 {v['queue']['p90_diff']:.0f}, tol {v['queue']['tolerance_pkts']:.0f}) |")
+        vs = [x["verdict"] for x in r["runs"]]
+        g = [x["goodput"] for x in vs]
+        out.append(f"| {r['name']} | {describe(r['point'])} | {yes(v['goodput'])} (sum {rng([100 * x['total_diff_frac_of_capacity'] for x in g], '.1f')}%, "
+                   f"flow {rng([100 * x['max_flow_diff_frac_of_fair_share'] for x in g], '.0f')}%, "
+                   f"Jain {rng([x['jain_tacc'] - x['jain_ns3'] for x in g], '+.3f')}) | "
+                   f"{yes(v['marks'])} ({rng([x['marks']['tacc'] for x in vs], '.3f')} vs {rng([x['marks']['ns3'] for x in vs], '.3f')}) | "
+                   f"{yes(v['retransmits'])} | "
+                   f"{yes(v['queue'])} (mean {rng([x['queue']['mean_diff'] for x in vs], '.1f')}, p90 {rng([x['queue']['p90_diff'] for x in vs], '.0f')}, "
+                   f"tol {vs[0]['queue']['tolerance_pkts']:.0f}) |")
     n_ok = sum(v["ok"] for r in rows for v in r["verdict"].values())
-    out += ["", f"{n_ok} of {4 * len(rows)} metric verdicts agree; "
-            f"{sum(all(v['ok'] for v in r['verdict'].values()) for r in rows)} of {len(rows)} points agree on all four."]
+    n_seed_ok = sum(x["verdict"][m]["ok"] for r in rows for x in r["runs"] for m in METRICS)
+    n_seed = sum(len(r["runs"]) for r in rows) * len(METRICS)
+    out += ["", f"{n_ok} of {4 * len(rows)} metric verdicts agree (majority of {n} seeds); "
+            f"{sum(all(v['ok'] for v in r['verdict'].values()) for r in rows)} of {len(rows)} points agree on all four. "
+            f"Per seed: {n_seed_ok} of {n_seed} verdicts agree."]
+    return "\n".join(out) + "\n"
+
+
+def details(rows: list[dict]) -> str:
+    """Losses and reactions at seed 1, for the points that lose packets or whose reaction is analysed."""
+    out = ["| point | sim | drops (at K, not ECT) | retx | fast recoveries | timeouts | retx reaching the bottleneck as ECT / not-ECT | at recovery: FlightSize → ssthresh, segments | ECN reductions per flow | marks per flow |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        t, n = r["runs"][0]["tacc"], r["runs"][0]["ns3"]
+        if t["dropped"] == 0 and n["dropped"] == 0 and r["name"] != "rtt-20us":
+            continue
+        out.append(f"| {r['name']} | tacc | {t['dropped']} ({t.get('dropped_aqm', 0)}) | {sum(t['retransmits'])} | {t['fast_retransmits']} | {t['timeouts']} | "
+                   f"not ECT (RFC 3168) | FlightSize/2 (by code) | not reported | not reported |")
+        b, a = n["retx_at_bottleneck"], n["at_recovery"]
+        rec = f"{a['mean_flight_segments']:.1f} → {a['mean_ssthresh_segments']:.1f}" if a["samples"] else "-"
+        per = lambda x: "-" if not any(x) else " / ".join(str(v) for v in x) if len(x) <= 8 else f"{min(x)}-{max(x)}"
+        out.append(f"| | ns-3 | {n['dropped']} | {sum(n['retransmits'])} | {n['fast_retransmits']} | {n['timeouts']} | "
+                   f"{b['ect_enqueued'] + b['ect_dropped']} ({b['ect_dropped']} dropped) / {b['not_ect_enqueued'] + b['not_ect_dropped']} "
+                   f"({b['not_ect_dropped']} dropped) | {rec} | {per(n['ecn_reductions'])} | {per(n['marks_per_flow'])} |")
     return "\n".join(out) + "\n"
 
 
 def diag_table(diags: list[dict], rows: dict) -> str:
-    out = ["| point | variant | sim | goodput sum Mb/s | per-flow Mb/s | Jain | util | marks/pkt | retx (timeouts) | queue mean / p90 |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+    out = ["| point | variant | sim | goodput sum Mb/s | per-flow Mb/s | Jain | util | marks/pkt | retx (timeouts) | drops | queue mean / p90 | window per RTT trough / peak, pkts (a synchronous sawtooth between them would use) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    seen = set()
     for d in diags:
         base = rows.get(d["name"])
-        for label, sim, s in (("as in the matrix", "tacc", base and base["tacc"]), ("as in the matrix", "ns-3", base and base["ns3"]),
-                              (d["label"], d["side"], d["result"])):
-            if s is None:
-                continue
+        lines = []
+        if d["name"] not in seen and base:
+            seen.add(d["name"])
+            lines += [("as in the matrix", "tacc", base["runs"][0]["tacc"]), ("as in the matrix", "ns-3", base["runs"][0]["ns3"])]
+        lines.append((d["label"], d["side"], d["result"]))
+        for label, sim, s in lines:
+            saw = s.get("sawtooth") or {}
+            w = ""
+            if saw:
+                p = base["point"]
+                n = len(s["goodput_mbps"])
+                bdp = p["rate"] * p["rtt_us"] * 1e-6 / (1500 * 8)
+                w = f"{saw['trough']:.1f} / {saw['peak']:.1f} ({sawtooth_util(n * saw['trough'], n * saw['peak'], bdp):.0%})"
             out.append(f"| {d['name']} | {label} | {sim} | {sum(s['goodput_mbps']):.1f} | {fmt_flows(s['goodput_mbps'])} | "
                        f"{jain(s['goodput_mbps']):.4f} | {s['utilization']:.2%} | {s['marked'] / max(1, s['enqueued']):.4f} | "
-                       f"{sum(s['retransmits'])} ({s['timeouts']}) | {s['queue']['mean']:.1f} / {s['queue']['p90']:.0f} |")
+                       f"{sum(s['retransmits'])} ({s['timeouts']}) | {s['dropped']} | {s['queue']['mean']:.1f} / {s['queue']['p90']:.0f} | {w} |")
+    traces = [(d["name"], d["label"], d["result"]["sawtooth"]["trace_from_1s"]) for d in diags
+              if (d["result"].get("sawtooth") or {}).get("trace_from_1s")]
+    if traces:
+        out += ["", "Packets of flow 0 delivered per 1 ms bin (one RTT at rtt-1ms) from 1 s on:", ""]
+        out += [f"- {name}, {label}: {' '.join(f'{x:.0f}' for x in tr)}" for name, label, tr in traces]
     return "\n".join(out) + "\n"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seeds", type=int, default=3, help="run every point with seeds 1..N on both sides (default 3)")
     ap.add_argument("--only", nargs="*", help="run only these points (the others are kept from matrix.json)")
-    ap.add_argument("--jobs", type=int, default=2, help="points run at once (default 2)")
+    ap.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     ap.add_argument("--no-diagnostics", action="store_true", help="skip the diagnostic variants")
     ap.add_argument("--table-only", action="store_true", help="rewrite matrix.md from matrix.json")
+    ap.add_argument("--keep-ns3", action="store_true",
+                    help="rerun tacc only; keep each ns-3 result from matrix.json whose arguments are the same "
+                         "(ns-3 is deterministic for given arguments; for a new tacc engine)")
     a = ap.parse_args()
     jpath, mpath = HERE / "matrix.json", HERE / "matrix.md"
     prev = json.loads(jpath.read_text()) if jpath.exists() else {}
-    old = {r["name"]: r for r in prev.get("points", [])}
+    old = {r["name"]: r for r in prev.get("points", []) if "runs" in r}
     diags = prev.get("diagnostics", [])
     if not a.table_only:
         subprocess.run(["bash", str(HERE / "build.sh")], check=True)
-        todo = [p for p in MATRIX if not a.only or p["name"] in a.only]
+        todo = [(p, seed) for p in MATRIX if not a.only or p["name"] in a.only for seed in range(1, a.seeds + 1)]
 
-        def one(p: dict) -> dict:
-            t, n = run_tacc(p), run_ns3(p)
-            print(f"{p['name']}: tacc {t['wall_s']:.2f} s, ns-3 {n['wall_s']:.1f} s", flush=True)
-            return {"name": p["name"], "point": p, "tacc": t, "ns3": n, "verdict": verdicts(p, t, n)}
+        kept = {(r["name"], x["seed"]): x["ns3"] for r in old.values() for x in r["runs"]} if a.keep_ns3 else {}
+        kept_diag = {(d["name"], d["label"]): d for d in diags if d["side"] == "ns-3"} if a.keep_ns3 else {}
 
+        def ns3_for(p: dict, seed: int, extra: list[str] | None = None, prev: dict | None = None) -> dict:
+            want = ns3_args(p) + [f"--seed={seed}"] + (extra or [])
+            fresh_enough = prev is not None and prev.get("args") == want and (
+                BINS_NS3 not in (extra or []) or "trace_from_1s" in prev.get("sawtooth", {}))
+            return prev if fresh_enough else run_ns3(p, extra, seed=seed)
+
+        def one(job: tuple) -> tuple:
+            p, seed = job
+            t, n = run_tacc(p, seed=seed), ns3_for(p, seed, prev=kept.get((p["name"], seed)))
+            print(f"{p['name']} seed {seed}: tacc {t['wall_s']:.2f} s, ns-3 {n['wall_s']:.1f} s", flush=True)
+            return p, {"seed": seed, "tacc": t, "ns3": n, "verdict": verdicts(p, t, n)}
+
+        runs: dict[str, list] = {}
         with ThreadPoolExecutor(a.jobs) as ex:
-            for r in ex.map(one, todo):
-                old[r["name"]] = r
+            for p, run in ex.map(one, todo):
+                runs.setdefault(p["name"], []).append(run)
+        for p in MATRIX:
+            if p["name"] in runs:
+                old[p["name"]] = {"name": p["name"], "point": p, "runs": sorted(runs[p["name"]], key=lambda r: r["seed"])}
 
         if not a.no_diagnostics:
             pts = {p["name"]: p for p in MATRIX}
 
             def diag(d: tuple) -> dict:
                 name, label, tset, nargs = d
-                res = run_tacc(pts[name], tset) if tset else run_ns3(pts[name], nargs)
+                prev_d = kept_diag.get((name, label))
+                res = run_tacc(pts[name], tset) if tset else ns3_for(pts[name], 1, nargs, prev_d and prev_d["result"])
                 print(f"diagnostic {name} / {label} done", flush=True)
-                return {"name": name, "label": label, "side": "tacc" if tset else "ns-3", "result": res}
+                return {"name": name, "label": label, "side": "tacc" if tset else "ns-3", "seed": 1, "result": res}
 
             done = {(d["name"], d["label"]): d for d in diags}
             with ThreadPoolExecutor(a.jobs) as ex:
@@ -320,10 +473,18 @@ def main() -> None:
             diags = [done[k] for k in order if k in done]
     rows = [old[p["name"]] for p in MATRIX if p["name"] in old]
     for r in rows:  # verdicts follow the current tolerances
-        r["verdict"] = verdicts(r["point"], r["tacc"], r["ns3"])
-    jpath.write_text(json.dumps({"base_scenario": str(BASE.relative_to(ROOT)), "warmup_s": WARMUP,
-                                 "tolerances": TOL, "points": rows, "diagnostics": diags}, indent=1) + "\n")
-    text = table(rows) + "\nDiagnostic variants (one model detail changed on one side):\n\n" + diag_table(diags, old)
+        for run in r["runs"]:
+            run["verdict"] = verdicts(r["point"], run["tacc"], run["ns3"])
+        r["verdict"] = combine(r["runs"])
+    core = next((ROOT / "python" / "tacc").glob("_core*.so"), None)
+    engine = prev.get("engine", {}) if a.table_only else {
+        "tacc_core_sha256": hashlib.sha256(core.read_bytes()).hexdigest()[:16] if core else None,
+        "git_head": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()}
+    jpath.write_text(json.dumps({"base_scenario": str(BASE.relative_to(ROOT)), "warmup_s": WARMUP, "engine": engine,
+                                 "tolerances": TOL, "rule": "a metric agrees at a point when it agrees on a majority of the seeds",
+                                 "points": rows, "diagnostics": diags}, indent=1) + "\n")
+    text = (table(rows) + "\nLosses and reactions (seed 1):\n\n" + details(rows)
+            + "\nDiagnostic variants (seed 1; one model detail changed on one side):\n\n" + diag_table(diags, old))
     mpath.write_text(text)
     print(text)
 
