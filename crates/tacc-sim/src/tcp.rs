@@ -183,6 +183,11 @@ pub struct TcpEndpoint {
     in_recovery: bool,
     recover: u64,
     dupacks: u32,
+    /// Without SACK, the bytes duplicate ACKs say have left the network and are not counted
+    /// out of `pipe` by any segment's flags: RFC 6582 inflates cwnd by a segment per
+    /// duplicate ACK; counting them out of `pipe` instead is the same (Linux's Reno
+    /// emulation of `sacked_out`). Always 0 with SACK.
+    dup_left: u64,
     ecn_ok: bool,
     sack_ok: bool,
     cwr_pending: bool,
@@ -256,6 +261,7 @@ impl TcpEndpoint {
             in_recovery: false,
             recover: 0,
             dupacks: 0,
+            dup_left: 0,
             ecn_ok: false,
             sack_ok: false,
             cwr_pending: false,
@@ -368,10 +374,13 @@ impl TcpEndpoint {
             .wrapping_add((1 + self.rcv_nxt + self.fin_consumed as u64) as u32)
     }
 
+    /// The application reads in-order data at once, so the window's right edge stays at
+    /// `rcv_nxt + rcv_buf`. Out-of-order data lies inside the window the sender already counts
+    /// as in flight; taking it off again would move the right edge left (RFC 9293 3.8.6
+    /// advises against shrinking) and, without SACK, make every duplicate ACK carry another
+    /// window, which the sender does not count as a duplicate.
     fn adv_window(&self) -> u16 {
-        let buffered: u64 = self.ooo.iter().map(|(a, b)| b - a).sum();
-        let free = self.cfg.rcv_buf.saturating_sub(buffered);
-        (free >> self.rcv_wscale).min(65535) as u16
+        (self.cfg.rcv_buf >> self.rcv_wscale).min(65535) as u16
     }
 
     /// The header fields every segment carries; the caller adds options and the checksum.
@@ -626,10 +635,15 @@ impl TcpEndpoint {
                 self.rtt_sample(r);
             }
             self.dupacks = 0;
+            // The first acknowledged segment is the one the duplicates were about.
+            self.dup_left = self
+                .dup_left
+                .saturating_sub(acked.saturating_sub(self.cfg.mss as u64));
             self.cc.on_ack_ecn(acked, ece, self.una, self.nxt);
             if self.in_recovery {
                 if self.una >= self.recover {
                     self.in_recovery = false;
+                    self.dup_left = 0;
                 } else if !self.sack_ok {
                     // NewReno partial ACK: the next hole is lost too.
                     if !self.segs.is_empty() {
@@ -655,6 +669,11 @@ impl TcpEndpoint {
                 && (newly_sacked > 0 || (!self.sack_ok && !window_changed))
             {
                 self.dupacks += 1;
+                if !self.sack_ok {
+                    // The hole itself has not left.
+                    let out = (self.nxt - self.una).saturating_sub(self.cfg.mss as u64);
+                    self.dup_left = (self.dup_left + self.cfg.mss as u64).min(out);
+                }
             }
         }
         if self.una == self.nxt && (!self.fin_sent || self.fin_acked) {
@@ -676,7 +695,11 @@ impl TcpEndpoint {
                 self.mark_lost_retransmissions();
             }
         }
-        if !self.in_recovery {
+        // After a timeout, whatever was sent before it is being sent again in slow start: the
+        // duplicate ACKs and holes of that data do not start a fast recovery (RFC 6582 3.2
+        // step 1, RFC 6675 5.1), which would set cwnd to half the old flight at once and send
+        // the whole window again in one burst.
+        if !self.in_recovery && self.una >= self.recover {
             if let Some(first) = self.segs.front() {
                 if self.dupacks >= self.cfg.dupthresh || first.flags & LOST != 0 {
                     self.enter_recovery();
@@ -930,6 +953,7 @@ impl TcpEndpoint {
         self.recover = self.nxt;
         self.ecn_reduce_end = self.nxt;
         self.dupacks = 0;
+        self.dup_left = 0;
         for i in 0..self.segs.len() {
             let f = self.segs[i].flags;
             if f & SACKED == 0 {
@@ -1056,7 +1080,8 @@ impl TcpEndpoint {
     /// data).
     #[inline]
     fn next_segment(&self, cwnd: u64) -> Option<(u64, u32, bool)> {
-        if self.pipe >= cwnd {
+        let pipe = self.pipe.saturating_sub(self.dup_left);
+        if pipe >= cwnd {
             return None;
         }
         debug_assert_eq!(
@@ -1068,7 +1093,7 @@ impl TcpEndpoint {
             .flatten()
         {
             let s = &self.segs[i];
-            if self.pipe + s.len as u64 <= cwnd || self.pipe == 0 {
+            if pipe + s.len as u64 <= cwnd || pipe == 0 {
                 return Some((s.start, s.len, true));
             }
             return None;
@@ -1086,7 +1111,7 @@ impl TcpEndpoint {
         if len < (self.cfg.mss as u64).min(avail) && self.una != self.nxt {
             return None;
         }
-        if self.pipe + len > cwnd && self.pipe > 0 {
+        if pipe + len > cwnd && pipe > 0 {
             return None;
         }
         Some((self.nxt, len as u32, false))
@@ -1270,8 +1295,20 @@ mod tests {
 
     #[test]
     fn sack_recovers_three_scripted_drops_with_one_fast_retransmit_each_burst() {
+        three_scripted_drops(true);
+    }
+
+    /// RFC 6582: the second hole of a window is retransmitted on the partial ACK, without a
+    /// timeout, and nothing that arrived is sent again.
+    #[test]
+    fn newreno_without_sack_recovers_the_same_drops_by_partial_acks() {
+        three_scripted_drops(false);
+    }
+
+    fn three_scripted_drops(sack: bool) {
         let cfg = TcpConfig {
             init_cwnd: 10,
+            sack,
             ..TcpConfig::default()
         };
         let mss = cfg.mss as u64;

@@ -81,6 +81,17 @@ fn padhye(p: f64, rtt: f64, t0: f64, b: f64) -> f64 {
 
 #[test]
 fn newreno_follows_the_padhye_model_with_timeouts_at_loss_of_1_to_8_percent() {
+    padhye_over_loss_rates(true);
+}
+
+/// Without SACK NewReno finds the holes of a window one per round trip (RFC 6582), and its
+/// duplicate ACKs must let new data out while it does: each one says a segment has left.
+#[test]
+fn newreno_without_sack_follows_the_padhye_model_too() {
+    padhye_over_loss_rates(false);
+}
+
+fn padhye_over_loss_rates(sack: bool) {
     // RTT 40 ms, RTOmin 200 ms: a constant RTT leaves srtt + 4 rttvar at most 3 RTTs (the
     // first sample's), so every first timeout lasts T0 = RTOmin = 5 RTTs. No delayed ACKs:
     // b = 1. (With them the model's b = 2 would not apply either: the sender counts bytes
@@ -90,7 +101,7 @@ fn newreno_follows_the_padhye_model_with_timeouts_at_loss_of_1_to_8_percent() {
     for rate in [0.01, 0.02, 0.03, 0.05, 0.08] {
         let text = lossy_path(delay, rate, &format!("{duration}s"), "").replace(
             "[tcp]\n",
-            "[tcp]\nrto_min = \"200ms\"\ndelayed_ack = false\n",
+            &format!("[tcp]\nrto_min = \"200ms\"\ndelayed_ack = false\nsack = {sack}\n"),
         );
         let (_, s) = run(&text);
         let f = flow(&s, "bulk");
@@ -109,7 +120,7 @@ fn newreno_follows_the_padhye_model_with_timeouts_at_loss_of_1_to_8_percent() {
         // backed-off RTO that is never undone stalls the flow at 8% loss.
         assert!(
             (ratio - 1.0).abs() <= 0.3,
-            "loss {rate}: p = {p:.4}, {:.1} packets/s sent against {predicted:.1} predicted \
+            "sack {sack}, loss {rate}: p = {p:.4}, {:.1} packets/s sent against {predicted:.1} predicted \
              ({ratio:.2}); {} fast retransmits, {} timeouts",
             sent / duration,
             f.fast_retransmits,
@@ -123,7 +134,7 @@ fn newreno_follows_the_padhye_model_with_timeouts_at_loss_of_1_to_8_percent() {
         let model_share = (3.0 * (3.0 * p / 8.0).sqrt()).min(1.0);
         assert!(
             f.timeouts as f64 <= model_share * indications,
-            "loss {rate}: {} of {indications} loss indications were timeouts, the model's \
+            "sack {sack}, loss {rate}: {} of {indications} loss indications were timeouts, the model's \
              Reno {model_share:.2}",
             f.timeouts
         );
