@@ -81,6 +81,7 @@ DIAGNOSTICS = [
     ("rtt-1ms", "tacc, window per RTT", [BINS_TACC], []),
     ("rtt-1ms", "ns-3, window per RTT", [], [BINS_NS3]),
     ("rtt-1ms", "ns-3 classic recovery, window per RTT", [], [CLASSIC, BINS_NS3]),
+    ("rtt-1ms", "tacc growing only when cwnd-limited", ["tcp.cwnd_validation=true"], []),
     ("buf-20-k10", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("buf-20-k10", "tacc with ECT retransmissions (as ns-3)", ["tcp.ecn_retransmit=true"], []),
     ("buf-20-k10", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
