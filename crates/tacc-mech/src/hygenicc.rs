@@ -215,15 +215,16 @@ impl HygenShim {
             }
         }
         let (vm, dst) = (pkt.src(), pkt.dst());
-        self.limiter.activate(now, vm);
         self.next_tick
             .get_or_insert(now + self.config.update_interval);
-        if self.config.admission_control
-            && is_connection_request(pkt)
-            && self.congested_towards(now, dst)
-        {
-            self.counters.drops_admission += 1;
-            return EgressVerdict::Drop(DropReason::Admission);
+        if self.config.admission_control && is_connection_request(pkt) {
+            // Activated before the check, whose minimum rate follows the shares (`admit`
+            // activates the VM of every other packet).
+            self.limiter.activate(now, vm);
+            if self.congested_towards(now, dst) {
+                self.counters.drops_admission += 1;
+                return EgressVerdict::Drop(DropReason::Admission);
+            }
         }
         let verdict = self
             .limiter

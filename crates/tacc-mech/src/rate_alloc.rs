@@ -198,10 +198,13 @@ impl RateAllocator {
     /// Marks `vm` as sending at `now`, registering it with weight 1 if unknown. Returns true if
     /// it was inactive, i.e. the shares have just been redistributed.
     pub fn touch(&mut self, now: Nanos, vm: u32) -> bool {
-        if !self.vms.contains_key(&vm) {
-            self.register_vm(now, vm, 1);
-        }
-        let slot = self.vms.get_mut(&vm).expect("registered above");
+        let slot = match self.vms.get_mut(&vm) {
+            Some(slot) => slot,
+            None => {
+                self.register_vm(now, vm, 1);
+                self.vms.get_mut(&vm).expect("registered above")
+            }
+        };
         slot.last_offered = now;
         if slot.active {
             return false;

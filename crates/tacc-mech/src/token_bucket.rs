@@ -71,18 +71,30 @@ impl TokenBucket {
         if now <= self.last {
             return;
         }
-        let dt = (now - self.last) as u128;
-        // bytes = rate/8 * dt/1e9 ; in milli-bytes: rate * dt / 8e6
-        let scaled = self.rate_bps as u128 * dt + self.remainder as u128;
-        let earned = scaled / 8_000_000u128;
-        let cap = self.depth_bytes as u128 * MILLI as u128;
-        let tokens = self.tokens_mb as u128 + earned;
-        if tokens >= cap {
-            self.tokens_mb = cap as u64;
-            self.remainder = 0;
-        } else {
-            self.tokens_mb = tokens as u64;
-            self.remainder = (scaled % 8_000_000u128) as u64;
+        // bytes = rate/8 * dt/1e9 ; in milli-bytes: rate * dt / 8e6. A refill between
+        // packets fits in 64 bits, where dividing by the constant is a multiplication; only
+        // long idle gaps at high rates need 128.
+        let (earned, remainder) = match (self.rate_bps.checked_mul(now - self.last))
+            .and_then(|x| x.checked_add(self.remainder))
+        {
+            Some(scaled) => (scaled / 8_000_000, scaled % 8_000_000),
+            None => {
+                let scaled = self.rate_bps as u128 * (now - self.last) as u128
+                    + self.remainder as u128;
+                let earned = (scaled / 8_000_000).min(u64::MAX as u128) as u64;
+                (earned, (scaled % 8_000_000) as u64)
+            }
+        };
+        let cap = self.depth_bytes * MILLI;
+        match self.tokens_mb.checked_add(earned) {
+            Some(tokens) if tokens < cap => {
+                self.tokens_mb = tokens;
+                self.remainder = remainder;
+            }
+            _ => {
+                self.tokens_mb = cap;
+                self.remainder = 0;
+            }
         }
         self.last = now;
     }
@@ -110,10 +122,15 @@ impl TokenBucket {
         if self.rate_bps == 0 || bytes > self.depth_bytes {
             return None;
         }
-        let missing = (need - self.tokens_mb) as u128;
-        // dt = (missing * 8e6 - remainder) / rate, rounded up
-        let dt = (missing * 8_000_000u128 - self.remainder as u128).div_ceil(self.rate_bps as u128);
-        Some(now + dt as u64)
+        // dt = (missing * 8e6 - remainder) / rate, rounded up; missing is below the depth, so
+        // 64 bits hold it for any bucket up to 2 GB.
+        let missing = need - self.tokens_mb;
+        let dt = match missing.checked_mul(8_000_000) {
+            Some(scaled) => (scaled - self.remainder).div_ceil(self.rate_bps),
+            None => (missing as u128 * 8_000_000 - self.remainder as u128)
+                .div_ceil(self.rate_bps as u128) as u64,
+        };
+        Some(now + dt)
     }
 }
 
@@ -173,6 +190,20 @@ mod tests {
         }
         assert_eq!(tb.ready_at(23_999, 1500), Some(24_000));
         assert!(tb.try_consume(24_000, 1500));
+    }
+
+    #[test]
+    fn a_refill_too_large_for_64_bits_is_exact() {
+        // 400 Gb/s idle for a minute earns 2.4e22 milli-bytes x 8e6 of scaled credit: past
+        // 64 bits. The bucket is full after it, and then refills exactly again.
+        let mut tb = TokenBucket::new(400_000_000_000, 60_000, 0);
+        assert!(tb.try_consume(0, 60_000));
+        assert_eq!(tb.ready_at(60 * NS_PER_SEC, 60_000), Some(60 * NS_PER_SEC));
+        assert!(tb.try_consume(60 * NS_PER_SEC, 60_000));
+        // 50 bytes per ns: 60,000 bytes in 1.2 us.
+        assert_eq!(tb.ready_at(60 * NS_PER_SEC, 60_000), Some(60 * NS_PER_SEC + 1_200));
+        assert!(!tb.try_consume(60 * NS_PER_SEC + 1_199, 60_000));
+        assert!(tb.try_consume(60 * NS_PER_SEC + 1_200, 60_000));
     }
 
     #[test]
