@@ -680,11 +680,15 @@ impl TcpEndpoint {
             self.rto_deadline = None;
         }
 
-        if ece && !self.in_recovery && self.una >= self.ecn_reduce_end && self.una < self.nxt + 1 {
+        // Once per window (RFC 3168 6.1.2): the ACK that covers exactly the data sent before
+        // the last reduction still echoes ECE, because CWR rides on the first segment sent
+        // after it; only an ACK beyond that point may reduce again (Linux holds CA_CWR until
+        // snd_una passes high_seq).
+        if ece && !self.in_recovery && self.una > self.ecn_reduce_end {
             let flight = self.nxt - self.una;
             self.cc
                 .on_congestion(&mut self.win, Congestion::Ecn, flight);
-            self.ecn_reduce_end = self.nxt.max(self.una + 1);
+            self.ecn_reduce_end = self.nxt;
             self.cwr_pending = true;
             self.stats.ecn_reductions += 1;
         }
@@ -1244,7 +1248,8 @@ mod tests {
             }
         }
 
-        fn run(&mut self, until: u64, drop: &mut impl FnMut(&Packet) -> bool) {
+        /// `drop` sees every packet towards `b` (and may mark it) and says whether to lose it.
+        fn run(&mut self, until: u64, drop: &mut impl FnMut(&mut Packet) -> bool) {
             loop {
                 let (now, delay) = (self.now, self.delay);
                 let wire = &mut self.wire;
@@ -1266,9 +1271,9 @@ mod tests {
                 }
                 self.now = t;
                 if next_wire == Some(t) {
-                    let (_, to_b, p) = self.wire.pop_front().unwrap();
+                    let (_, to_b, mut p) = self.wire.pop_front().unwrap();
                     assert!(p.tcp_checksum_ok());
-                    if to_b && drop(&p) {
+                    if to_b && drop(&mut p) {
                         continue;
                     }
                     if to_b {
@@ -1399,6 +1404,31 @@ mod tests {
         // last permitted increment adds at most 2 MSS (RFC 3465, L = 2) to a cwnd under 20.
         let validated = cwnd_after_rwnd_limited_transfer(true);
         assert!(validated <= 21.0, "cwnd {validated} segments");
+    }
+
+    /// One CE mark: the sender halves its window once, though ACKs echo ECE until the CWR
+    /// that follows the reduction reaches the receiver (RFC 3168 6.1.2).
+    #[test]
+    fn one_mark_one_window_reduction() {
+        let cfg = TcpConfig {
+            ecn: true,
+            init_cwnd: 10,
+            delack_count: 1,
+            ..TcpConfig::default()
+        };
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 400 * mss);
+        let mut marked = false;
+        pair.run(5_000_000_000, &mut |p| {
+            if p.payload > 0 && data_offset(p) / mss == 30 && !std::mem::replace(&mut marked, true)
+            {
+                p.ecn = Ecn::Ce;
+            }
+            false
+        });
+        assert!(marked);
+        assert_eq!(pair.b.delivered(), 400 * mss);
+        assert_eq!(pair.a.stats.ecn_reductions, 1);
     }
 
     #[test]
