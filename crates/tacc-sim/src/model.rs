@@ -73,6 +73,13 @@ pub struct Port {
     pub loss: Option<LinkLoss>,
 }
 
+/// The default queue sample of a large fabric: every `every`-th of its `of` switch ports.
+#[derive(Clone, Copy, Debug)]
+pub struct PortSubset {
+    pub every: usize,
+    pub of: usize,
+}
+
 pub struct Host {
     pub name: String,
     pub nic_port: u32,
@@ -277,6 +284,8 @@ pub struct Model {
     pub goodput_bin: u64,
     pub queue_sample: u64,
     pub sampled_ports: Vec<u32>,
+    /// Set when the default bound left switch ports out of `sampled_ports`.
+    pub sampled_subset: Option<PortSubset>,
     /// One flow table per switch (empty unless rules are installed).
     pub tables: Vec<FlowTable>,
     /// Rules from the scenario, with the switch and install time.
