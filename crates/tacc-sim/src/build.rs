@@ -568,7 +568,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
     for cfg in &s.loss {
         for selector in cfg.ports() {
             for port in ports_selected(graph, &port_index, selector) {
-                ports[port as usize].loss = Some(LinkLoss::new(cfg));
+                ports[port as usize].loss = Some(Box::new(LinkLoss::new(cfg)));
             }
         }
     }
