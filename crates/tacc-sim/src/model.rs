@@ -462,6 +462,14 @@ impl Model {
         Some(self.fib.ecmp[start as usize + k as usize])
     }
 
+    /// Asks the cache for switch `s`'s forwarding entry towards address `dst`.
+    #[inline]
+    pub(crate) fn prefetch_route(&self, s: u32, dst: u32) {
+        if let Some(e) = self.fib.entry(s, dst.wrapping_sub(IP_BASE + 1) as usize) {
+            crate::prefetch(e);
+        }
+    }
+
     pub fn host_of_ip(&self, ip: u32) -> Option<u32> {
         let i = ip.checked_sub(IP_BASE + 1)? as usize;
         self.vms.get(i).map(|v| v.host)

@@ -112,8 +112,13 @@ impl Sim {
             if self.rec.events & 0xF_FFFF == 0 {
                 progress(self.now, end);
             }
-            if let Some(&next) = self.queue.peek_hint() {
-                self.prefetch(next);
+            let (next, after) = self.queue.peek_hint();
+            let (next, after) = (next.copied(), after.copied());
+            if let Some(after) = after {
+                self.prefetch(after);
+            }
+            if let Some(next) = next {
+                self.prefetch_next(next);
             }
             self.dispatch(kind);
         }
@@ -140,6 +145,22 @@ impl Sim {
             EvKind::EpTimer(ep) => prefetch(self.m.eps.as_ptr().wrapping_add(ep as usize)),
             EvKind::VnicDone(vm) => prefetch(self.m.vms.as_ptr().wrapping_add(vm as usize)),
             _ => {}
+        }
+    }
+
+    /// What the next event reads after what `prefetch` (run one event earlier, for the event
+    /// after next) brought in: an arrival's route entry at a switch, its endpoint at a host.
+    #[inline]
+    fn prefetch_next(&self, kind: EvKind) {
+        let EvKind::Arrive(port, id) = kind else {
+            return self.prefetch(kind);
+        };
+        let (Some(p), Some(pkt)) = (self.m.ports.get(port as usize), self.pkts.try_get(id)) else {
+            return;
+        };
+        match p.to {
+            NodeRef::Switch(s) => self.m.prefetch_route(s, pkt.dst),
+            NodeRef::Host(_) => prefetch(self.m.eps.as_ptr().wrapping_add(pkt.dst_ep as usize)),
         }
     }
 
