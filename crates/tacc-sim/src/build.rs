@@ -238,6 +238,7 @@ impl Model {
             tables: Vec::new(),
             pending_rules: Vec::new(),
             shims: Vec::new(),
+            scripted_drops: false,
             tsq_ns: s.tcp.small_queue.map(|d| d.0).unwrap_or(1_000_000),
             switch_mech: Vec::new(),
             control: Control::default(),
@@ -294,6 +295,7 @@ impl Model {
                             None,
                         );
                         m.flows[f as usize].drop_segments = fc.drop_segments.clone();
+                        m.scripted_drops |= !fc.drop_segments.is_empty();
                         f
                     }
                     Transport::Udp => {

@@ -301,6 +301,9 @@ pub struct Model {
     pub pending_rules: Vec<(u32, u64, Rule)>,
     /// One vswitch hook slot per host.
     pub shims: Vec<HostSlot>,
+    /// Some flow has segments to drop (`drop_segments`): only then is a sent packet's flow
+    /// looked at (on a large fabric each look is a load from memory).
+    pub scripted_drops: bool,
     /// TCP small-queue budget as time at the NIC rate.
     pub tsq_ns: u64,
     /// One mechanism hook slot per switch.

@@ -152,8 +152,19 @@ impl Sim {
     /// after next) brought in: an arrival's route entry at a switch, its endpoint at a host.
     #[inline]
     fn prefetch_next(&self, kind: EvKind) {
-        let EvKind::Arrive(port, id) = kind else {
-            return self.prefetch(kind);
+        let (port, id) = match kind {
+            EvKind::Arrive(port, id) => (port, id),
+            EvKind::TxDone(port) => {
+                self.prefetch_port(port);
+                // The port, asked for one event earlier, says where its next packet's id is.
+                if let Some(p) = self.m.ports.get(port as usize) {
+                    if let Some(head) = p.queue.front() {
+                        prefetch(head);
+                    }
+                }
+                return;
+            }
+            _ => return self.prefetch(kind),
         };
         let (Some(p), Some(pkt)) = (self.m.ports.get(port as usize), self.pkts.try_get(id)) else {
             return;
@@ -533,7 +544,10 @@ impl Sim {
         }
         match verdict {
             EgressVerdict::Pass => {
-                if ep == NO_EP || !self.scripted_drop(self.m.eps[ep as usize].flow, id) {
+                if ep == NO_EP
+                    || !self.m.scripted_drops
+                    || !self.scripted_drop(self.m.eps[ep as usize].flow, id)
+                {
                     self.nic_send(host, id);
                 } else {
                     self.rec.cons.sent += 1;
