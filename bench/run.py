@@ -27,8 +27,9 @@ bench/htsim/README.md and bench/ns3/README.md.
 
 --scaling runs a series instead of the suite: dumbbell-4-newreno.toml with 4, 16, 64 and 256
 flows (senders, receivers and flows[0].count overridden with --set), and
-fattree-k8-websearch.toml at k = 4, 6 and 8; it prints wall time, events, events/s and peak
-RSS, writes bench/scaling.json and plots bench/scaling.png.
+fattree-k8-websearch.toml at k = 4, 6, 8 and 16, and at k = 8 with half the load (25%, to tell
+the cost of load from that of size); it prints wall time, events, events/s and peak RSS, writes
+bench/scaling.json and plots bench/scaling.png.
 
 --memory runs dumbbell-4-newreno.toml for 60 s simulated (--memory-duration) and samples the
 child's resident set (VmRSS in /proc/PID/status) every 0.5 s of wall time; it prints the
@@ -301,7 +302,9 @@ def run_mechanisms(runs: int) -> None:
 
 
 SCALING_DUMBBELL = [4, 16, 64, 256]
-SCALING_FATTREE = [4, 6, 8]
+SCALING_FATTREE = [4, 6, 8, 16]
+# (k, load) points off the 50% series: the same fabric at another load.
+SCALING_FATTREE_LOAD = [(8, 0.25)]
 
 
 def run_scaling(runs: int) -> None:
@@ -319,6 +322,12 @@ def run_scaling(runs: int) -> None:
     for k in SCALING_FATTREE:
         r = measure(ft, runs, [("topology.k", str(k))], f"fattree-k{k}-websearch")
         r.update(family="fat-tree", size=k**3 // 4, size_label=f"k={k}, {k**3 // 4} hosts")
+        rows.append(r)
+        print_row(r)
+    for k, load in SCALING_FATTREE_LOAD:
+        sets = [("topology.k", str(k)), ("traffic[0].load", str(load))]
+        r = measure(ft, runs, sets, f"fattree-k{k}-websearch-load{load:g}")
+        r.update(family="fat-tree-load", size=k**3 // 4, size_label=f"k={k}, {load:.0%} load")
         rows.append(r)
         print_row(r)
     print()

@@ -7,8 +7,8 @@ use crate::cc::CcKind;
 use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
 use crate::model::{
-    vm_address, App, Cdf, EpKind, Fib, Host, Incast, Model, Port, PortStats, Traffic, UdpState, Vm,
-    FIRST_PORT,
+    vm_address, App, Cdf, EpKind, Fib, Host, Incast, Model, Port, PortStats, PortSubset, Traffic,
+    UdpState, Vm, FIRST_PORT,
 };
 use crate::packet::Packet;
 use crate::queue::{Qdisc, RedParams};
@@ -200,13 +200,16 @@ impl Model {
         let switch_salt = (0..graph.switches.len() as u64)
             .map(|i| i.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ seed)
             .collect();
-        let sampled_ports = match &s.output.ports {
-            HostSet::Named(n) if n == "switches" => (0..ports.len() as u32)
+        let switch_ports = || {
+            (0..ports.len() as u32)
                 .filter(|&p| matches!(ports[p as usize].from, NodeRef::Switch(_)))
-                .collect(),
-            HostSet::Named(n) if n == "all" => (0..ports.len() as u32).collect(),
-            HostSet::Named(n) => unreachable!("validated: output.ports = {n:?}"),
-            HostSet::List(names) => names.iter().map(|n| port_index[n]).collect(),
+        };
+        let (sampled_ports, sampled_subset) = match &s.output.ports {
+            None => default_sampled_ports(switch_ports().collect()),
+            Some(HostSet::Named(n)) if n == "switches" => (switch_ports().collect(), None),
+            Some(HostSet::Named(n)) if n == "all" => ((0..ports.len() as u32).collect(), None),
+            Some(HostSet::Named(n)) => unreachable!("validated: output.ports = {n:?}"),
+            Some(HostSet::List(names)) => (names.iter().map(|n| port_index[n]).collect(), None),
         };
         let fib = Fib::new(&graph, &vms);
         let mut m = Model {
@@ -231,9 +234,11 @@ impl Model {
             goodput_bin: s.output.goodput_bin.0,
             queue_sample: s.output.queue_sample.0,
             sampled_ports,
+            sampled_subset,
             tables: Vec::new(),
             pending_rules: Vec::new(),
             shims: Vec::new(),
+            scripted_drops: false,
             tsq_ns: s.tcp.small_queue.map(|d| d.0).unwrap_or(1_000_000),
             switch_mech: Vec::new(),
             control: Control::default(),
@@ -290,6 +295,7 @@ impl Model {
                             None,
                         );
                         m.flows[f as usize].drop_segments = fc.drop_segments.clone();
+                        m.scripted_drops |= !fc.drop_segments.is_empty();
                         f
                     }
                     Transport::Udp => {
@@ -564,7 +570,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
     for cfg in &s.loss {
         for selector in cfg.ports() {
             for port in ports_selected(graph, &port_index, selector) {
-                ports[port as usize].loss = Some(LinkLoss::new(cfg));
+                ports[port as usize].loss = Some(Box::new(LinkLoss::new(cfg)));
             }
         }
     }
@@ -576,6 +582,23 @@ pub(crate) const PORT_CLASSES: [&str; 4] =
     ["all", "host->switch", "switch->host", "switch->switch"];
 
 /// The ports a loss entry names: one by name, or a class of links by their ends.
+/// Queue samples per sampling time without `output.ports`: every switch port up to this many.
+/// A larger fabric (a k = 16 fat tree has 5,120 switch ports, k = 32 40,960) is sampled at
+/// every n-th switch port in index order, the smallest n that keeps it within this bound: an
+/// even spread over every tier, the same ports in every run.
+pub const DEFAULT_SAMPLED_PORTS: usize = 1024;
+
+/// The default sample of `switch_ports` (in index order) and, when it is a subset, which.
+fn default_sampled_ports(switch_ports: Vec<u32>) -> (Vec<u32>, Option<PortSubset>) {
+    let of = switch_ports.len();
+    if of <= DEFAULT_SAMPLED_PORTS {
+        return (switch_ports, None);
+    }
+    let every = of.div_ceil(DEFAULT_SAMPLED_PORTS);
+    let sampled = switch_ports.into_iter().step_by(every).collect();
+    (sampled, Some(PortSubset { every, of }))
+}
+
 pub(crate) fn ports_selected(
     graph: &Graph,
     port_index: &HashMap<String, u32>,

@@ -252,6 +252,23 @@ impl<T: Copy> EventQueue<T> {
         self.scratch = ids;
     }
 
+    /// Likely the next two events to pop: the head of the first occupied slot's list and the
+    /// node after it, which are the earliest when the slot is sorted (a hint for prefetching
+    /// what they will touch, not an order).
+    #[inline]
+    pub fn peek_hint(&self) -> (Option<&T>, Option<&T>) {
+        let Some(r) = self.first_occupied() else {
+            return (None, None);
+        };
+        let node = &self.nodes[self.lists[r % SLOTS].0 as usize];
+        let after = (node.next != NIL).then(|| &self.nodes[node.next as usize]);
+        if let Some(after) = after.filter(|a| a.next != NIL) {
+            // A dense slot's list goes from node to node across the whole array.
+            crate::prefetch(self.nodes.as_ptr().wrapping_add(after.next as usize));
+        }
+        (Some(&node.item), after.map(|a| &a.item))
+    }
+
     /// Removes and returns the earliest event.
     pub fn pop(&mut self) -> Option<(u64, T)> {
         self.pop_until(u64::MAX)

@@ -23,21 +23,24 @@ pub(crate) fn vm_address(vm: u32) -> u32 {
     IP_BASE + 1 + vm
 }
 
+/// `repr(C)`: the counters every packet updates come first (with the `u128`, one cache
+/// line of `Port`); the drop counters after them.
 #[derive(Clone, Debug, Default)]
+#[repr(C)]
 pub struct PortStats {
+    /// Integral of the backlog (packets x ns) for the time-averaged queue.
+    pub backlog_integral: u128,
+    last: u64,
     pub enqueued: u64,
+    pub tx_bytes: u64,
+    pub tx_pkts: u64,
+    pub max_backlog: u64,
+    pub marked: u64,
     pub dropped_overflow: u64,
     pub dropped_aqm: u64,
     pub dropped_scripted: u64,
     /// Lost on the link after being sent (random loss).
     pub dropped_loss: u64,
-    pub marked: u64,
-    pub tx_bytes: u64,
-    pub tx_pkts: u64,
-    pub max_backlog: u64,
-    /// Integral of the backlog (packets x ns) for the time-averaged queue.
-    pub backlog_integral: u128,
-    last: u64,
 }
 
 impl PortStats {
@@ -51,26 +54,39 @@ impl PortStats {
     }
 }
 
+/// `repr(C)`, aligned to a cache line: what a packet's passage reads and writes is in the
+/// first four lines of the struct (queue and link state, per-packet counters, serialization
+/// and the AQM's thresholds), the rest after. A large fabric's ports do not fit in the cache,
+/// and each line of a port a packet touches is then a load from memory.
+#[repr(C, align(64))]
 pub struct Port {
-    pub name: String,
-    pub from: NodeRef,
-    pub to: NodeRef,
-    pub rate_bps: u64,
-    pub delay_ns: u64,
     pub queue: VecDeque<PktId>,
     pub queue_bytes: u64,
-    pub qdisc: Qdisc,
-    pub busy: bool,
+    /// When the packet being serialized (if any) has left.
+    pub busy_until: u64,
+    pub from: NodeRef,
+    pub to: NodeRef,
     pub stats: PortStats,
     /// Serialization cost in picoseconds per byte (8e12 / rate, rounded).
     pub ps_per_byte: u64,
-    /// When the packet being serialized (if any) has left.
-    pub busy_until: u64,
+    pub delay_ns: u64,
     /// Random extra delay in [0, jitter] per packet (host NICs only).
     pub jitter_ns: u64,
     pub last_arrival: u64,
-    /// Random loss on the link, if the scenario puts any on it.
-    pub loss: Option<LinkLoss>,
+    /// Random loss on the link, if the scenario puts any on it (boxed: rare, and kept out of
+    /// the port's hot lines).
+    pub loss: Option<Box<LinkLoss>>,
+    pub busy: bool,
+    pub qdisc: Qdisc,
+    pub rate_bps: u64,
+    pub name: String,
+}
+
+/// The default queue sample of a large fabric: every `every`-th of its `of` switch ports.
+#[derive(Clone, Copy, Debug)]
+pub struct PortSubset {
+    pub every: usize,
+    pub of: usize,
 }
 
 pub struct Host {
@@ -277,12 +293,17 @@ pub struct Model {
     pub goodput_bin: u64,
     pub queue_sample: u64,
     pub sampled_ports: Vec<u32>,
+    /// Set when the default bound left switch ports out of `sampled_ports`.
+    pub sampled_subset: Option<PortSubset>,
     /// One flow table per switch (empty unless rules are installed).
     pub tables: Vec<FlowTable>,
     /// Rules from the scenario, with the switch and install time.
     pub pending_rules: Vec<(u32, u64, Rule)>,
     /// One vswitch hook slot per host.
     pub shims: Vec<HostSlot>,
+    /// Some flow has segments to drop (`drop_segments`): only then is a sent packet's flow
+    /// looked at (on a large fabric each look is a load from memory).
+    pub scripted_drops: bool,
     /// TCP small-queue budget as time at the NIC rate.
     pub tsq_ns: u64,
     /// One mechanism hook slot per switch.
@@ -314,19 +335,36 @@ struct Dest {
     last_hop: FibEntry,
 }
 
+/// One port, an ECMP set (`SET` and the set's index) or no route (`NO_ROUTE`), in four
+/// bytes: a k = 16 fat tree has 40,960 entries, one read at every hop, and the smaller the
+/// table the more of it stays in the cache.
 #[derive(Clone, Copy)]
-struct FibEntry {
-    /// The only choice (`NO_ROUTE`: none) when `set` is `NO_SET`.
-    port: u32,
-    set: u32,
-}
+struct FibEntry(u32);
 
+const SET: u32 = 1 << 31;
 const NO_ROUTE: u32 = u32::MAX;
-const NO_SET: u32 = u32::MAX;
-const NONE_ENTRY: FibEntry = FibEntry {
-    port: NO_ROUTE,
-    set: NO_SET,
-};
+const NONE_ENTRY: FibEntry = FibEntry(NO_ROUTE);
+
+impl FibEntry {
+    fn port(port: u32) -> FibEntry {
+        assert!(
+            port < SET || port == NO_ROUTE,
+            "port index {port} out of range"
+        );
+        FibEntry(port)
+    }
+
+    fn set(set: u32) -> FibEntry {
+        assert!(set < SET - 1, "ECMP set index {set} out of range");
+        FibEntry(SET | set)
+    }
+
+    /// The ECMP set's index, if the entry is one.
+    #[inline]
+    fn ecmp_set(self) -> Option<u32> {
+        (self.0 != NO_ROUTE && self.0 & SET != 0).then_some(self.0 & !SET)
+    }
+}
 
 impl Fib {
     pub(crate) fn new(g: &Graph, vms: &[Vm]) -> Fib {
@@ -337,7 +375,7 @@ impl Fib {
         let mut interned: HashMap<Vec<u32>, u32> = HashMap::new();
         topology::routes(g, &at, |group, s, choices| {
             let e = match choices {
-                &[port] => FibEntry { port, set: NO_SET },
+                &[port] => FibEntry::port(port),
                 _ => {
                     let set = match interned.get(choices) {
                         Some(&set) => set,
@@ -349,10 +387,7 @@ impl Fib {
                             set
                         }
                     };
-                    FibEntry {
-                        port: NO_ROUTE,
-                        set,
-                    }
+                    FibEntry::set(set)
                 }
             };
             entries[s as usize * groups + group as usize] = e;
@@ -365,7 +400,7 @@ impl Fib {
                 Dest {
                     group: at.group[h],
                     switch,
-                    last_hop: FibEntry { port, set: NO_SET },
+                    last_hop: FibEntry::port(port),
                 }
             })
             .collect();
@@ -394,13 +429,13 @@ impl Fib {
     /// The egress ports of switch `s` towards VM `vm` (empty: unreachable).
     fn ports(&self, s: u32, vm: usize) -> &[u32] {
         let e = self.entry(s, vm).unwrap_or(&NONE_ENTRY);
-        if e.set != NO_SET {
-            let (start, n) = self.sets[e.set as usize];
+        if let Some(set) = e.ecmp_set() {
+            let (start, n) = self.sets[set as usize];
             &self.ecmp[start as usize..(start + n) as usize]
-        } else if e.port == NO_ROUTE {
+        } else if e.0 == NO_ROUTE {
             &[]
         } else {
-            std::slice::from_ref(&e.port)
+            std::slice::from_ref(&e.0)
         }
     }
 }
@@ -422,12 +457,20 @@ impl Model {
     #[inline]
     fn route_by(&self, s: u32, dst: u32, hash: impl Fn(u64) -> u64) -> Option<u32> {
         let e = self.fib.entry(s, dst.wrapping_sub(IP_BASE + 1) as usize)?;
-        if e.set == NO_SET {
-            return (e.port != NO_ROUTE).then_some(e.port);
-        }
-        let (start, n) = self.fib.sets[e.set as usize];
+        let Some(set) = e.ecmp_set() else {
+            return (e.0 != NO_ROUTE).then_some(e.0);
+        };
+        let (start, n) = self.fib.sets[set as usize];
         let k = hash(self.switch_salt[s as usize]) % n as u64;
         Some(self.fib.ecmp[start as usize + k as usize])
+    }
+
+    /// Asks the cache for switch `s`'s forwarding entry towards address `dst`.
+    #[inline]
+    pub(crate) fn prefetch_route(&self, s: u32, dst: u32) {
+        if let Some(e) = self.fib.entry(s, dst.wrapping_sub(IP_BASE + 1) as usize) {
+            crate::prefetch(e);
+        }
     }
 
     pub fn host_of_ip(&self, ip: u32) -> Option<u32> {

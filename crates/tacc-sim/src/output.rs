@@ -150,11 +150,24 @@ pub struct Summary {
     pub events: u64,
     pub goodput_bin_s: f64,
     pub queue_sample_s: f64,
+    /// Present when queues.csv holds a subset of the switch ports (the default on a large
+    /// fabric): which, and how to ask for more.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_sample_ports: Option<SampledPorts>,
     pub flows: Vec<FlowSummary>,
     pub ports: Vec<PortSummary>,
     pub conservation: ConservationSummary,
     pub control: ControlSummary,
     pub mechanism: MechanismSummary,
+}
+
+#[derive(Serialize)]
+pub struct SampledPorts {
+    pub sampled: usize,
+    pub switch_ports: usize,
+    /// Every n-th switch port in index order, from the first.
+    pub every: usize,
+    pub note: String,
 }
 
 /// The mechanism under test: its parameters as given, what it did, and its control traffic.
@@ -259,6 +272,20 @@ pub fn summarize(
         events: rec.events,
         goodput_bin_s: m.goodput_bin as f64 / NS,
         queue_sample_s: m.queue_sample as f64 / NS,
+        queue_sample_ports: m.sampled_subset.map(|sub| SampledPorts {
+            sampled: m.sampled_ports.len(),
+            switch_ports: sub.of,
+            every: sub.every,
+            note: format!(
+                "queues.csv samples {} of the {} switch ports, one in {} in index order \
+                 (without output.ports at most {} are sampled); output.ports = \"switches\", \
+                 \"all\" or a list of port names samples those",
+                m.sampled_ports.len(),
+                sub.of,
+                sub.every,
+                crate::build::DEFAULT_SAMPLED_PORTS
+            ),
+        }),
         flows,
         ports,
         mechanism: {

@@ -212,6 +212,16 @@ impl Arena {
     pub fn live(&self) -> u64 {
         (self.slots.len() - self.free.len()) as u64
     }
+    /// Where packet `id` is (for a prefetch: not checked against the arena's length).
+    #[inline]
+    pub fn as_ptr(&self, id: PktId) -> *const Packet {
+        self.slots.as_ptr().wrapping_add(id as usize)
+    }
+    /// Packet `id`, if the arena has a slot `id` (for a prefetch: it may be free).
+    #[inline]
+    pub fn try_get(&self, id: PktId) -> Option<&Packet> {
+        self.slots.get(id as usize)
+    }
     #[inline]
     pub fn get(&self, id: PktId) -> &Packet {
         &self.slots[id as usize]

@@ -29,16 +29,18 @@ pub struct RedParams {
     pub pkt_time_ns: u64,
 }
 
+/// `repr(C)`: what every admission reads (limit, threshold, kind) first, RED's state after.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Qdisc {
-    pub kind: QueueKind,
     pub limit: Size,
     /// red-ecn threshold.
     pub k: Size,
-    pub red: RedParams,
+    pub kind: QueueKind,
     avg: f64,
     count: i64,
     idle_since: Option<u64>,
+    pub red: RedParams,
 }
 
 fn exceeds(s: Size, pkts: u64, bytes: u64) -> bool {

@@ -483,9 +483,10 @@ pub struct OutputCfg {
     pub goodput_bin: Duration,
     #[serde(default = "default_sample")]
     pub queue_sample: Duration,
-    /// Ports sampled into queues.csv: "switches" (all switch ports), "all" or a list of names.
-    #[serde(default = "default_switches")]
-    pub ports: HostSet,
+    /// Ports sampled into queues.csv: "switches" (all switch ports), "all" or a list of names;
+    /// unset, the switch ports up to a bound (`build::DEFAULT_SAMPLED_PORTS`).
+    #[serde(default)]
+    pub ports: Option<HostSet>,
 }
 
 fn default_bin() -> Duration {
@@ -494,16 +495,13 @@ fn default_bin() -> Duration {
 fn default_sample() -> Duration {
     Duration(1_000_000)
 }
-fn default_switches() -> HostSet {
-    HostSet::Named("switches".into())
-}
 
 impl Default for OutputCfg {
     fn default() -> Self {
         OutputCfg {
             goodput_bin: default_bin(),
             queue_sample: default_sample(),
-            ports: default_switches(),
+            ports: None,
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::event_queue::EventQueue;
 use crate::model::{App, EpKind, Model};
 use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
+use crate::prefetch;
 use crate::queue::Verdict;
 use crate::rules::{Forward, Rule};
 use crate::scenario::Forge;
@@ -111,6 +112,14 @@ impl Sim {
             if self.rec.events & 0xF_FFFF == 0 {
                 progress(self.now, end);
             }
+            let (next, after) = self.queue.peek_hint();
+            let (next, after) = (next.copied(), after.copied());
+            if let Some(after) = after {
+                self.prefetch(after);
+            }
+            if let Some(next) = next {
+                self.prefetch_next(next);
+            }
             self.dispatch(kind);
         }
         self.now = end;
@@ -120,6 +129,64 @@ impl Sim {
             port.stats.advance(end, port.queue.len() as u64);
         }
         self.rec.in_flight = self.in_flight();
+    }
+
+    /// Asks the cache for what event `kind` will read first, while the current event runs. On a
+    /// large fabric the ports, packets and endpoints an event touches are mostly not in the
+    /// cache, and each is otherwise a wait for memory.
+    #[inline]
+    fn prefetch(&self, kind: EvKind) {
+        match kind {
+            EvKind::Arrive(port, id) => {
+                prefetch(self.m.ports.as_ptr().wrapping_add(port as usize));
+                prefetch(self.pkts.as_ptr(id));
+            }
+            EvKind::TxDone(port) => self.prefetch_port(port),
+            EvKind::EpTimer(ep) => prefetch(self.m.eps.as_ptr().wrapping_add(ep as usize)),
+            EvKind::VnicDone(vm) => prefetch(self.m.vms.as_ptr().wrapping_add(vm as usize)),
+            _ => {}
+        }
+    }
+
+    /// What the next event reads after what `prefetch` (run one event earlier, for the event
+    /// after next) brought in: an arrival's route entry at a switch, its endpoint at a host.
+    #[inline]
+    fn prefetch_next(&self, kind: EvKind) {
+        let (port, id) = match kind {
+            EvKind::Arrive(port, id) => (port, id),
+            EvKind::TxDone(port) => {
+                self.prefetch_port(port);
+                // The port, asked for one event earlier, says where its next packet's id is.
+                if let Some(p) = self.m.ports.get(port as usize) {
+                    if let Some(head) = p.queue.front() {
+                        prefetch(head);
+                    }
+                }
+                return;
+            }
+            _ => return self.prefetch(kind),
+        };
+        let (Some(p), Some(pkt)) = (self.m.ports.get(port as usize), self.pkts.try_get(id)) else {
+            return;
+        };
+        match p.to {
+            NodeRef::Switch(s) => self.m.prefetch_route(s, pkt.dst),
+            NodeRef::Host(_) => prefetch(self.m.eps.as_ptr().wrapping_add(pkt.dst_ep as usize)),
+        }
+    }
+
+    /// The lines of a port a packet's admission and transmission read and write (see `Port`).
+    #[inline]
+    fn prefetch_port(&self, port: u32) {
+        let p = self
+            .m
+            .ports
+            .as_ptr()
+            .wrapping_add(port as usize)
+            .cast::<u8>();
+        for line in 0..4 {
+            prefetch(p.wrapping_add(line * 64));
+        }
     }
 
     fn dispatch(&mut self, kind: EvKind) {
@@ -477,7 +544,10 @@ impl Sim {
         }
         match verdict {
             EgressVerdict::Pass => {
-                if ep == NO_EP || !self.scripted_drop(self.m.eps[ep as usize].flow, id) {
+                if ep == NO_EP
+                    || !self.m.scripted_drops
+                    || !self.scripted_drop(self.m.eps[ep as usize].flow, id)
+                {
                     self.nic_send(host, id);
                 } else {
                     self.rec.cons.sent += 1;
@@ -586,6 +656,8 @@ impl Sim {
             self.pkts.free(id);
             return;
         };
+        // Its lines are then loaded together rather than one after another as `enqueue` reads.
+        self.prefetch_port(out);
         if copy {
             self.packet_in(s, in_port, Some(out), id);
             let pkt = self.pkts.get(id).clone();

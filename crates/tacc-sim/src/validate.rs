@@ -283,12 +283,13 @@ fn ports(r: &mut Report, s: &Scenario, n: &Names) {
         }
     }
     match &s.output.ports {
-        HostSet::Named(x) if x == "switches" || x == "all" => {}
-        HostSet::Named(x) => r.error(
+        None => {}
+        Some(HostSet::Named(x)) if x == "switches" || x == "all" => {}
+        Some(HostSet::Named(x)) => r.error(
             "output.ports",
             format!("expected \"switches\", \"all\" or a list of port names, got {x:?}"),
         ),
-        HostSet::List(names) => {
+        Some(HostSet::List(names)) => {
             for (i, name) in names.iter().enumerate() {
                 if !n.ports.contains_key(name) {
                     r.error(
@@ -494,7 +495,10 @@ fn transport(r: &mut Report, fi: usize, fc: &FlowCfg) {
                 r.error(&path("reply_size"), "expected 64B to 65535B");
             }
             if fc.reply_size.is_some() && fc.spoof.is_some() {
-                r.error(&path("reply_size"), "cannot be combined with spoof (the replies would go to the spoofed address)");
+                r.error(
+                    &path("reply_size"),
+                    "cannot be combined with spoof (the replies would go to the spoofed address)",
+                );
             }
         }
     }
