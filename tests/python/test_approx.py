@@ -211,6 +211,12 @@ def test_cli_rejects_what_it_cannot_approximate(engine: None, tmp_path: Path, te
     assert message in proc.stderr
 
 
+def test_cli_engine_and_jobs_need_approx(engine: None, tmp_path: Path) -> None:
+    proc = tacc_cli("run", str(_scenario(tmp_path)), "--jobs", "2", "--no-plot")
+    assert_one_line_error(proc)
+    assert "only with --approx" in proc.stderr
+
+
 def test_cli_without_ray_says_so(engine: None, tmp_path: Path) -> None:
     # A `ray` package that cannot be imported stands for one not installed.
     (tmp_path / "shadow" / "ray").mkdir(parents=True)
