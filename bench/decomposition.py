@@ -6,7 +6,7 @@ packet-level run, the decomposition with 2 workers, and the decomposition serial
 FCT slowdowns (FCT over the ideal FCT alone on the idle path; the same ideal for both, from the
 decomposition's ideal-time runs) are summarized as p50 and p99 per flow-size bucket.
 
-    .venv/bin/python bench/decomposition.py [--k 8 16] [--out bench/decomposition.json]
+    .venv/bin/python bench/decomposition.py [--k 8 16] [--duration T] [--out FILE.json]
 
 Writes the JSON and a Markdown table beside it (decomposition.md).
 """
@@ -84,9 +84,9 @@ def _by_link(approx_dir: Path) -> tuple[dict[str, dict[str, float]], pd.DataFram
     return classes, done.reset_index()
 
 
-def measure(k: int, work: Path) -> dict:
+def measure(k: int, work: Path, duration: str | None = None) -> dict:
     load_before = os.getloadavg()[0]
-    sets = [("topology.k", str(k))]
+    sets = [("topology.k", str(k))] + ([("duration", duration)] if duration else [])
     full_dir, approx_dir = work / f"full-k{k}", work / f"approx-k{k}"
     t = time.perf_counter()
     tacc.run_dir(SCENARIO, sets=sets, out=full_dir)
@@ -110,7 +110,7 @@ def measure(k: int, work: Path) -> dict:
     worst_link = _buckets(_slowdowns(worst, ideal, k))
     info = summary["approximate"]
     return {
-        "k": k, "full": full, "approx": approx, "relative_error": errors,
+        "k": k, "duration": duration or "as in the scenario", "full": full, "approx": approx, "relative_error": errors,
         "approx_worst_link_only": worst_link, "delay_by_link_class": classes,
         "wall_s": {"full": full_wall, "approx_serial": walls[1], "approx_2_workers": walls[2]},
         "speedup": {"serial": full_wall / walls[1], "2_workers": full_wall / walls[2]},
@@ -128,7 +128,7 @@ def measure(k: int, work: Path) -> dict:
 def markdown(results: list[dict]) -> str:
     lines = []
     for r in results:
-        lines += [f"### k = {r['k']}", "",
+        lines += [f"### k = {r['k']}, duration {r['duration']}", "",
                   "| size | flows (full / approx) | p50 full | p50 approx | p50 error "
                   "| p99 full | p99 approx | p99 error |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -166,12 +166,14 @@ def markdown(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--k", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--duration", metavar="T",
+                        help="simulated time instead of the scenario's, e.g. 0.2s")
     parser.add_argument("--out", type=Path, default=HERE / "decomposition.json")
     args = parser.parse_args()
     results = []
     with tempfile.TemporaryDirectory(prefix="tacc-decomposition-") as tmp:
         for k in args.k:
-            results.append(measure(k, Path(tmp)))
+            results.append(measure(k, Path(tmp), args.duration))
             record = {"scenario": str(SCENARIO.relative_to(HERE.parent)),
                       "cpus": os.cpu_count(), "results": results}
             args.out.write_text(json.dumps(record, indent=2) + "\n")
