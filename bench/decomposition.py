@@ -59,6 +59,14 @@ def _buckets(done: pd.DataFrame) -> dict[str, dict[str, float]]:
     return out
 
 
+def _full_path_ideal(summary: dict) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The ideal-time ladders of the fabric's paths by length: in a fat tree every hop of a path
+    has the same rate and delay (the link tasks' paths, with a delay added, have not)."""
+    return {len(i["path"]): (np.array(i["bytes"], float), np.array(i["fct_ns"], float))
+            for i in summary["approximate"]["ideal"]
+            if all(hop == i["path"][0] for hop in i["path"])}
+
+
 def _link_class(name: str) -> str:
     """"edge->agg" for "edge3_1->agg3_0"; hosts are "host"."""
     return "->".join("host" if end.startswith("h") else end.rstrip("0123456789_")
@@ -100,8 +108,7 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
     summary = json.loads((approx_dir / "jobs1" / "summary.json").read_text())
     same = ((approx_dir / "jobs1" / "flows.csv").read_bytes()
             == (approx_dir / "jobs2" / "flows.csv").read_bytes())
-    ideal = {len(i["path"]): (np.array(i["bytes"], float), np.array(i["fct_ns"], float))
-             for i in summary["approximate"]["ideal"]}
+    ideal = _full_path_ideal(summary)
     full = _buckets(_slowdowns(pd.read_csv(full_dir / "flows.csv"), ideal, k))
     approx = _buckets(_slowdowns(pd.read_csv(approx_dir / "jobs1" / "flows.csv"), ideal, k))
     errors = {b: {q: (approx[b][q] - full[b][q]) / full[b][q] for q in ("p50", "p99")}
