@@ -14,6 +14,7 @@ class _ScenarioInfo(TypedDict):
     switches: int
     links: int
     flows: int
+    topology: str
 
 def run(
     path: str,
@@ -36,6 +37,26 @@ def validate(path: str, *, sets: list[tuple[str, str]] = ...) -> _ScenarioInfo:
 def plan(path: str, *, seed: int | None = None, sets: list[tuple[str, str]] = ...) -> str:
     """The scenario's built world as JSON (`tacc_mech::plan::Plan`): what `tacc testbed`
     builds from namespaces and veths, and what its agents build the mechanism from."""
+
+class _WorkloadFlow(TypedDict):
+    name: str
+    group: str
+    src_vm: int
+    dst_vm: int
+    bytes: int
+    start_ns: int
+    cc: str
+    ecn: bool
+    ports: list[int]
+
+def workload(
+    path: str, *, seed: int | None = None, sets: list[tuple[str, str]] = ...
+) -> list[_WorkloadFlow]:
+    """The scenario's open-loop (`[[traffic]]`) flows in start order, drawn without running it:
+    endpoints (indices of the plan's `vms`), size, start and the ports (indices of the plan's
+    `ports`) the data packets cross, source NIC first, routed as the engine routes them (ECMP
+    included). The arrivals are the engine's arrival process on a random stream of their own
+    (seeded from the seed), so a sample of the same process, not the flows a run draws."""
 
 def agent_run(role: str, config: str) -> None:
     """Run a testbed agent ("host" or "switch") with its JSON configuration until the

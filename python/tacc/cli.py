@@ -57,6 +57,16 @@ def _parser() -> argparse.ArgumentParser:
     _add_set_option(run)
     run.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run.add_argument("--approx", choices=("link-decomposition",), metavar="METHOD",
+                     help="approximate instead of a packet-level run of the whole fabric: "
+                          "link-decomposition (each loaded link simulated alone, delays "
+                          "summed along paths; open-loop traffic on a fat tree)")
+    run.add_argument("--engine", choices=("local", "ray"),
+                     help="with --approx: where the link simulations run, a local process "
+                          "pool (default) or a ray cluster (RAY_ADDRESS, else a local one)")
+    run.add_argument("--jobs", type=int, metavar="N",
+                     help="with --approx --engine local: parallel link simulations "
+                          "(default: CPU count)")
     run.set_defaults(command=_run)
 
     validate = commands.add_parser("validate", help="check a scenario without running it")
@@ -178,9 +188,26 @@ def _rate(text: str) -> float:
 
 def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
+    if args.approx:
+        return _run_approx(args, out)
+    if args.engine or args.jobs:
+        return _fail_lines(["--engine and --jobs apply only with --approx"], 2)
     written = tacc.run_dir(
         args.scenario, seed=args.seed, sets=args.sets, out=out,
         progress=not args.quiet,
+    )
+    return _present(written, args)
+
+
+def _run_approx(args: argparse.Namespace, out: Path) -> int:
+    from tacc.approx import Options, run_link_decomposition
+
+    jobs = max(1, os.cpu_count() or 1) if args.jobs is None else args.jobs
+    if jobs < 1:
+        return _fail_lines([f"--jobs: expected a positive number, got {jobs}"], 2)
+    written = run_link_decomposition(
+        args.scenario, seed=args.seed, sets=args.sets, out=out,
+        options=Options(engine=args.engine or "local", jobs=jobs), progress=not args.quiet,
     )
     return _present(written, args)
 

@@ -76,7 +76,37 @@ fn validate<'py>(
     d.set_item("switches", m.graph.switches.len())?;
     d.set_item("links", m.graph.links.len())?;
     d.set_item("flows", m.flows.len())?;
+    d.set_item("topology", m.graph.kind)?;
     Ok(d)
+}
+
+/// The scenario's open-loop flows with the ports each crosses, drawn without running it
+/// (`tacc_sim::workload`).
+#[pyfunction]
+#[pyo3(signature = (path, *, seed=None, sets=Vec::new()))]
+fn workload<'py>(
+    py: Python<'py>,
+    path: &str,
+    seed: Option<u64>,
+    sets: Vec<(String, String)>,
+) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let mut p = prepare(path, seed, &sets)?;
+    tacc_sim::workload::generate(&mut p.model)
+        .into_iter()
+        .map(|f| {
+            let d = PyDict::new(py);
+            d.set_item("name", f.name)?;
+            d.set_item("group", f.group)?;
+            d.set_item("src_vm", f.src_vm)?;
+            d.set_item("dst_vm", f.dst_vm)?;
+            d.set_item("bytes", f.bytes)?;
+            d.set_item("start_ns", f.start)?;
+            d.set_item("cc", f.cc)?;
+            d.set_item("ecn", f.ecn)?;
+            d.set_item("ports", f.ports)?;
+            Ok(d)
+        })
+        .collect()
 }
 
 /// The built world as JSON (`tacc_mech::plan::Plan`), for the testbed and its agents.
@@ -200,6 +230,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
+    m.add_function(wrap_pyfunction!(workload, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;
     m.add_function(wrap_pyfunction!(dctcp_object, m)?)?;

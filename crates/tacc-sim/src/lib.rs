@@ -11,6 +11,7 @@
 //! - [`event_queue`], [`sim`]: the event loop: (time, insertion sequence) ordered, integer
 //!   nanoseconds.
 //! - [`output`]: summary.json and CSV tables.
+//! - [`workload`]: a scenario's open-loop flows and their paths, drawn without a run.
 //!
 //! A run is a pure function of (scenario text, overrides, seed).
 
@@ -32,6 +33,7 @@ pub mod tcp;
 pub mod topology;
 pub use tacc_mech::units;
 pub mod validate;
+pub mod workload;
 
 use scenario::{ScenarioError, ScenarioErrors};
 use std::path::Path;

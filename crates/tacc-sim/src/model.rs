@@ -255,6 +255,35 @@ pub struct Traffic {
     pub tcp: TcpConfig,
 }
 
+/// One arrival of an open-loop source: sending and receiving VM, flow size, and the time to
+/// the source's next arrival.
+#[derive(Clone, Copy)]
+pub struct Arrival {
+    pub src: u32,
+    pub dst: u32,
+    pub bytes: u64,
+    pub gap_ns: u64,
+}
+
+impl Traffic {
+    /// Draws an arrival: a random pair of distinct VMs, a size from the CDF, an exponential gap.
+    pub fn draw(&self, rng: &mut Rng) -> Arrival {
+        let n = self.vms.len() as u64;
+        let src_i = rng.below(n);
+        let mut dst_i = rng.below(n - 1);
+        if dst_i >= src_i {
+            dst_i += 1;
+        }
+        let bytes = self.cdf.sample(rng.uniform());
+        Arrival {
+            src: self.vms[src_i as usize],
+            dst: self.vms[dst_i as usize],
+            bytes,
+            gap_ns: rng.exponential(self.mean_gap_ns) as u64,
+        }
+    }
+}
+
 pub enum App {
     Incast(Incast),
     Traffic(Traffic),
@@ -443,6 +472,8 @@ impl Fib {
 /// Source ports are allocated from here up, wrapping round: a VM can source this many flows
 /// at once with distinct 5-tuples.
 pub(crate) const FIRST_PORT: u16 = 10_000;
+/// The destination port of every TCP flow.
+pub const TCP_DPORT: u16 = 5001;
 pub(crate) const PORTS_PER_VM: u32 = u16::MAX as u32 + 1 - FIRST_PORT as u32;
 
 impl Model {
@@ -492,7 +523,7 @@ impl Model {
         app: Option<u32>,
     ) -> u32 {
         let sport = self.alloc_port(src);
-        let dport = 5001;
+        let dport = TCP_DPORT;
         let tx = self.eps.len() as u32;
         let rx = tx + 1;
         let iss = self.rng.next_u64() as u32;
@@ -600,6 +631,27 @@ impl Model {
             EpKind::Tcp(t) => t.stats.clone(),
             _ => TcpStats::default(),
         }
+    }
+
+    /// The ports a TCP flow's data packets cross from VM `src` to VM `dst`: the source host's
+    /// NIC, then each switch's choice by routing (ECMP by the 5-tuple hash, as [`Self::route`]).
+    pub fn tcp_path(&self, src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u32> {
+        let nic = self.hosts[self.vms[src as usize].host as usize].nic_port;
+        let mut ports = vec![nic];
+        if let NodeRef::Switch(s) = self.ports[nic as usize].to {
+            let headers = PacketInHeaders {
+                src: self.vms[src as usize].ip,
+                dst: self.vms[dst as usize].ip,
+                protocol: tacc_mech::headers::ip_proto::TCP,
+                src_port: sport,
+                dst_port: dport,
+                tcp_flags: 0,
+                mss: None,
+                wscale: None,
+            };
+            ports.extend(self.path(s, &headers).into_iter().map(|(_, port)| port));
+        }
+        ports
     }
 
     /// The egress ports of switch `s` towards VM `vm` on shortest paths (empty: unreachable).

@@ -160,6 +160,19 @@ pub enum Topology {
     },
 }
 
+impl Topology {
+    /// The `kind` key as written.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Topology::Star { .. } => "star",
+            Topology::Dumbbell { .. } => "dumbbell",
+            Topology::Racks { .. } => "racks",
+            Topology::FatTree { .. } => "fat-tree",
+            Topology::Explicit { .. } => "explicit",
+        }
+    }
+}
+
 #[derive(Deserialize, Debug, Clone)]
 #[serde(deny_unknown_fields)]
 pub struct LinkCfg {

@@ -989,30 +989,21 @@ impl Sim {
         if t.stop.is_some_and(|s| now >= s) {
             return;
         }
-        let n = t.vms.len() as u64;
-        let src_i = self.m.rng.below(n);
-        let mut dst_i = self.m.rng.below(n - 1);
-        if dst_i >= src_i {
-            dst_i += 1;
-        }
-        let u = self.m.rng.uniform();
-        let size = t.cdf.sample(u);
-        let (src, dst) = (t.vms[src_i as usize], t.vms[dst_i as usize]);
-        let gap = self.m.rng.exponential(t.mean_gap_ns) as u64;
+        let arrival = t.draw(&mut self.m.rng);
         let (name, k, tcp) = (t.name.clone(), t.count, t.tcp.clone());
         t.count += 1;
         let f = self.m.add_tcp_flow(
             format!("{name}.{k}"),
             name,
-            src,
-            dst,
+            arrival.src,
+            arrival.dst,
             now,
-            Some(size),
+            Some(arrival.bytes),
             tcp,
             None,
         );
         self.flow_start(f);
-        self.schedule(now + gap.max(1), EvKind::TrafficArrival(a));
+        self.schedule(now + arrival.gap_ns.max(1), EvKind::TrafficArrival(a));
     }
 
     fn sample(&mut self) {

@@ -20,6 +20,8 @@ pub struct Link {
 
 #[derive(Clone, Debug, Default)]
 pub struct Graph {
+    /// The scenario's `topology.kind`.
+    pub kind: &'static str,
     pub hosts: Vec<String>,
     pub switches: Vec<String>,
     pub links: Vec<Link>,
@@ -63,7 +65,10 @@ pub fn build(t: &Topology) -> Result<Graph, (String, String)> {
             Ok(())
         }
     };
-    let mut g = Graph::default();
+    let mut g = Graph {
+        kind: t.kind(),
+        ..Graph::default()
+    };
     match t {
         Topology::Star {
             senders,

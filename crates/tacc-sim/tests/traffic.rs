@@ -101,3 +101,53 @@ fn a_jittered_flow_group_opens_its_connections_an_exponential_delay_apart() {
     let below = delays.iter().filter(|&&d| d < 1.0).count() as f64 / 400.0;
     assert!((0.55..0.71).contains(&below), "{below:.2} below the mean");
 }
+
+const FAT_TREE_K4: &str = "name = \"ft\"\nduration = \"2s\"\n[topology]\nkind = \"fat-tree\"\nk = 4\nlink_rate = \"1Gbps\"\nlink_delay = \"1us\"\n[tcp]\ncc = \"dctcp\"\n";
+
+#[test]
+fn a_flows_path_drawn_without_a_run_is_the_one_its_packets_take() {
+    // One flow between pods: the ports that carry its data (its ACKs are small, and may hash
+    // onto other cores) are exactly the path `tcp_path` gives for its 5-tuple.
+    let text = format!(
+        "{FAT_TREE_K4}[[flows]]\nname = \"x\"\nsrc = \"h0\"\ndst = \"h15\"\nbytes = \"200KB\"\n"
+    );
+    let (sim, s) = run(&text);
+    let f = &sim.m.flows[0];
+    let path = sim.m.tcp_path(f.src_vm, f.dst_vm, f.sport, f.dport);
+    assert_eq!(path.len(), 6);
+    let carried: Vec<u32> = (0..s.ports.len() as u32)
+        .filter(|&p| s.ports[p as usize].tx_bytes > 100_000)
+        .collect();
+    let mut sorted = path.clone();
+    sorted.sort_unstable();
+    assert_eq!(carried, sorted);
+}
+
+#[test]
+fn a_workload_drawn_without_a_run_follows_the_runs_arrival_process() {
+    let text =
+        format!("{FAT_TREE_K4}[[traffic]]\nname = \"web\"\ncdf = \"websearch\"\nload = 0.3\n");
+    let mut p = tacc_sim::load(&text, "test.toml", &[], None).unwrap();
+    let flows = tacc_sim::workload::generate(&mut p.model);
+    // As for a run (websearch_traffic_on_a_fat_tree_offers_the_requested_load): ~720 in 2 s.
+    assert!((600..850).contains(&flows.len()), "{} flows", flows.len());
+    assert!(flows.windows(2).all(|w| w[0].start <= w[1].start));
+    let hosts = &p.model.hosts;
+    for f in &flows {
+        assert_ne!(f.src_vm, f.dst_vm);
+        assert_eq!(
+            f.ports[0],
+            hosts[p.model.vms[f.src_vm as usize].host as usize].nic_port
+        );
+        let last = &p.model.ports[*f.ports.last().unwrap() as usize];
+        let dst_host = p.model.vms[f.dst_vm as usize].host;
+        assert_eq!(last.to, tacc_sim::topology::NodeRef::Host(dst_host));
+        assert!([2, 4, 6].contains(&f.ports.len()));
+    }
+    let again =
+        tacc_sim::workload::generate(&mut tacc_sim::load(&text, "t", &[], None).unwrap().model);
+    let key = |f: &tacc_sim::workload::WorkloadFlow| {
+        (f.start, f.src_vm, f.dst_vm, f.bytes, f.ports.clone())
+    };
+    assert!(flows.iter().map(key).eq(again.iter().map(key)));
+}

@@ -1,0 +1,192 @@
+"""Accuracy and speed of `tacc run --approx link-decomposition` against the packet-level run.
+
+For each fat tree size (k = 8 and 16 by default) the reference scenario
+(scenarios/fattree-k8-websearch.toml with topology.k set) runs three times back to back: the
+packet-level run, the decomposition with 2 workers, and the decomposition serially. Both sides'
+FCT slowdowns (FCT over the ideal FCT alone on the idle path; the same ideal for both, from the
+decomposition's ideal-time runs) are summarized as p50 and p99 per flow-size bucket.
+
+    .venv/bin/python bench/decomposition.py [--k 8 16] [--duration T] [--out FILE.json]
+
+Writes the JSON and a Markdown table beside it (decomposition.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import tacc
+from tacc.approx import Options, ideal_fct_ns, run_link_decomposition
+
+HERE = Path(__file__).parent
+SCENARIO = HERE / "scenarios" / "fattree-k8-websearch.toml"
+BUCKETS = [(0, 10_000, "<10KB"), (10_000, 100_000, "10-100KB"),
+           (100_000, 1_000_000, "100KB-1MB"), (1_000_000, float("inf"), ">1MB")]
+
+
+def _hops(k: int, src: str, dst: str) -> int:
+    """Ports on a fat-tree path (hosts h0.. numbered rack by rack, pod by pod)."""
+    a, b = int(src.lstrip("h")), int(dst.lstrip("h"))
+    rack, pod = k // 2, k * k // 4
+    return 2 if a // rack == b // rack else 4 if a // pod == b // pod else 6
+
+
+def _slowdowns(flows: pd.DataFrame, ideal: dict[int, tuple[np.ndarray, np.ndarray]],
+               k: int) -> pd.DataFrame:
+    done = flows[flows["completed"]].copy()
+    done["ideal"] = [ideal_fct_ns(ideal[_hops(k, s, d)], b) / 1e9
+                     for s, d, b in zip(done["src"], done["dst"], done["bytes_delivered"],
+                                        strict=True)]
+    done["slowdown"] = done["fct"] / done["ideal"]
+    return done
+
+
+def _buckets(done: pd.DataFrame) -> dict[str, dict[str, float]]:
+    out = {}
+    for lo, hi, label in BUCKETS:
+        s = done[(done["bytes_delivered"] >= lo) & (done["bytes_delivered"] < hi)]["slowdown"]
+        out[label] = {"flows": int(len(s)),
+                      "p50": float(np.percentile(s, 50)) if len(s) else float("nan"),
+                      "p99": float(np.percentile(s, 99)) if len(s) else float("nan")}
+    return out
+
+
+def _full_path_ideal(summary: dict) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """The ideal-time ladders of the fabric's paths by length: in a fat tree every hop of a path
+    has the same rate and delay (the link tasks' paths, with a delay added, have not)."""
+    return {len(i["path"]): (np.array(i["bytes"], float), np.array(i["fct_ns"], float))
+            for i in summary["approximate"]["ideal"]
+            if all(hop == i["path"][0] for hop in i["path"])}
+
+
+def _link_class(name: str) -> str:
+    """"edge->agg" for "edge3_1->agg3_0"; hosts are "host"."""
+    return "->".join("host" if end.startswith("h") else end.rstrip("0123456789_")
+                     for end in name.split("->"))
+
+
+def _by_link(approx_dir: Path) -> tuple[dict[str, dict[str, float]], pd.DataFrame]:
+    """The summed delays by link class (share of all delay, median and p99 in units of the
+    flow's ideal FCT), and the flows again with the largest of their link delays in place of
+    the sum: the estimate if each flow met only its worst link."""
+    flows = pd.read_csv(approx_dir / "flows.csv").set_index("name")
+    delays = pd.read_csv(approx_dir / "link_delays.csv")
+    delays["class"] = delays["link"].map(_link_class)
+    delays["relative"] = delays["delay"] / flows.loc[delays["flow"], "ideal_fct"].to_numpy()
+    total = delays["delay"].clip(lower=0).sum()
+    classes = {c: {"share": float(d["delay"].clip(lower=0).sum() / total),
+                   "p50": float(d["relative"].median()),
+                   "p99": float(d["relative"].quantile(0.99))}
+               for c, d in delays.groupby("class")}
+    worst = delays.groupby("flow")["delay"].max()
+    done = flows[flows["completed"]].copy()
+    done["fct"] = done["ideal_fct"] + worst.reindex(done.index).fillna(0).clip(lower=0)
+    return classes, done.reset_index()
+
+
+def measure(k: int, work: Path, duration: str | None = None) -> dict:
+    load_before = os.getloadavg()[0]
+    sets = [("topology.k", str(k))] + ([("duration", duration)] if duration else [])
+    full_dir, approx_dir = work / f"full-k{k}", work / f"approx-k{k}"
+    t = time.perf_counter()
+    tacc.run_dir(SCENARIO, sets=sets, out=full_dir)
+    full_wall = time.perf_counter() - t
+    walls = {}
+    for jobs in (2, 1):
+        t = time.perf_counter()
+        run_link_decomposition(str(SCENARIO), sets=sets, out=approx_dir / f"jobs{jobs}",
+                               options=Options(engine="local", jobs=jobs))
+        walls[jobs] = time.perf_counter() - t
+    summary = json.loads((approx_dir / "jobs1" / "summary.json").read_text())
+    same = ((approx_dir / "jobs1" / "flows.csv").read_bytes()
+            == (approx_dir / "jobs2" / "flows.csv").read_bytes())
+    ideal = _full_path_ideal(summary)
+    full = _buckets(_slowdowns(pd.read_csv(full_dir / "flows.csv"), ideal, k))
+    approx = _buckets(_slowdowns(pd.read_csv(approx_dir / "jobs1" / "flows.csv"), ideal, k))
+    errors = {b: {q: (approx[b][q] - full[b][q]) / full[b][q] for q in ("p50", "p99")}
+              for b in full}
+    classes, worst = _by_link(approx_dir / "jobs1")
+    worst_link = _buckets(_slowdowns(worst, ideal, k))
+    info = summary["approximate"]
+    return {
+        "k": k, "duration": duration or "as in the scenario", "full": full, "approx": approx, "relative_error": errors,
+        "approx_worst_link_only": worst_link, "delay_by_link_class": classes,
+        "wall_s": {"full": full_wall, "approx_serial": walls[1], "approx_2_workers": walls[2]},
+        "speedup": {"serial": full_wall / walls[1], "2_workers": full_wall / walls[2]},
+        "link_tasks": info["link_tasks"], "pruned_links": len(info["pruned_links"]),
+        "ideal_runs": info["ideal_runs"], "events": {
+            "full": json.loads((full_dir / "summary.json").read_text())["events"],
+            "approx": summary["events"]},
+        "same_output_serial_and_2_workers": same,
+        "flows": {"full": int(pd.read_csv(full_dir / "flows.csv").shape[0]),
+                  "approx": len(summary["flows"])},
+        "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
+    }
+
+
+def markdown(results: list[dict]) -> str:
+    lines = []
+    for r in results:
+        lines += [f"### k = {r['k']}, duration {r['duration']}", "",
+                  "| size | flows (full / approx) | p50 full | p50 approx | p50 error "
+                  "| p99 full | p99 approx | p99 error |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for b in r["full"]:
+            f, a, e = r["full"][b], r["approx"][b], r["relative_error"][b]
+            lines.append(f"| {b} | {f['flows']} / {a['flows']} | {f['p50']:.2f} | "
+                         f"{a['p50']:.2f} | {e['p50']:+.0%} | {f['p99']:.2f} | "
+                         f"{a['p99']:.2f} | {e['p99']:+.0%} |")
+        lines += ["", "If each flow met only its worst link (the largest of its link delays "
+                      "instead of their sum):", "",
+                  "| size | p50 full | p50 worst link | p99 full | p99 worst link |",
+                  "|---|---|---|---|---|"]
+        for b in r["full"]:
+            f, m = r["full"][b], r["approx_worst_link_only"][b]
+            lines.append(f"| {b} | {f['p50']:.2f} | {m['p50']:.2f} | {f['p99']:.2f} | "
+                         f"{m['p99']:.2f} |")
+        lines += ["", "Delay by link class (share of all summed delay; a flow's delay at one "
+                      "link over its ideal FCT, median and p99):", "",
+                  "| link class | share | p50 | p99 |", "|---|---|---|---|"]
+        for c, d in sorted(r["delay_by_link_class"].items(), key=lambda i: -i[1]["share"]):
+            lines.append(f"| {c} | {d['share']:.0%} | {d['p50']:.2f} | {d['p99']:.2f} |")
+        w, s = r["wall_s"], r["speedup"]
+        lines += ["", f"Wall time: packet-level {w['full']:.1f} s, decomposition serial "
+                      f"{w['approx_serial']:.1f} s (speed-up {s['serial']:.2f}), with 2 workers "
+                      f"{w['approx_2_workers']:.1f} s (speed-up {s['2_workers']:.2f}); "
+                      f"{r['link_tasks']} link tasks, {r['pruned_links']} links pruned, "
+                      f"{r['ideal_runs']} ideal-time runs; events {r['events']['full']:,} "
+                      f"(packet-level) vs {r['events']['approx']:,} (all tasks); load "
+                      f"average {r['load_average_1m']['before']:.1f} before, "
+                      f"{r['load_average_1m']['after']:.1f} after on {os.cpu_count()} "
+                      "cores.", ""]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--k", type=int, nargs="+", default=[8, 16])
+    parser.add_argument("--duration", metavar="T",
+                        help="simulated time instead of the scenario's, e.g. 0.2s")
+    parser.add_argument("--out", type=Path, default=HERE / "decomposition.json")
+    args = parser.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="tacc-decomposition-") as tmp:
+        for k in args.k:
+            results.append(measure(k, Path(tmp), args.duration))
+            record = {"scenario": str(SCENARIO.relative_to(HERE.parent)),
+                      "cpus": os.cpu_count(), "results": results}
+            args.out.write_text(json.dumps(record, indent=2) + "\n")
+            args.out.with_suffix(".md").write_text(markdown(results))
+            print(markdown(results[-1:]), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,575 @@
+"""Link decomposition: each loaded link simulated alone, delays summed along paths.
+
+The workload is the scenario's open-loop traffic drawn by the engine without a run
+(`tacc._core.workload`: every flow's endpoints, size, start and the ports it crosses, ECMP as
+the engine routes it). For each port that carries flows, a *link task* is a small packet-level
+scenario of tacc's own engine: that port is the only place where flows meet, and only the
+flows that cross it are there, each on a path of its own:
+
+- a host's NIC port: the host itself, its link to a switch, one receiver per flow;
+- any other port: the switch it leaves, fed by one link per link that feeds it in the fabric
+  (at that link's rate, so that arrivals come no faster than they can), each flow's sender
+  behind its feeder (a feeder that is a host's NIC is that host, shared by its flows), and one
+  receiver per flow unless the port reaches a host.
+
+The feeders carry only the flows that cross the port, a part of what they carry in the
+fabric; whatever queue they build counts as the port's.
+Each flow's own access link (its sender's, else its receiver's) gets extra delay so that the
+flow's base round trip in the task (propagation, plus a full packet's and an ACK's
+serialization per hop) equals its path's; flows' ACKs return on idle links.
+
+A flow's delay at a link is its completion time in the link's task minus its ideal one on the
+task's path (alone, idle); its estimated completion time is its ideal one on its full path
+plus the sum of its delays over its links (each flow's own measured delay, not Parsimon's
+sampling from per-size-bucket distributions). Ideal times come from the engine too: per
+distinct path (the ports' rates and delays), one run of flows of a ladder of sizes, one after
+another, interpolated linearly between sizes.
+
+Links whose offered load is below `Options.prune_below` of their rate are not simulated: their
+delay is taken as zero. Links are not clustered.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import os
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import tacc
+
+METHOD = "link-decomposition"
+IP_TCP_HEADERS = 40  # bytes a full data segment adds to the MSS, and the size of a bare ACK
+EXACT_PACKETS = 64  # ideal times measured at every whole number of segments up to this
+LADDER_STEP = 1.25  # beyond it, sizes grow by this factor
+NS = 1_000_000_000
+
+Chain = tuple[tuple[int, int], ...]  # a path as its ports' (rate b/s, delay ns), sender first
+
+
+class ApproxError(ValueError):
+    """A scenario the approximation does not apply to (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Options:
+    engine: str = "local"  # "local" (process pool) or "ray"
+    jobs: int = 1
+    # Links offered less than this fraction of their rate are not simulated.
+    prune_below: float = 0.05
+
+
+@dataclass(frozen=True)
+class Port:
+    name: str
+    from_host: bool
+    to_host: bool
+    rate_bps: int
+    delay_ns: int
+
+
+@dataclass(frozen=True)
+class Task:
+    """One run of the engine: the scenario with `sets` applied, under `seed`."""
+
+    key: str
+    scenario: str
+    sets: tuple[tuple[str, str], ...]
+    seed: int
+    # The port of the task whose statistics stand for the link (empty for an ideal-time run).
+    bottleneck: str = ""
+
+
+@dataclass
+class TaskResult:
+    # Per flow name: (fct ns or None, bytes delivered, retransmits, fast retransmits, timeouts).
+    flows: dict[str, tuple[int | None, int, int, int, int]]
+    port: dict[str, Any] | None
+    events: int
+    conservation: dict[str, Any]
+
+
+@dataclass
+class Fabric:
+    name: str
+    ports: list[Port]
+    vm_names: list[str]
+    duration_ns: int
+    seed: int
+    mss: int
+
+
+@dataclass
+class Decomposition:
+    """The link tasks and ideal-time runs of a workload, and what was left out."""
+
+    tasks: list[Task] = field(default_factory=list)
+    ladders: dict[Chain, Task] = field(default_factory=dict)
+    # Per flow index: (port, chain of the flow in that port's task) for every simulated port.
+    visits: list[list[tuple[int, Chain]]] = field(default_factory=list)
+    full_chains: list[Chain] = field(default_factory=list)
+    pruned: list[str] = field(default_factory=list)
+    utilization: dict[str, float] = field(default_factory=dict)
+
+
+def _fabric(scenario: str, seed: int | None, sets: Sequence[tuple[str, str]]) -> Fabric:
+    core = tacc._engine()
+    info = core.validate(scenario, sets=list(sets))
+    if info["topology"] != "fat-tree":
+        raise ApproxError(f"{METHOD} needs topology.kind = \"fat-tree\", "
+                          f"not {info['topology']!r}")
+    plan = json.loads(core.plan(scenario, seed=seed, sets=list(sets)))
+    problems = []
+    if plan["flows"]:
+        problems.append("[[flows]]")
+    if any(app["kind"] != "traffic" for app in plan["apps"]):
+        problems.append("[[incast]]")
+    if plan["mechanism"] is not None:
+        problems.append("a [mechanism]")
+    if any(p["loss_rate"] is not None for p in plan["ports"]):
+        problems.append("[[loss]]")
+    if len(plan["vms"]) != len(plan["hosts"]):
+        problems.append("more than one VM per host")
+    switch_queues = {json.dumps(p["queue"], sort_keys=True)
+                     for p in plan["ports"] if "switch" in p["from"]}
+    if len(switch_queues) > 1:
+        problems.append("[[queue.overrides]]")
+    if problems:
+        raise ApproxError(f"{METHOD} takes open-loop [[traffic]] only; the scenario has "
+                          + ", ".join(problems))
+    if not any(app["kind"] == "traffic" for app in plan["apps"]):
+        raise ApproxError(f"{METHOD} needs open-loop [[traffic]]; the scenario has none")
+    ports = [Port(p["name"], "host" in p["from"], "host" in p["to"], p["rate_bps"],
+                  p["delay_ns"]) for p in plan["ports"]]
+    return Fabric(plan["name"], ports, [v["name"] for v in plan["vms"]], plan["duration_ns"], plan["seed"],
+                  plan["tcp"]["mss"])
+
+
+def _ser_ns(nbytes: int, rate_bps: int) -> float:
+    return nbytes * 8 * NS / rate_bps
+
+
+def _base_rtt_ns(chain: Chain, mss: int) -> float:
+    """Propagation both ways plus a full data packet's and an ACK's serialization per hop."""
+    return sum(2 * d + _ser_ns(mss + IP_TCP_HEADERS, r) + _ser_ns(IP_TCP_HEADERS, r)
+               for r, d in chain)
+
+
+def _task_seed(seed: int, key: str) -> int:
+    """Each task's seed, from the scenario's seed and the task (a port's name, a path)."""
+    digest = hashlib.sha256(f"{seed}/{key}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1
+
+
+def _literal(value: Any) -> str:
+    """A TOML literal (strings, booleans, integers, lists and inline tables)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_literal(v)}" for k, v in value.items()) + "}"
+    return "[" + ", ".join(_literal(v) for v in value) + "]"
+
+
+def _link(a: str, b: str, rate_bps: int, delay_ns: int) -> dict[str, str]:
+    return {"a": a, "b": b, "rate": f"{rate_bps}bps", "delay": f"{delay_ns}ns"}
+
+
+def _scenario_sets(hosts: list[str], switches: list[str], links: list[dict[str, str]],
+                   flows: list[dict[str, Any]], duration_ns: int | None = None,
+                   ) -> tuple[tuple[str, str], ...]:
+    """Overrides that turn the scenario into an explicit topology with explicit flows; its
+    [tcp], [queue] and [nic] tables stay as they are."""
+    sets = [
+        ("topology", _literal({"kind": "explicit", "hosts": hosts, "switches": switches,
+                               "links": links})),
+        ("traffic", "[]"),
+        ("flows", _literal(flows)),
+        ("output.ports", "[]"),
+    ]
+    if duration_ns is not None:
+        sets.append(("duration", f'"{duration_ns}ns"'))
+    return tuple(sets)
+
+
+def _ladder_sizes(mss: int, largest: int) -> list[int]:
+    sizes = [1, *(mss * n for n in range(1, EXACT_PACKETS + 1))]
+    while sizes[-1] < largest:
+        sizes.append(int(sizes[-1] * LADDER_STEP))
+    return sizes
+
+
+def _ladder_task(chain: Chain, scenario: str, user_sets: Sequence[tuple[str, str]],
+                 fabric: Fabric, largest: int, cc: str, ecn: bool) -> Task:
+    """Flows of every ladder size alone on the path `chain`, one after another: each starts
+    when the one before has surely finished (its bytes at the slowest rate twice over, 50
+    round trips, 1 ms)."""
+    switches = [f"w{i}" for i in range(1, len(chain))]
+    nodes = ["a", *switches, "b"]
+    links = [_link(nodes[i], nodes[i + 1], r, d) for i, (r, d) in enumerate(chain)]
+    slowest = min(r for r, _ in chain)
+    rtt = _base_rtt_ns(chain, fabric.mss)
+    flows, start = [], 0
+    for size in _ladder_sizes(fabric.mss, largest):
+        flows.append({"name": f"ideal.{size}", "src": "a", "dst": "b", "start": f"{start}ns",
+                      "bytes": f"{size}B", "cc": cc, "ecn": ecn})
+        wire = -(-size // fabric.mss) * (fabric.mss + IP_TCP_HEADERS)
+        start += int(2 * _ser_ns(wire, slowest) + 50 * rtt) + 1_000_000
+    key = "ideal " + " ".join(f"{r}bps/{d}ns" for r, d in chain)
+    return Task(key, scenario, tuple(user_sets) + _scenario_sets(
+        ["a", "b"], switches, links, flows, duration_ns=start), _task_seed(fabric.seed, key))
+
+
+def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str,
+               user_sets: Sequence[tuple[str, str]], prune_below: float) -> Decomposition:
+    """The link tasks of a workload, the ideal-time runs their paths need, and the pruned
+    links."""
+    ports = fabric.ports
+    crossing: dict[int, list[int]] = defaultdict(list)
+    offered: dict[int, int] = defaultdict(int)
+    for i, f in enumerate(workload):
+        for p in f["ports"]:
+            crossing[p].append(i)
+            offered[p] += f["bytes"]
+    dec = Decomposition(visits=[[] for _ in workload])
+    dec.full_chains = [tuple((ports[p].rate_bps, ports[p].delay_ns) for p in f["ports"])
+                       for f in workload]
+    for p in sorted(crossing):
+        port = ports[p]
+        load = offered[p] * 8 / (port.rate_bps * fabric.duration_ns / NS)
+        dec.utilization[port.name] = load
+        if load < prune_below:
+            dec.pruned.append(port.name)
+            continue
+        dec.tasks.append(_port_task(p, crossing[p], fabric, workload, dec, scenario, user_sets))
+    largest = max(f["bytes"] for f in workload)
+    transports = {(f["cc"], f["ecn"]) for f in workload}
+    if len(transports) > 1:
+        raise ApproxError(f"{METHOD} takes traffic of one congestion control (and ECN "
+                          f"setting); the scenario's sources differ: {sorted(transports)}")
+    first = workload[0]
+    chains = set(dec.full_chains) | {c for v in dec.visits for _, c in v}
+    for chain in sorted(chains):
+        dec.ladders[chain] = _ladder_task(chain, scenario, user_sets, fabric, largest,
+                                          first["cc"], first["ecn"])
+    return dec
+
+
+def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict[str, Any]],
+               dec: Decomposition, scenario: str, user_sets: Sequence[tuple[str, str]]) -> Task:
+    ports = fabric.ports
+    port = ports[p]
+    # The link's ends: the real host where it has one, else switches "u" and "v".
+    near = "src" if port.from_host else "u"
+    far = "dst" if port.to_host else "v"
+    hosts = [h for h in (near, far) if h in ("src", "dst")]
+    switches = [n for n in (near, far) if n in ("u", "v")]
+    links = [_link(near, far, port.rate_bps, port.delay_ns)]
+    here = (port.rate_bps, port.delay_ns)
+    feeders: dict[int, str] = {}
+    entries = []
+    for n, i in enumerate(flows):
+        f = workload[i]
+        full = dec.full_chains[i]
+        at = f["ports"].index(p)
+        sender_side: list[tuple[int, int]] = []
+        src, own_sender = near, False
+        if not port.from_host:
+            # Flows reach the link through the links that feed it in the fabric, one per
+            # feeding link, at its rate: a link's arrivals come no faster than its feeders
+            # carry them. A feeder that is a host's NIC is that host, shared by its flows.
+            up = f["ports"][at - 1]
+            feed = ports[up]
+            if up not in feeders:
+                feeders[up] = f"g{len(feeders)}"
+                (hosts if feed.from_host else switches).append(feeders[up])
+                links.append(_link(feeders[up], near, feed.rate_bps, feed.delay_ns))
+            sender_side = [(feed.rate_bps, feed.delay_ns)]
+            src, own_sender = feeders[up], not feed.from_host
+            if own_sender:
+                src = f"s{n}"
+                sender_side.insert(0, full[0])
+        receiver_side = [] if port.to_host else [full[-1]]
+        chain = [*sender_side, here, *receiver_side]
+        # The flow's own access link (its sender's, else its receiver's) takes the delay
+        # that brings its base round trip to its path's.
+        extra = max(0, round((_base_rtt_ns(full, fabric.mss)
+                              - _base_rtt_ns(tuple(chain), fabric.mss)) / 2))
+        access = 0 if own_sender else len(chain) - 1
+        chain[access] = (chain[access][0], chain[access][1] + extra)
+        if own_sender:
+            hosts.append(src)
+            links.append(_link(src, feeders[f["ports"][at - 1]], *chain[0]))
+        dst = far if port.to_host else f"d{n}"
+        if not port.to_host:
+            hosts.append(dst)
+            links.append(_link(far, dst, *chain[-1]))
+        entries.append({"name": f["name"], "src": src, "dst": dst,
+                        "start": f"{f['start_ns']}ns", "bytes": f"{f['bytes']}B",
+                        "cc": f["cc"], "ecn": f["ecn"]})
+        dec.visits[i].append((p, tuple(chain)))
+    return Task(port.name, scenario, tuple(user_sets) + _scenario_sets(
+        hosts, switches, links, entries), _task_seed(fabric.seed, port.name), f"{near}->{far}")
+
+
+def run_task(task: Task) -> TaskResult:
+    """One engine run (in a worker): the flows' results and the bottleneck port's counters."""
+    from tacc import _core as core
+
+    with tempfile.TemporaryDirectory(prefix="tacc-approx-") as tmp:
+        core.run(task.scenario, seed=task.seed, sets=list(task.sets), out=tmp)
+        with open(Path(tmp) / "flows.csv", newline="") as fh:
+            flows = {
+                row["name"]: (round(float(row["fct"]) * NS) if row["fct"] else None,
+                              int(row["bytes_delivered"]), int(row["retransmits"]),
+                              int(row["fast_retransmits"]), int(row["timeouts"]))
+                for row in csv.DictReader(fh)
+            }
+        summary = json.loads((Path(tmp) / "summary.json").read_text())
+    port = next((p for p in summary["ports"] if p["name"] == task.bottleneck), None)
+    return TaskResult(flows, port, summary["events"], summary["conservation"])
+
+
+def execute(tasks: Sequence[Task], options: Options,
+            step: Callable[[int], None] = lambda _: None) -> dict[str, TaskResult]:
+    """Runs the tasks serially, in a process pool or on Ray; results by task key."""
+    if options.engine == "ray":
+        return _execute_ray(tasks, step)
+    if options.jobs <= 1:
+        results = {}
+        for t in tasks:
+            results[t.key] = run_task(t)
+            step(1)
+        return results
+    results = {}
+    with ProcessPoolExecutor(max_workers=options.jobs) as pool:
+        pending = {pool.submit(run_task, t): t.key for t in tasks}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                results[pending.pop(future)] = future.result()
+                step(1)
+    return results
+
+
+def _execute_ray(tasks: Sequence[Task], step: Callable[[int], None]) -> dict[str, TaskResult]:
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=False)
+    remote = ray.remote(run_task)
+    refs = {remote.remote(t): t.key for t in tasks}
+    results, pending = {}, list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        results[refs[done[0]]] = ray.get(done[0])
+        step(1)
+    return results
+
+
+def _ideal(results: dict[str, TaskResult], task: Task) -> tuple[np.ndarray, np.ndarray]:
+    """The ideal-time ladder of one path: sizes and completion times (ns)."""
+    points = []
+    for name, (fct, *_rest) in results[task.key].flows.items():
+        if fct is None:
+            raise ApproxError(f"an ideal-time run did not complete ({task.key}, {name})")
+        points.append((int(name.split(".")[1]), fct))
+    points.sort()
+    return np.array([s for s, _ in points], float), np.array([t for _, t in points], float)
+
+
+def ideal_fct_ns(ladder: tuple[np.ndarray, np.ndarray], size: int) -> float:
+    """A flow's ideal completion time, interpolated in its path's ladder (linearly
+    extrapolated beyond the largest size)."""
+    sizes, fcts = ladder
+    if size <= sizes[-1]:
+        return float(np.interp(size, sizes, fcts))
+    slope = (fcts[-1] - fcts[-2]) / (sizes[-1] - sizes[-2])
+    return float(fcts[-1] + slope * (size - sizes[-1]))
+
+
+def run_link_decomposition(scenario: str, *, seed: int | None = None,
+                           sets: Sequence[tuple[str, str]] = (), out: str | os.PathLike[str],
+                           options: Options = Options(), progress: bool = False) -> Path:
+    """Approximates the scenario's run by link decomposition and writes a result directory
+    (summary.json marked approximate, flows.csv as a run writes it, empty time series)."""
+    from tacc._progress import task_bar
+
+    t0 = time.perf_counter()
+    core = tacc._engine()
+    # Absolute: the tasks may run in processes elsewhere (a Ray worker's directory).
+    scenario = str(tacc._scenario_path(scenario).resolve())
+    sets = tacc._set_pairs(sets)
+    fabric = _fabric(scenario, seed, sets)
+    workload = core.workload(scenario, seed=seed, sets=list(sets))
+    if not workload:
+        raise ApproxError(f"{METHOD}: the scenario's traffic starts no flow")
+    if options.engine == "ray":
+        _require_ray()
+    dec = link_tasks(fabric, workload, scenario, sets, options.prune_below)
+    tasks = [*dec.ladders.values(), *dec.tasks]
+    with task_bar(len(tasks), desc=METHOD, stream=None if progress else _quiet()) as step:
+        results = execute(tasks, options, step)
+    ladders = {chain: _ideal(results, task) for chain, task in dec.ladders.items()}
+    flows, delays = _estimate(fabric, workload, dec, results, ladders)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write(out, scenario, fabric, (flows, delays), dec, results, ladders, options,
+           time.perf_counter() - t0)
+    return out
+
+
+def _quiet() -> Any:
+    """A stream that is no terminal, so that no bar is drawn."""
+    return io.StringIO()
+
+
+def _require_ray() -> None:
+    from tacc.reproduce.runner import ray_available
+
+    if not ray_available():
+        raise ApproxError("--engine ray needs the ray package (pip install 'tacc[ray]')")
+
+
+def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
+              results: dict[str, TaskResult],
+              ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
+              ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
+    """Each flow's row: ideal time on its path plus its delays over its simulated links (their
+    sum may be negative by the noise of transmit jitter; the estimate is never below ideal);
+    and the delays summed, (flow, link, seconds or None where the flow did not complete)."""
+    rows, delays = [], []
+    for i, f in enumerate(workload):
+        size = f["bytes"]
+        ideal = ideal_fct_ns(ladders[dec.full_chains[i]], size)
+        delay, done, delivered = 0.0, True, size
+        counts = [0, 0, 0]
+        for p, chain in dec.visits[i]:
+            fct, got, *more = results[fabric.ports[p].name].flows[f["name"]]
+            counts = [a + b for a, b in zip(counts, more, strict=True)]
+            delivered = min(delivered, got)
+            here = None if fct is None else fct - ideal_fct_ns(ladders[chain], size)
+            delays.append((f["name"], fabric.ports[p].name, None if here is None else here / NS))
+            done = done and here is not None
+            delay += here or 0.0
+        fct_ns = round(max(ideal, ideal + delay))
+        start = f["start_ns"]
+        done = done and start + fct_ns <= fabric.duration_ns
+        end = start + fct_ns if done else None
+        active = (end if done else fabric.duration_ns) - start
+        bytes_done = size if done else delivered
+        rows.append({
+            "name": f["name"], "group": f["group"],
+            "src": fabric.vm_names[f["src_vm"]], "dst": fabric.vm_names[f["dst_vm"]],
+            "transport": "tcp", "cc": f["cc"], "ecn": f["ecn"],
+            "bytes_delivered": bytes_done, "start": start / NS,
+            "end": end / NS if done else None, "fct": fct_ns / NS if done else None,
+            "goodput_mbps": bytes_done * 8 / (active / NS) / 1e6 if active > 0 else 0.0,
+            "completed": done, "retransmits": counts[0], "fast_retransmits": counts[1],
+            "timeouts": counts[2],
+            # Beyond a run's columns: the flow's size and its ideal completion time.
+            "bytes": size, "ideal_fct": ideal / NS,
+        })
+    return rows, delays
+
+
+FLOW_COLUMNS = ("name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_delivered",
+                "start", "end", "fct", "goodput_mbps", "completed", "retransmits",
+                "fast_retransmits", "timeouts", "bytes", "ideal_fct")
+
+
+def _csv_value(v: Any) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return str(v)
+
+
+def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    text = io.StringIO()
+    writer = csv.writer(text, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([_csv_value(v) for v in row] for row in rows)
+    _replace(path, text.getvalue())
+
+
+def _write(out: Path, scenario: str, fabric: Fabric,
+           estimate: tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]],
+           dec: Decomposition, results: dict[str, TaskResult],
+           ladders: dict[Chain, tuple[np.ndarray, np.ndarray]], options: Options,
+           wall: float) -> None:
+    flows, delays = estimate
+    link_results = [results[t.key] for t in dec.tasks]
+    ports = []
+    for t in dec.tasks:
+        port = dict(results[t.key].port or {})
+        port["name"] = t.key
+        ports.append(port)
+    conservation: dict[str, Any] = {k: 0 for k in ("sent", "delivered", "dropped",
+                                                   "in_flight", "shim_dropped",
+                                                   "vnic_dropped")}
+    for r in results.values():
+        for k in conservation:
+            conservation[k] += r.conservation[k]
+    conservation["ok"] = all(r.conservation["ok"] for r in results.values())
+    summary = {
+        "tacc_version": tacc.__version__,
+        "scenario": fabric.name,
+        "scenario_file": scenario,
+        "seed": fabric.seed,
+        "sim_seconds": fabric.duration_ns / NS,
+        "wall_seconds": wall,
+        "events": sum(r.events for r in results.values()),
+        "approximate": {
+            "method": METHOD,
+            "link_tasks": len(dec.tasks),
+            "ideal_runs": len(dec.ladders),
+            "pruned_links": dec.pruned,
+            "prune_below_utilization": options.prune_below,
+            "engine": options.engine,
+            "jobs": options.jobs,
+            "link_events": sum(r.events for r in link_results),
+            # Each path's ideal completion times by size (alone on the idle path).
+            "ideal": [{"path": [list(hop) for hop in chain],
+                       "bytes": ladder[0].astype(int).tolist(),
+                       "fct_ns": ladder[1].astype(int).tolist()}
+                      for chain, ladder in sorted(ladders.items())],
+            "note": "flows drawn from the scenario's arrival process on a stream of their "
+                    "own (not a run's very flows); each link simulated alone; a flow's "
+                    "completion time is its ideal one plus its delays over its links; "
+                    "ports are the link tasks' bottlenecks; conservation sums every task",
+        },
+        "flows": flows,
+        "ports": ports,
+        "conservation": conservation,
+    }
+    _write_csv(out / "flows.csv", FLOW_COLUMNS, ([row[c] for c in FLOW_COLUMNS]
+                                                 for row in flows))
+    _write_csv(out / "link_delays.csv", ("flow", "link", "delay"), delays)
+    # No time series: each link's run has its own, and a sum of them would be no network's.
+    _write_csv(out / "goodput.csv", ("time_s", "flow", "goodput_mbps"), [])
+    _write_csv(out / "queues.csv", ("time_s", "port", "backlog_pkts", "backlog_bytes"), [])
+    _replace(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+
+
+def _replace(path: Path, text: str) -> None:
+    """Written aside and renamed, as the engine writes its result files."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.rename(path)
+

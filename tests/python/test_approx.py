@@ -1,0 +1,235 @@
+"""`tacc run --approx link-decomposition`: the workload's paths, the link tasks, the two
+engines and the accuracy against the packet-level run on a k = 4 fat tree.
+
+Tests taking the `engine` fixture need the compiled `tacc._core`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import tacc
+from tacc.approx import Options, link_tasks, run_link_decomposition
+from tacc.approx.decomposition import _base_rtt_ns, _fabric
+
+from test_cli import assert_one_line_error, tacc_cli
+
+K4 = """\
+name = "k4"
+duration = "{duration}"
+[topology]
+kind = "fat-tree"
+k = 4
+link_rate = "1Gbps"
+link_delay = "1us"
+[queue]
+kind = "red-ecn"
+limit = "100pkt"
+k = "20pkt"
+[tcp]
+cc = "dctcp"
+ecn = true
+[[traffic]]
+name = "web"
+cdf = "websearch"
+load = {load}
+"""
+
+
+def _scenario(tmp_path: Path, duration: str = "1s", load: float = 0.5) -> Path:
+    path = tmp_path / "k4.toml"
+    path.write_text(K4.format(duration=duration, load=load))
+    return path
+
+
+def _node(end: dict) -> tuple[str, int]:
+    (kind, index), = end.items()
+    return kind, index
+
+
+def test_workload_paths_are_the_engines_routes(engine: None, tmp_path: Path) -> None:
+    from tacc import _core as core
+
+    path = str(_scenario(tmp_path))
+    plan = json.loads(core.plan(path))
+    flows = core.workload(path)
+    ports, vms = plan["ports"], plan["vms"]
+    routes = {(r["switch"], r["vm"]): set(r["ports"]) for r in plan["routes"]}
+    assert len(flows) > 300
+    assert [f["start_ns"] for f in flows] == sorted(f["start_ns"] for f in flows)
+    lengths, cores = set(), set()
+    for f in flows:
+        src_host, dst_host = vms[f["src_vm"]]["host"], vms[f["dst_vm"]]["host"]
+        hops = f["ports"]
+        assert hops[0] == plan["hosts"][src_host]["nic_port"]
+        assert _node(ports[hops[-1]]["to"]) == ("host", dst_host)
+        for a, b in zip(hops, hops[1:], strict=False):
+            kind, switch = _node(ports[a]["to"])
+            assert kind == "switch" and _node(ports[b]["from"]) == ("switch", switch)
+            # The engine's forwarding table offers this port towards the destination.
+            assert b in routes[(switch, f["dst_vm"])]
+        # k = 4: 2 hosts a rack, 4 a pod; 2, 4 or 6 ports by where the two hosts are.
+        same_rack, same_pod = src_host // 2 == dst_host // 2, src_host // 4 == dst_host // 4
+        assert len(hops) == (2 if same_rack else 4 if same_pod else 6)
+        lengths.add(len(hops))
+        if len(hops) == 6:
+            cores.add(plan["switches"][_node(ports[hops[2]]["to"])[1]]["name"])
+    assert lengths == {2, 4, 6}
+    # ECMP spreads the flows between pods over all 4 core switches.
+    assert cores == {"core0", "core1", "core2", "core3"}
+    # The same seed draws the same flows; another seed others.
+    assert core.workload(path) == flows
+    assert core.workload(path, seed=2) != flows
+
+
+def test_each_link_task_holds_the_flows_crossing_it_at_their_round_trip(
+        engine: None, tmp_path: Path) -> None:
+    from tacc import _core as core
+
+    path = str(_scenario(tmp_path))
+    fabric = _fabric(path, None, [])
+    flows = core.workload(path)
+    dec = link_tasks(fabric, flows, path, [], prune_below=0.0)
+    crossing = {p.name: {f["name"] for f in flows if i in f["ports"]}
+                for i, p in enumerate(fabric.ports)}
+    assert len(dec.tasks) == sum(1 for names in crossing.values() if names) == 96
+    for task in dec.tasks:
+        sets = dict(task.sets)
+        assert sets["traffic"] == "[]" and "explicit" in sets["topology"]
+        in_task = {name for name in crossing[task.key] if f'name = "{name}"' in sets["flows"]}
+        assert in_task == crossing[task.key]
+        assert sets["flows"].count("name = ") == len(in_task)
+    for i, f in enumerate(flows):
+        assert sorted(p for p, _ in dec.visits[i]) == sorted(f["ports"])
+        for _, chain in dec.visits[i]:
+            # Every flow keeps its path's base round trip in every task (to the nanosecond
+            # each way, by rounding).
+            assert abs(_base_rtt_ns(chain, fabric.mss)
+                       - _base_rtt_ns(dec.full_chains[i], fabric.mss)) <= 1
+    # Task seeds differ by link and follow the scenario's seed.
+    assert len({t.seed for t in dec.tasks}) == len(dec.tasks)
+
+
+def test_light_links_are_pruned(engine: None, tmp_path: Path) -> None:
+    from tacc import _core as core
+
+    path = str(_scenario(tmp_path, load=0.05))
+    fabric = _fabric(path, None, [])
+    flows = core.workload(path)
+    dec = link_tasks(fabric, flows, path, [], prune_below=0.05)
+    assert dec.pruned and dec.tasks
+    assert all(dec.utilization[name] < 0.05 for name in dec.pruned)
+    assert all(dec.utilization[t.key] >= 0.05 for t in dec.tasks)
+
+
+def _slowdown_p50(flows: pd.DataFrame, ideal: dict[int, tuple[np.ndarray, np.ndarray]]
+                  ) -> float:
+    from tacc.approx import ideal_fct_ns
+
+    done = flows[flows["completed"]]
+    hops = [2 if int(s[1:]) // 2 == int(d[1:]) // 2 else 4 if int(s[1:]) // 4 == int(d[1:]) // 4
+            else 6 for s, d in zip(done["src"], done["dst"], strict=True)]
+    slowdown = done["fct"].to_numpy() / np.array(
+        [ideal_fct_ns(ideal[h], b) / 1e9 for h, b in zip(hops, done["bytes_delivered"],
+                                                         strict=True)])
+    return float(np.median(slowdown))
+
+
+def test_local_and_ray_agree_and_bracket_the_packet_level_run(
+        engine: None, tmp_path: Path) -> None:
+    import ray  # installed by `make setup`: its absence fails the test
+
+    path = _scenario(tmp_path)
+    local = run_link_decomposition(str(path), out=tmp_path / "local",
+                                   options=Options(engine="local", jobs=2))
+    ray.init(num_cpus=2, log_to_driver=False, include_dashboard=False)
+    try:
+        remote = run_link_decomposition(str(path), out=tmp_path / "ray",
+                                        options=Options(engine="ray"))
+    finally:
+        ray.shutdown()
+    for name in ("flows.csv", "link_delays.csv"):
+        assert (local / name).read_bytes() == (remote / name).read_bytes()
+    summary = json.loads((local / "summary.json").read_text())
+    assert summary["approximate"]["method"] == "link-decomposition"
+    assert summary["approximate"]["link_tasks"] == 96
+    approx = tacc.load(local).flows
+    assert len(approx) > 300 and approx["completed"].mean() > 0.9
+    done = approx[approx["completed"]]
+    assert (done["fct"] >= done["ideal_fct"] - 1e-9).all()  # to the nanosecond
+
+    # The fabric's paths (every hop alike), not the link tasks' (a delay added to one hop).
+    ideal = {len(i["path"]): (np.array(i["bytes"], float), np.array(i["fct_ns"], float))
+             for i in summary["approximate"]["ideal"]
+             if all(hop == i["path"][0] for hop in i["path"])}
+    assert sorted(ideal) == [2, 4, 6]
+    full = _slowdown_p50(tacc.load(tacc.run_dir(path, out=tmp_path / "full")).flows, ideal)
+    summed = _slowdown_p50(approx, ideal)
+    delays = pd.read_csv(local / "link_delays.csv").groupby("flow")["delay"].max()
+    worst = approx.assign(fct=approx["ideal_fct"] + delays.reindex(approx["name"])
+                          .fillna(0).clip(lower=0).to_numpy())
+    worst_only = _slowdown_p50(worst, ideal)
+    # Queueing is real on both sides at half load.
+    assert full > 2 and summed > 2
+    # Each link's delay is measured as if the flow had no other bottleneck, so the sum over
+    # its links counts every link's queue in full while in the fabric a flow held back at one
+    # link queues less at the next: the sum estimates high, the largest of the delays (the
+    # worst link alone) low. The median of the run lies between the two, up to the sampling
+    # error of ~600 flows drawn apart from the run's (20%).
+    assert worst_only <= full * 1.2, (worst_only, full)
+    assert summed >= full * 0.8, (summed, full)
+    assert worst_only < summed
+
+
+def test_cli_writes_an_approximate_result(engine: None, tmp_path: Path) -> None:
+    path = _scenario(tmp_path, duration="100ms")
+    proc = tacc_cli("run", str(path), "--approx", "link-decomposition", "--jobs", "2",
+                    "--out", str(tmp_path / "out"), "--no-plot")
+    assert proc.returncode == 0, proc.stderr
+    assert "link tasks" not in proc.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["approximate"]["link_tasks"] > 0
+    assert "scenario k4" in proc.stdout
+
+
+@pytest.mark.parametrize("text, message", [
+    (K4.replace('kind = "fat-tree"\nk = 4', 'kind = "star"\nsenders = 2\nreceivers = 2'),
+     'needs topology.kind = "fat-tree"'),
+    (K4 + '[[flows]]\nname = "x"\nsrc = "h0"\ndst = "h1"\nbytes = "1MB"\n',
+     "takes open-loop [[traffic]] only; the scenario has [[flows]]"),
+])
+def test_cli_rejects_what_it_cannot_approximate(engine: None, tmp_path: Path, text: str,
+                                                message: str) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text.format(duration="100ms", load=0.5))
+    proc = tacc_cli("run", str(path), "--approx", "link-decomposition", "--no-plot")
+    assert_one_line_error(proc)
+    assert message in proc.stderr
+
+
+def test_cli_engine_and_jobs_need_approx(engine: None, tmp_path: Path) -> None:
+    proc = tacc_cli("run", str(_scenario(tmp_path)), "--jobs", "2", "--no-plot")
+    assert_one_line_error(proc)
+    assert "only with --approx" in proc.stderr
+
+
+def test_cli_without_ray_says_so(engine: None, tmp_path: Path) -> None:
+    # A `ray` package that cannot be imported stands for one not installed.
+    (tmp_path / "shadow" / "ray").mkdir(parents=True)
+    (tmp_path / "shadow" / "ray" / "__init__.py").write_text("raise ImportError('no ray')\n")
+    path = _scenario(tmp_path, duration="100ms")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(tmp_path / "shadow"), str(Path(tacc.__file__).resolve().parents[1])])
+    proc = subprocess.run([sys.executable, "-m", "tacc", "run", str(path), "--approx",
+                           "link-decomposition", "--engine", "ray", "--no-plot"],
+                          capture_output=True, text=True, env=env, timeout=300)
+    assert_one_line_error(proc)
+    assert "needs the ray package" in proc.stderr
