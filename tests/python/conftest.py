@@ -114,6 +114,19 @@ SKIP_ENGINE_ENV = "TACC_SKIP_ENGINE"
 
 
 @pytest.fixture
+def pythonpath_without_ray(tmp_path: Path) -> str:
+    """A PYTHONPATH under which a child `tacc` cannot import ray, as on a machine without it
+    (`make setup` installs it): a package of that name that raises ImportError, ahead of
+    tacc's own tree."""
+    import tacc
+
+    shadow = tmp_path / "no-ray"
+    (shadow / "ray").mkdir(parents=True)
+    (shadow / "ray" / "__init__.py").write_text("raise ImportError('no ray')\n")
+    return os.pathsep.join([str(shadow), str(Path(tacc.__file__).resolve().parents[1])])
+
+
+@pytest.fixture
 def engine() -> None:
     """Tests that run the compiled engine: failed when tacc._core cannot be imported, so
     that a missing or broken build never passes as a skip; skipped instead only when the

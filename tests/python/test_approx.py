@@ -220,14 +220,11 @@ def test_cli_engine_and_jobs_need_approx(engine: None, tmp_path: Path) -> None:
     assert "only with --approx" in proc.stderr
 
 
-def test_cli_without_ray_says_so(engine: None, tmp_path: Path) -> None:
-    # A `ray` package that cannot be imported stands for one not installed.
-    (tmp_path / "shadow" / "ray").mkdir(parents=True)
-    (tmp_path / "shadow" / "ray" / "__init__.py").write_text("raise ImportError('no ray')\n")
+def test_cli_without_ray_says_so(engine: None, tmp_path: Path,
+                                 pythonpath_without_ray: str) -> None:
     path = _scenario(tmp_path, duration="100ms")
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(
-        [str(tmp_path / "shadow"), str(Path(tacc.__file__).resolve().parents[1])])
+    env["PYTHONPATH"] = pythonpath_without_ray
     proc = subprocess.run([sys.executable, "-m", "tacc", "run", str(path), "--approx",
                            "link-decomposition", "--engine", "ray", "--no-plot"],
                           capture_output=True, text=True, env=env, timeout=300)

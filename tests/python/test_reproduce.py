@@ -148,9 +148,8 @@ def test_cli_unknown_figure_exits_2_with_one_line() -> None:
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
-def test_cli_ray_engine_without_ray_exits_2() -> None:
-    if runner.ray_available():
-        pytest.skip("ray is installed")
-    proc = tacc_cli("reproduce", TINY_FIGURE, "--engine", "ray")
+def test_cli_ray_engine_without_ray_exits_2(pythonpath_without_ray: str) -> None:
+    proc = tacc_cli("reproduce", TINY_FIGURE, "--engine", "ray",
+                    env_extra={"PYTHONPATH": pythonpath_without_ray})
     assert proc.returncode == 2
     assert "ray" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
