@@ -1,10 +1,16 @@
 """Read a tacc result directory into pandas DataFrames (`load`); pandas is imported when a
-directory is loaded, not with this module.
+directory is loaded, not with this module. Writers that produce such a directory outside the
+engine (the testbed, the link decomposition) write it in the engine's format here
+(`write_table`, `write_atomic`).
 """
 
 from __future__ import annotations
 
+import csv
 import errno
+import io
+import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
@@ -14,6 +20,32 @@ from tacc.summary import read_summary
 
 if TYPE_CHECKING:
     import pandas as pd
+
+
+def _cell(value: Any) -> str:
+    # As the engine writes them: empty for none, lower-case booleans.
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def write_table(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A result CSV file as the engine writes one."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows([_cell(v) for v in row] for row in rows)
+    write_atomic(path, buf.getvalue())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Written aside and renamed, as the engine writes its result files: a reader never sees
+    half a file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 _CSV_COLUMNS = {
     "flows.csv": ("name", "group", "goodput_mbps", "fct"),

@@ -39,7 +39,7 @@ import os
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +48,7 @@ from typing import Any
 import numpy as np
 
 import tacc
+from tacc.results import write_atomic, write_table
 
 METHOD = "link-decomposition"
 IP_TCP_HEADERS = 40  # bytes a full data segment adds to the MSS, and the size of a bare ACK
@@ -492,22 +493,6 @@ FLOW_COLUMNS = ("name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_
                 "fast_retransmits", "timeouts", "bytes", "ideal_fct")
 
 
-def _csv_value(v: Any) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    return str(v)
-
-
-def _write_csv(path: Path, header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-    text = io.StringIO()
-    writer = csv.writer(text, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([_csv_value(v) for v in row] for row in rows)
-    _replace(path, text.getvalue())
-
-
 def _write(out: Path, scenario: str, fabric: Fabric,
            estimate: tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]],
            dec: Decomposition, results: dict[str, TaskResult],
@@ -558,18 +543,11 @@ def _write(out: Path, scenario: str, fabric: Fabric,
         "ports": ports,
         "conservation": conservation,
     }
-    _write_csv(out / "flows.csv", FLOW_COLUMNS, ([row[c] for c in FLOW_COLUMNS]
+    write_table(out / "flows.csv", FLOW_COLUMNS, ([row[c] for c in FLOW_COLUMNS]
                                                  for row in flows))
-    _write_csv(out / "link_delays.csv", ("flow", "link", "delay"), delays)
+    write_table(out / "link_delays.csv", ("flow", "link", "delay"), delays)
     # No time series: each link's run has its own, and a sum of them would be no network's.
-    _write_csv(out / "goodput.csv", ("time_s", "flow", "goodput_mbps"), [])
-    _write_csv(out / "queues.csv", ("time_s", "port", "backlog_pkts", "backlog_bytes"), [])
-    _replace(out / "summary.json", json.dumps(summary, indent=2) + "\n")
-
-
-def _replace(path: Path, text: str) -> None:
-    """Written aside and renamed, as the engine writes its result files."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.rename(path)
+    write_table(out / "goodput.csv", ("time_s", "flow", "goodput_mbps"), [])
+    write_table(out / "queues.csv", ("time_s", "port", "backlog_pkts", "backlog_bytes"), [])
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tacc.results import write_atomic, write_table
 from tacc.testbed import shell
 
 TYPE_CHECKING = False
@@ -288,31 +288,6 @@ def write_results(out: Path, plan: Plan, m: Measured, summary: dict[str, Any],
     if rates:
         files["rates.csv"] = (("time_s", "vm", "dst", "rate_mbps"), rates)
     for name, (header, rows) in files.items():
-        _write_atomic(out / name, _csv_text(header, rows))
-    _write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_table(out / name, header, rows)
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return out
-
-
-def _csv_text(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    import io
-
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(header)
-    writer.writerows([_cell(v) for v in row] for row in rows)
-    return buf.getvalue()
-
-
-def _cell(value: Any) -> str:
-    # As the engine writes them: empty for none, lower-case booleans.
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
