@@ -31,7 +31,7 @@ from tacc.testbed.topology import Names
 PLAN_FILE = Path(__file__).parent / "data" / "motivating-plan.json"
 ENGINE_FLOWS_HEADER = (  # crates/tacc-sim/src/output.rs
     "name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,"
-    "completed,retransmits,fast_retransmits,timeouts"
+    "completed,retransmits,fast_retransmits,timeouts,ecn_reductions"
 )
 
 

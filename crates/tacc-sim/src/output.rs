@@ -107,6 +107,8 @@ pub struct FlowSummary {
     pub retransmits: u64,
     pub fast_retransmits: u64,
     pub timeouts: u64,
+    /// Window reductions in answer to ECN echoes (at most one per round trip).
+    pub ecn_reductions: u64,
 }
 
 #[derive(Serialize)]
@@ -239,6 +241,7 @@ pub fn summarize(
                 retransmits: st.retransmits,
                 fast_retransmits: st.fast_retransmits,
                 timeouts: st.timeouts,
+                ecn_reductions: st.ecn_reductions,
             }
         })
         .collect();
@@ -364,11 +367,11 @@ pub fn write(dir: &Path, m: &Model, rec: &mut Recorded, summary: &Summary) -> io
     std::fs::create_dir_all(dir)?;
     let streamed = rec.queue_out.take().map(|q| q.finish()).transpose()?;
     let rec = &*rec;
-    let mut flows = String::from("name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,completed,retransmits,fast_retransmits,timeouts\n");
+    let mut flows = String::from("name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,completed,retransmits,fast_retransmits,timeouts,ecn_reductions\n");
     for f in &summary.flows {
         let _ = writeln!(
             flows,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&f.name),
             csv_field(&f.group),
             csv_field(&f.src),
@@ -384,7 +387,8 @@ pub fn write(dir: &Path, m: &Model, rec: &mut Recorded, summary: &Summary) -> io
             f.completed,
             f.retransmits,
             f.fast_retransmits,
-            f.timeouts
+            f.timeouts,
+            f.ecn_reductions
         );
     }
     let bin = m.goodput_bin;

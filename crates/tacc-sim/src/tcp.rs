@@ -192,6 +192,10 @@ pub struct TcpEndpoint {
     sack_ok: bool,
     cwr_pending: bool,
     ecn_reduce_end: u64,
+    /// Set by an ECN reduction: until an ACK passes `ecn_reduce_end` the window does not grow
+    /// (Linux's CA_CWR; ns-3 likewise). Cleared by a loss recovery or a timeout, which set
+    /// `ecn_reduce_end` for their own purpose.
+    in_cwr: bool,
     /// Largest `pipe` since `window_end`, and in the window before (cwnd validation).
     max_pipe: u64,
     prev_max_pipe: u64,
@@ -266,6 +270,7 @@ impl TcpEndpoint {
             sack_ok: false,
             cwr_pending: false,
             ecn_reduce_end: 0,
+            in_cwr: false,
             max_pipe: 0,
             prev_max_pipe: 0,
             window_end: 0,
@@ -651,6 +656,8 @@ impl TcpEndpoint {
                         self.set_flags(0, (f | LOST) & !RETRANS);
                     }
                 }
+            } else if self.in_cwr && self.una <= self.ecn_reduce_end {
+                // The window after an ECN reduction: no growth until it is acknowledged.
             } else if !self.cfg.cwnd_validation || self.cwnd_limited() {
                 let srtt = self.srtt;
                 self.cc.on_ack(&mut self.win, acked, now, srtt);
@@ -690,6 +697,7 @@ impl TcpEndpoint {
                 .on_congestion(&mut self.win, Congestion::Ecn, flight);
             self.ecn_reduce_end = self.nxt;
             self.cwr_pending = true;
+            self.in_cwr = true;
             self.stats.ecn_reductions += 1;
         }
 
@@ -824,6 +832,7 @@ impl TcpEndpoint {
         self.stats.fast_retransmits += 1;
         // Loss and ECN reductions share one per-window budget.
         self.ecn_reduce_end = self.nxt;
+        self.in_cwr = false;
         let f = self.segs[0].flags;
         if f & LOST == 0 {
             self.set_flags(0, f | LOST);
@@ -956,6 +965,7 @@ impl TcpEndpoint {
         self.in_recovery = false;
         self.recover = self.nxt;
         self.ecn_reduce_end = self.nxt;
+        self.in_cwr = false;
         self.dupacks = 0;
         self.dup_left = 0;
         for i in 0..self.segs.len() {
@@ -1250,42 +1260,47 @@ mod tests {
 
         /// `drop` sees every packet towards `b` (and may mark it) and says whether to lose it.
         fn run(&mut self, until: u64, drop: &mut impl FnMut(&mut Packet) -> bool) {
-            loop {
-                let (now, delay) = (self.now, self.delay);
-                let wire = &mut self.wire;
-                self.a.poll_transmit(now, u32::MAX, &mut |p| {
-                    wire.push_back((now + delay, true, p))
-                });
-                self.b.poll_transmit(now, u32::MAX, &mut |p| {
-                    wire.push_back((now + delay, false, p))
-                });
-                let next_wire = self.wire.front().map(|w| w.0);
-                let next_timer = [self.a.poll_at(), self.b.poll_at()]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                let next = [next_wire, next_timer].into_iter().flatten().min();
-                let Some(t) = next else { break };
-                if t > until {
-                    break;
-                }
-                self.now = t;
-                if next_wire == Some(t) {
-                    let (_, to_b, mut p) = self.wire.pop_front().unwrap();
-                    assert!(p.tcp_checksum_ok());
-                    if to_b && drop(&mut p) {
-                        continue;
-                    }
-                    if to_b {
-                        self.b.on_segment(t, &p)
-                    } else {
-                        self.a.on_segment(t, &p)
-                    }
-                } else {
-                    self.a.on_timer(t);
-                    self.b.on_timer(t);
-                }
+            while self.step(until, drop) {}
+        }
+
+        /// Delivers one packet or fires the timers due next; false once nothing is due by
+        /// `until`.
+        fn step(&mut self, until: u64, drop: &mut impl FnMut(&mut Packet) -> bool) -> bool {
+            let (now, delay) = (self.now, self.delay);
+            let wire = &mut self.wire;
+            self.a.poll_transmit(now, u32::MAX, &mut |p| {
+                wire.push_back((now + delay, true, p))
+            });
+            self.b.poll_transmit(now, u32::MAX, &mut |p| {
+                wire.push_back((now + delay, false, p))
+            });
+            let next_wire = self.wire.front().map(|w| w.0);
+            let next_timer = [self.a.poll_at(), self.b.poll_at()]
+                .into_iter()
+                .flatten()
+                .min();
+            let next = [next_wire, next_timer].into_iter().flatten().min();
+            let Some(t) = next else { return false };
+            if t > until {
+                return false;
             }
+            self.now = t;
+            if next_wire == Some(t) {
+                let (_, to_b, mut p) = self.wire.pop_front().unwrap();
+                assert!(p.tcp_checksum_ok());
+                if to_b && drop(&mut p) {
+                    return true;
+                }
+                if to_b {
+                    self.b.on_segment(t, &p)
+                } else {
+                    self.a.on_segment(t, &p)
+                }
+            } else {
+                self.a.on_timer(t);
+                self.b.on_timer(t);
+            }
+            true
         }
     }
 
@@ -1429,6 +1444,46 @@ mod tests {
         assert!(marked);
         assert_eq!(pair.b.delivered(), 400 * mss);
         assert_eq!(pair.a.stats.ecn_reductions, 1);
+    }
+
+    /// After an ECN reduction the window stays put until the data sent before the reduction
+    /// is acknowledged (Linux's CA_CWR), then grows again.
+    #[test]
+    fn no_window_growth_in_the_round_trip_after_an_ecn_reduction() {
+        let cfg = TcpConfig {
+            ecn: true,
+            init_cwnd: 10,
+            delack_count: 1,
+            ..TcpConfig::default()
+        };
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 400 * mss);
+        let mut marked = false;
+        let mut reduced: Option<(f64, u64)> = None;
+        let mut frozen_events = 0;
+        let mut mark = |p: &mut Packet| {
+            if p.payload > 0 && data_offset(p) / mss == 30 && !std::mem::replace(&mut marked, true)
+            {
+                p.ecn = Ecn::Ce;
+            }
+            false
+        };
+        while pair.step(1_000_000_000, &mut mark) {
+            let a = &pair.a;
+            if a.stats.ecn_reductions == 1 && reduced.is_none() {
+                reduced = Some((a.cwnd_bytes(), a.ecn_reduce_end));
+            }
+            if let Some((cwnd, end)) = reduced {
+                if a.una <= end {
+                    assert_eq!(a.cwnd_bytes(), cwnd, "grew at una {} before {end}", a.una);
+                    frozen_events += 1;
+                }
+            }
+        }
+        assert_eq!(pair.b.delivered(), 400 * mss);
+        let (cwnd, _) = reduced.expect("one reduction");
+        assert!(frozen_events > 10, "{frozen_events} events in the round trip after the reduction");
+        assert!(pair.a.cwnd_bytes() > cwnd, "growth resumes after the round trip");
     }
 
     #[test]

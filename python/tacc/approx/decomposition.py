@@ -94,8 +94,9 @@ class Task:
 
 @dataclass
 class TaskResult:
-    # Per flow name: (fct ns or None, bytes delivered, retransmits, fast retransmits, timeouts).
-    flows: dict[str, tuple[int | None, int, int, int, int]]
+    # Per flow name: (fct ns or None, bytes delivered, retransmits, fast retransmits, timeouts,
+    # ECN reductions).
+    flows: dict[str, tuple[int | None, int, int, int, int, int]]
     port: dict[str, Any] | None
     events: int
     conservation: dict[str, Any]
@@ -337,7 +338,8 @@ def run_task(task: Task) -> TaskResult:
             flows = {
                 row["name"]: (round(float(row["fct"]) * NS) if row["fct"] else None,
                               int(row["bytes_delivered"]), int(row["retransmits"]),
-                              int(row["fast_retransmits"]), int(row["timeouts"]))
+                              int(row["fast_retransmits"]), int(row["timeouts"]),
+                              int(row["ecn_reductions"]))
                 for row in csv.DictReader(fh)
             }
         summary = json.loads((Path(tmp) / "summary.json").read_text())
@@ -458,7 +460,7 @@ def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
         size = f["bytes"]
         ideal = ideal_fct_ns(ladders[dec.full_chains[i]], size)
         delay, done, delivered = 0.0, True, size
-        counts = [0, 0, 0]
+        counts = [0, 0, 0, 0]
         for p, chain in dec.visits[i]:
             fct, got, *more = results[fabric.ports[p].name].flows[f["name"]]
             counts = [a + b for a, b in zip(counts, more, strict=True)]
@@ -481,7 +483,7 @@ def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
             "end": end / NS if done else None, "fct": fct_ns / NS if done else None,
             "goodput_mbps": bytes_done * 8 / (active / NS) / 1e6 if active > 0 else 0.0,
             "completed": done, "retransmits": counts[0], "fast_retransmits": counts[1],
-            "timeouts": counts[2],
+            "timeouts": counts[2], "ecn_reductions": counts[3],
             # Beyond a run's columns: the flow's size and its ideal completion time.
             "bytes": size, "ideal_fct": ideal / NS,
         })
@@ -490,7 +492,7 @@ def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
 
 FLOW_COLUMNS = ("name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_delivered",
                 "start", "end", "fct", "goodput_mbps", "completed", "retransmits",
-                "fast_retransmits", "timeouts", "bytes", "ideal_fct")
+                "fast_retransmits", "timeouts", "ecn_reductions", "bytes", "ideal_fct")
 
 
 def _write(out: Path, scenario: str, fabric: Fabric,

@@ -35,7 +35,7 @@ CHECKSUM_COUNTERS = ("IpExtInCsumErrors", "TcpInCsumErrors", "UdpInCsumErrors",
                      "IcmpInCsumErrors")
 FLOW_COLUMNS = ("name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_delivered",
                 "start", "end", "fct", "goodput_mbps", "completed", "retransmits",
-                "fast_retransmits", "timeouts")
+                "fast_retransmits", "timeouts", "ecn_reductions")
 
 
 @dataclass
@@ -131,6 +131,7 @@ def flow_summaries(plan: Plan, m: Measured, cc: dict[str, str]) -> list[dict[str
             "retransmits": tx.get("retransmits") or 0,
             "fast_retransmits": None,
             "timeouts": tx.get("timeouts") or 0,
+            "ecn_reductions": None,
         }
         if f["transport"] == "tcp":
             summary["linux_cc"] = cc.get(f["cc"])

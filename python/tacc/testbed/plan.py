@@ -218,7 +218,8 @@ def plan_notes(plan: Plan, netem: bool) -> list[str]:
     notes.append(f"delayed ACKs are Linux's own (quick-ack, then delayed), not "
                  f"delack_count={plan['tcp']['delack_count']}")
     notes.append("VM vNIC queues: a VM's veth has none; its host's NIC queue is the first")
-    notes.append("per-flow fast retransmits: Linux's tcp_info has no such count")
+    notes.append("per-flow fast retransmits and ECN window reductions: Linux's tcp_info has no "
+                 "such counts")
     return notes
 
 
