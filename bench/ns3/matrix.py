@@ -223,6 +223,7 @@ def run_tacc(p: dict, extra: list[str] | None = None, seed: int = 1) -> dict:
     fl = summ["flows"]
     return {"goodput_mbps": [f["goodput_mbps"] for f in fl], "retransmits": [f["retransmits"] for f in fl],
             "timeouts": sum(f["timeouts"] for f in fl), "fast_retransmits": sum(f["fast_retransmits"] for f in fl),
+            "ecn_reductions": [f["ecn_reductions"] for f in fl],
             "marked": port["marked"], "enqueued": port["enqueued"], "dropped": port["dropped"],
             "dropped_aqm": port["dropped_aqm"], "dropped_overflow": port["dropped_overflow"],
             "utilization": port["utilization"], "queue": qstats(qs), "wall_s": summ["wall_seconds"],
@@ -371,13 +372,13 @@ def details(rows: list[dict]) -> str:
            "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         t, n = r["runs"][0]["tacc"], r["runs"][0]["ns3"]
-        if t["dropped"] == 0 and n["dropped"] == 0 and r["name"] != "rtt-20us":
+        if t["dropped"] == 0 and n["dropped"] == 0 and r["name"] not in ("rtt-20us", "mix-newreno-dctcp"):
             continue
+        per = lambda x: "-" if not any(x) else " / ".join(str(v) for v in x) if len(x) <= 8 else f"{min(x)}-{max(x)}"
         out.append(f"| {r['name']} | tacc | {t['dropped']} ({t.get('dropped_aqm', 0)}) | {sum(t['retransmits'])} | {t['fast_retransmits']} | {t['timeouts']} | "
-                   f"not ECT (RFC 3168) | FlightSize/2 (by code) | not reported | not reported |")
+                   f"not ECT (RFC 3168) | FlightSize/2 (by code) | {per(t['ecn_reductions'])} | not reported |")
         b, a = n["retx_at_bottleneck"], n["at_recovery"]
         rec = f"{a['mean_flight_segments']:.1f} → {a['mean_ssthresh_segments']:.1f}" if a["samples"] else "-"
-        per = lambda x: "-" if not any(x) else " / ".join(str(v) for v in x) if len(x) <= 8 else f"{min(x)}-{max(x)}"
         out.append(f"| | ns-3 | {n['dropped']} | {sum(n['retransmits'])} | {n['fast_retransmits']} | {n['timeouts']} | "
                    f"{b['ect_enqueued'] + b['ect_dropped']} ({b['ect_dropped']} dropped) / {b['not_ect_enqueued'] + b['not_ect_dropped']} "
                    f"({b['not_ect_dropped']} dropped) | {rec} | {per(n['ecn_reductions'])} | {per(n['marks_per_flow'])} |")
