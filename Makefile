@@ -24,11 +24,14 @@ $(DEPS): tools/testbed-deps.sh
 	tools/testbed-deps.sh
 	mkdir -p target && touch $(DEPS)
 
+# The package's bytecode is compiled here, as a wheel install does: the editable install leaves
+# it to the first import, and where PYTHONDONTWRITEBYTECODE is set every start compiles again.
 $(STAMP): $(DEPS) $(VENV)/bin/python $(PGO) $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' -o -name '*.c' -o -name '*.h' 2>/dev/null) Cargo.toml pyproject.toml
 	flags=$$(tools/pgo-profile.sh --cargo-flags); \
 	if [ -n "$$flags" ]; then export CARGO_ENCODED_RUSTFLAGS="$$flags"; fi; \
 	VIRTUAL_ENV=$(abspath $(VENV)) PATH=$(abspath $(VENV))/bin:$$PATH \
 	$(VENV)/bin/maturin develop --release --quiet
+	$(PY) -m compileall -q python/tacc > /dev/null
 	touch $(STAMP)
 
 setup: $(STAMP)
