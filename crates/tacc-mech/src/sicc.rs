@@ -16,6 +16,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use rustc_hash::FxHashMap;
+
 use crate::headers::{tcp_flags, FlowKey, PacketHeaders};
 use crate::roles::WindowClamp;
 use crate::Nanos;
@@ -483,11 +485,12 @@ struct SwitchPortState {
 #[derive(Clone, Debug, Default)]
 pub struct SiccSwitch {
     config: SiccSwitchConfig,
-    ports: BTreeMap<u32, SwitchPortState>,
+    /// Looked up for every packet queued or sent (hashed: their order never matters).
+    ports: FxHashMap<u32, SwitchPortState>,
     /// The output port of each open flow (keyed in its data direction), from its SYN: which
     /// ACKs a port's incast clamps. The module counts these flows and clamps while at least
     /// one is open.
-    flows: BTreeMap<FlowKey, u32>,
+    flows: FxHashMap<FlowKey, u32>,
     counters: SiccSwitchCounters,
 }
 
