@@ -88,6 +88,8 @@ DIAGNOSTICS = [
     ("buf-1000-droptail-cubic", "ns-3 without HyStart", [], ["--ns3::TcpCubic::HyStart=false"]),
     ("buf-1000-droptail-cubic", "ns-3 without HyStart, classic recovery", [],
      ["--ns3::TcpCubic::HyStart=false", CLASSIC]),
+    ("flows-16-dctcp", "tacc without NIC jitter", ["nic.jitter=0us"], []),
+    ("flows-16-dctcp", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
     ("flows-64", "tacc with ECT retransmissions (as ns-3)", ["tcp.ecn_retransmit=true"], []),
     ("mix-newreno-dctcp", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
     ("corner-100M-1ms-buf20-droptail", "tacc without NIC jitter", ["nic.jitter=0us"], []),
