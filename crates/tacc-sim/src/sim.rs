@@ -6,7 +6,7 @@
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
 use crate::event_queue::EventQueue;
-use crate::model::{App, EpKind, Model};
+use crate::model::{App, EpKind, Model, Port};
 use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::prefetch;
@@ -55,7 +55,15 @@ pub struct Sim {
     next_rate_sample: u64,
     /// Reused by `pump`: the ids of the segments an endpoint just sent.
     sent_buf: Vec<PktId>,
+    /// Whether the loop asks the cache for the next events' state ahead of time: only where
+    /// the ports alone outgrow a core's L2 cache. Below that everything is in the cache
+    /// already, and computing the addresses costs about 9% more instructions per event for
+    /// nothing (the 4-flow dumbbell).
+    prefetching: bool,
 }
+
+/// Port state above which the loop prefetches (see `Sim::prefetching`).
+const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
 
 impl Sim {
     pub fn new(m: Model) -> Sim {
@@ -63,6 +71,8 @@ impl Sim {
             now: 0,
             queue: EventQueue::default(),
             pkts: Arena::default(),
+            prefetching: m.ports.len() * std::mem::size_of::<Port>()
+                > PREFETCH_ABOVE_BYTES,
             m,
             rec: Recorded::default(),
             next_rate_sample: 0,
@@ -112,13 +122,15 @@ impl Sim {
             if self.rec.events & 0xF_FFFF == 0 {
                 progress(self.now, end);
             }
-            let (next, after) = self.queue.peek_hint();
-            let (next, after) = (next.copied(), after.copied());
-            if let Some(after) = after {
-                self.prefetch(after);
-            }
-            if let Some(next) = next {
-                self.prefetch_next(next);
+            if self.prefetching {
+                let (next, after) = self.queue.peek_hint();
+                let (next, after) = (next.copied(), after.copied());
+                if let Some(after) = after {
+                    self.prefetch(after);
+                }
+                if let Some(next) = next {
+                    self.prefetch_next(next);
+                }
             }
             self.dispatch(kind);
         }
@@ -657,7 +669,9 @@ impl Sim {
             return;
         };
         // Its lines are then loaded together rather than one after another as `enqueue` reads.
-        self.prefetch_port(out);
+        if self.prefetching {
+            self.prefetch_port(out);
+        }
         if copy {
             self.packet_in(s, in_port, Some(out), id);
             let pkt = self.pkts.get(id).clone();
