@@ -687,7 +687,10 @@ mod tests {
         assert_eq!(egress(&mut s, &mut ipr), EgressVerdict::Pass);
         let p = Ipv4Packet::new_checked(&ipr[..]).unwrap();
         assert!(!p.reserved_bit() && p.checksums_valid());
-        assert_eq!((s.counters().scrubbed_feedback, s.counters().scrubbed_ipr), (1, 1));
+        assert_eq!(
+            (s.counters().scrubbed_feedback, s.counters().scrubbed_ipr),
+            (1, 1)
+        );
 
         let open = HygenConfig {
             scrub: false,
@@ -698,7 +701,10 @@ mod tests {
         assert_eq!(egress(&mut s, &mut feedback), EgressVerdict::Pass);
         assert_eq!(egress(&mut s, &mut ipr), EgressVerdict::Pass);
         assert!(Ipv4Packet::new_checked(&ipr[..]).unwrap().reserved_bit());
-        assert_eq!((s.counters().scrubbed_feedback, s.counters().scrubbed_ipr), (0, 0));
+        assert_eq!(
+            (s.counters().scrubbed_feedback, s.counters().scrubbed_ipr),
+            (0, 0)
+        );
     }
 
     #[test]

@@ -147,7 +147,6 @@ impl Rwndq {
         self.next_tick.get_or_insert(now + self.config.tick);
     }
 
-
     fn window_of(&self, p: &PortState) -> Option<u32> {
         if p.slow_start || p.flows == 0 {
             return None;

@@ -79,8 +79,8 @@ impl TokenBucket {
         {
             Some(scaled) => (scaled / 8_000_000, scaled % 8_000_000),
             None => {
-                let scaled = self.rate_bps as u128 * (now - self.last) as u128
-                    + self.remainder as u128;
+                let scaled =
+                    self.rate_bps as u128 * (now - self.last) as u128 + self.remainder as u128;
                 let earned = (scaled / 8_000_000).min(u64::MAX as u128) as u64;
                 (earned, (scaled % 8_000_000) as u64)
             }
@@ -201,7 +201,10 @@ mod tests {
         assert_eq!(tb.ready_at(60 * NS_PER_SEC, 60_000), Some(60 * NS_PER_SEC));
         assert!(tb.try_consume(60 * NS_PER_SEC, 60_000));
         // 50 bytes per ns: 60,000 bytes in 1.2 us.
-        assert_eq!(tb.ready_at(60 * NS_PER_SEC, 60_000), Some(60 * NS_PER_SEC + 1_200));
+        assert_eq!(
+            tb.ready_at(60 * NS_PER_SEC, 60_000),
+            Some(60 * NS_PER_SEC + 1_200)
+        );
         assert!(!tb.try_consume(60 * NS_PER_SEC + 1_199, 60_000));
         assert!(tb.try_consume(60 * NS_PER_SEC + 1_200, 60_000));
     }

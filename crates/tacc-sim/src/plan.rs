@@ -123,7 +123,11 @@ pub fn plan(p: &Prepared) -> Plan {
                 packet_bytes: f.udp.as_ref().map(|u| u.packet_size),
                 src_port: f.sport,
                 dst_port: f.dport,
-                forge: f.udp.as_ref().and_then(|u| u.forge).map(|k| k.name().to_string()),
+                forge: f
+                    .udp
+                    .as_ref()
+                    .and_then(|u| u.forge)
+                    .map(|k| k.name().to_string()),
                 spoof_src: f
                     .udp
                     .as_ref()

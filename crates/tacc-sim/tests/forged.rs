@@ -56,10 +56,16 @@ fn without_the_protection_each_forged_mark_cuts_the_victim_to_r_min_until_the_at
     );
     // The competitor takes the link meanwhile.
     let competitor = goodput_between(&sim, "competitor", 2.1, 4.0);
-    assert!(competitor >= 1.9 * before, "competitor {competitor:.0} Mb/s");
+    assert!(
+        competitor >= 1.9 * before,
+        "competitor {competitor:.0} Mb/s"
+    );
     // Fast increase (C/100 a period) brings the rate back to the share in about 25 ms.
     let after = goodput_between(&sim, "tagged", 4.5, 6.0);
-    assert!(after >= 0.9 * before, "victim {after:.0} Mb/s after, {before:.0} before");
+    assert!(
+        after >= 0.9 * before,
+        "victim {after:.0} Mb/s after, {before:.0} before"
+    );
     let c = &s.mechanism.counters;
     assert_eq!((c["scrubbed_feedback"], c["scrubbed_ipr"]), (0.0, 0.0));
     let forged = c["feedback_packets_received"] - c["feedback_packets_sent"];
