@@ -150,6 +150,7 @@ impl Model {
             ecn_syn: base.ecn_syn.unwrap_or(false),
             ecn_retransmit: base.ecn_retransmit.unwrap_or(false),
             cwnd_validation: base.cwnd_validation.unwrap_or(false),
+            prr: base.prr.unwrap_or(false),
             rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
             cc,
             dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),

@@ -295,6 +295,9 @@ pub struct TcpCfg {
     pub ecn_retransmit: Option<bool>,
     /// Grow cwnd only while cwnd-limited (Linux); default false (ns-2: on every ACK).
     pub cwnd_validation: Option<bool>,
+    /// Proportional Rate Reduction (RFC 6937, Linux's and ns-3's default); default false (the
+    /// window drops to ssthresh at once, RFC 6675 and RFC 3168).
+    pub prr: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,

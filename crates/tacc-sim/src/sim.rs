@@ -71,8 +71,7 @@ impl Sim {
             now: 0,
             queue: EventQueue::default(),
             pkts: Arena::default(),
-            prefetching: m.ports.len() * std::mem::size_of::<Port>()
-                > PREFETCH_ABOVE_BYTES,
+            prefetching: m.ports.len() * std::mem::size_of::<Port>() > PREFETCH_ABOVE_BYTES,
             m,
             rec: Recorded::default(),
             next_rate_sample: 0,

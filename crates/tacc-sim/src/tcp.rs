@@ -44,6 +44,12 @@ pub struct TcpConfig {
     /// Off (ns-2): the window grows on every ACK, even when the receive window or the
     /// application limits the sender, and a later cut may leave it far above the flight.
     pub cwnd_validation: bool,
+    /// Proportional Rate Reduction (RFC 6937, as Linux and ns-3 by default): during a loss
+    /// recovery and the round trip after an ECN reduction, send in proportion to what is
+    /// delivered, so the window comes down to ssthresh over that round trip. Off: the window
+    /// drops to ssthresh at once (RFC 6675, RFC 3168), and whatever leaves the pipe may be
+    /// sent again at once.
+    pub prr: bool,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
@@ -66,6 +72,7 @@ impl Default for TcpConfig {
             ecn_syn: false,
             ecn_retransmit: false,
             cwnd_validation: false,
+            prr: false,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -196,6 +203,11 @@ pub struct TcpEndpoint {
     /// (Linux's CA_CWR; ns-3 likewise). Cleared by a loss recovery or a timeout, which set
     /// `ecn_reduce_end` for their own purpose.
     in_cwr: bool,
+    /// PRR's state for the reduction under way: FlightSize at its start (RecoverFS), bytes
+    /// delivered and sent since.
+    prr_recover_fs: u64,
+    prr_delivered: u64,
+    prr_out: u64,
     /// Largest `pipe` since `window_end`, and in the window before (cwnd validation).
     max_pipe: u64,
     prev_max_pipe: u64,
@@ -271,6 +283,9 @@ impl TcpEndpoint {
             cwr_pending: false,
             ecn_reduce_end: 0,
             in_cwr: false,
+            prr_recover_fs: 0,
+            prr_delivered: 0,
+            prr_out: 0,
             max_pipe: 0,
             prev_max_pipe: 0,
             window_end: 0,
@@ -613,6 +628,9 @@ impl TcpEndpoint {
 
         let ece = self.ecn_ok && p.flags & F::ECE != 0;
         let acked = acked_to.saturating_sub(self.una);
+        // Bytes that reached the receiver with this ACK (RFC 6937's DeliveredData): newly
+        // acknowledged, less what was SACKed before, plus what is newly SACKed.
+        let mut delivered = acked + newly_sacked;
         if acked > 0 {
             let mut sample = None;
             while let Some(s) = self.segs.front() {
@@ -620,6 +638,9 @@ impl TcpEndpoint {
                     break;
                 }
                 let s = self.segs.pop_front().unwrap();
+                if s.flags & SACKED != 0 {
+                    delivered -= s.len as u64;
+                }
                 if in_pipe(s.flags) {
                     self.pipe -= s.len as u64;
                 }
@@ -649,6 +670,9 @@ impl TcpEndpoint {
                 if self.una >= self.recover {
                     self.in_recovery = false;
                     self.dup_left = 0;
+                    if self.cfg.prr {
+                        self.win.cwnd = self.win.ssthresh;
+                    }
                 } else if !self.sack_ok {
                     // NewReno partial ACK: the next hole is lost too.
                     if !self.segs.is_empty() {
@@ -691,6 +715,12 @@ impl TcpEndpoint {
         // the last reduction still echoes ECE, because CWR rides on the first segment sent
         // after it; only an ACK beyond that point may reduce again (Linux holds CA_CWR until
         // snd_una passes high_seq).
+        if self.in_cwr && self.una > self.ecn_reduce_end {
+            self.in_cwr = false;
+            if self.cfg.prr {
+                self.win.cwnd = self.win.ssthresh;
+            }
+        }
         if ece && !self.in_recovery && self.una > self.ecn_reduce_end {
             let flight = self.nxt - self.una;
             self.cc
@@ -699,6 +729,7 @@ impl TcpEndpoint {
             self.cwr_pending = true;
             self.in_cwr = true;
             self.stats.ecn_reductions += 1;
+            self.prr_start(flight);
         }
 
         if self.sack_ok && newly_sacked > 0 {
@@ -718,6 +749,49 @@ impl TcpEndpoint {
                 }
             }
         }
+        if self.prr_active() {
+            self.prr_on_ack(delivered);
+        }
+    }
+
+    /// Whether PRR sets the window now: in a loss recovery, or in the round trip after an ECN
+    /// reduction.
+    fn prr_active(&self) -> bool {
+        self.cfg.prr && (self.in_recovery || (self.in_cwr && self.una <= self.ecn_reduce_end))
+    }
+
+    /// A reduction starts with `flight` bytes outstanding (RecoverFS); `on_congestion` has set
+    /// ssthresh. Under PRR the window is set ACK by ACK from here on, starting from the flight.
+    fn prr_start(&mut self, flight: u64) {
+        if self.cfg.prr {
+            self.prr_recover_fs = flight.max(1);
+            self.prr_delivered = 0;
+            self.prr_out = 0;
+            self.win.cwnd = flight as f64;
+        }
+    }
+
+    /// RFC 6937 on an ACK that delivered `delivered` bytes: the window is the pipe plus what
+    /// may be sent now, in proportion to the delivered data while the pipe is above ssthresh,
+    /// then up to ssthresh with slow-start reduction bound.
+    fn prr_on_ack(&mut self, delivered: u64) {
+        self.prr_delivered += delivered;
+        let pipe = self.pipe.saturating_sub(self.dup_left);
+        let ssthresh = self.win.ssthresh as u64;
+        let mss = self.cfg.mss as u64;
+        let sndcnt = if pipe > ssthresh {
+            (self.prr_delivered * ssthresh)
+                .div_ceil(self.prr_recover_fs)
+                .saturating_sub(self.prr_out)
+        } else {
+            let limit = self
+                .prr_delivered
+                .saturating_sub(self.prr_out)
+                .max(delivered)
+                + mss;
+            (ssthresh - pipe).min(limit)
+        };
+        self.win.cwnd = (pipe + sndcnt) as f64;
     }
 
     /// Marks what an ACK's SACK blocks cover and keeps the blocks; returns the bytes newly
@@ -827,6 +901,7 @@ impl TcpEndpoint {
         let flight = self.nxt - self.una;
         self.cc
             .on_congestion(&mut self.win, Congestion::Loss, flight);
+        self.prr_start(flight);
         self.in_recovery = true;
         self.recover = self.nxt;
         self.stats.fast_retransmits += 1;
@@ -1169,6 +1244,9 @@ impl TcpEndpoint {
             self.nxt = start + len as u64;
         }
         self.max_pipe = self.max_pipe.max(self.pipe);
+        if self.prr_active() {
+            self.prr_out += len as u64;
+        }
         if self.rto_deadline.is_none() {
             self.restart_rto(now);
         }
@@ -1240,6 +1318,8 @@ mod tests {
         now: u64,
         wire: VecDeque<(u64, bool, Packet)>,
         delay: u64,
+        /// Packets delivered to `a` so far.
+        to_a: u64,
     }
 
     impl Pair {
@@ -1255,6 +1335,7 @@ mod tests {
                 now: 0,
                 wire: VecDeque::new(),
                 delay: 50_000,
+                to_a: 0,
             }
         }
 
@@ -1294,6 +1375,7 @@ mod tests {
                 if to_b {
                     self.b.on_segment(t, &p)
                 } else {
+                    self.to_a += 1;
                     self.a.on_segment(t, &p)
                 }
             } else {
@@ -1482,8 +1564,87 @@ mod tests {
         }
         assert_eq!(pair.b.delivered(), 400 * mss);
         let (cwnd, _) = reduced.expect("one reduction");
-        assert!(frozen_events > 10, "{frozen_events} events in the round trip after the reduction");
-        assert!(pair.a.cwnd_bytes() > cwnd, "growth resumes after the round trip");
+        assert!(
+            frozen_events > 10,
+            "{frozen_events} events in the round trip after the reduction"
+        );
+        assert!(
+            pair.a.cwnd_bytes() > cwnd,
+            "growth resumes after the round trip"
+        );
+    }
+
+    /// Segments the sender sends after each ACK of a loss recovery (one segment dropped in
+    /// a window of about 40), and its window and ssthresh when the recovery ends.
+    fn sends_per_ack_in_recovery(prr: bool) -> (Vec<u64>, f64, f64) {
+        let cfg = TcpConfig {
+            init_cwnd: 40,
+            delack_count: 1,
+            prr,
+            ..TcpConfig::default()
+        };
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 200 * mss);
+        let mut dropped = false;
+        let mut drop = |p: &mut Packet| {
+            p.payload > 0 && data_offset(p) / mss == 10 && !std::mem::replace(&mut dropped, true)
+        };
+        let (mut sends, mut end) = (Vec::new(), None);
+        let (mut was_in_recovery, mut answering) = (false, false);
+        loop {
+            let (acks, sent) = (pair.to_a, pair.a.stats.segments_sent);
+            if !pair.step(1_000_000_000, &mut drop) {
+                break;
+            }
+            // A step polls the endpoints before it delivers: what it sent answers the ACK
+            // delivered in the step before.
+            if answering {
+                sends.push(pair.a.stats.segments_sent - sent);
+            }
+            answering = was_in_recovery && pair.a.in_recovery && pair.to_a > acks;
+            if was_in_recovery && !pair.a.in_recovery && end.is_none() {
+                end = Some((pair.a.cwnd_bytes(), pair.a.win.ssthresh));
+            }
+            was_in_recovery = pair.a.in_recovery;
+        }
+        assert_eq!(pair.b.delivered(), 200 * mss);
+        let (cwnd, ssthresh) = end.expect("one recovery");
+        (sends, cwnd, ssthresh)
+    }
+
+    /// RFC 6937: PRR spreads a recovery's transmissions over its ACKs, about one segment for
+    /// every two delivered, where RFC 6675 sends nothing until the pipe has fallen to the new
+    /// window (about half the ACKs) and then one per ACK; both end at ssthresh.
+    #[test]
+    fn prr_sends_in_proportion_to_what_is_delivered() {
+        for prr in [false, true] {
+            let (sends, cwnd, ssthresh) = sends_per_ack_in_recovery(prr);
+            let n = sends.len();
+            assert!(n >= 20, "{n} ACKs in the recovery");
+            // The first third of the ACKs: the pipe is still above the new window.
+            let first: u64 = sends[..n / 3].iter().sum();
+            let total: u64 = sends.iter().sum();
+            if prr {
+                // ssthresh / RecoverFS = 1/2 of what those ACKs delivered.
+                let expect = (n / 6) as u64;
+                assert!(
+                    first + 1 >= expect && first <= expect + 1,
+                    "PRR: {first} sent after the first {} ACKs",
+                    n / 3
+                );
+                assert!(sends.iter().all(|&k| k <= 2), "PRR bursts: {sends:?}");
+            } else {
+                assert_eq!(
+                    first, 0,
+                    "RFC 6675 sends nothing while the pipe exceeds cwnd"
+                );
+            }
+            assert!(total as usize >= n / 2 - 2, "{total} sent over {n} ACKs");
+            assert!(
+                (cwnd - ssthresh).abs() < 1.0,
+                "cwnd {cwnd} at the end, ssthresh {ssthresh}"
+            );
+        }
     }
 
     #[test]
