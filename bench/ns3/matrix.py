@@ -67,13 +67,16 @@ MATRIX = [
 CLASSIC = "--ns3::TcpL4Protocol::RecoveryType=ns3::TcpClassicRecovery"
 BINS_TACC = "output.goodput_bin=1ms"  # per-flow delivery per 1 ms = per RTT at rtt-1ms: the window
 BINS_NS3 = "--bin-us=1000"
+PRR_TACC = "tcp.prr=true"  # RFC 6937, ns-3's and Linux's default recovery
 TRACE_BINS = 60  # bins of flow 0's window trace shown from 1 s on
 DIAGNOSTICS = [
     ("base-newreno", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("base-newreno", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("base-newreno", "tacc with PRR (as ns-3)", [PRR_TACC], []),
     ("flows-2", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
     ("rate-100M", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("rate-100M", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("rate-100M", "tacc with PRR (as ns-3)", [PRR_TACC], []),
     ("rtt-20us", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("rtt-20us", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
     ("rtt-20us", "ns-3 all flows start at 0", [], ["--start-jitter=0"]),
@@ -82,14 +85,18 @@ DIAGNOSTICS = [
     ("rtt-1ms", "ns-3, window per RTT", [], [BINS_NS3]),
     ("rtt-1ms", "ns-3 classic recovery, window per RTT", [], [CLASSIC, BINS_NS3]),
     ("rtt-1ms", "tacc growing only when cwnd-limited", ["tcp.cwnd_validation=true"], []),
+    ("rtt-1ms", "tacc with PRR (as ns-3), window per RTT", [PRR_TACC, BINS_TACC], []),
     ("buf-20-k10", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("buf-20-k10", "tacc with ECT retransmissions (as ns-3)", ["tcp.ecn_retransmit=true"], []),
     ("buf-20-k10", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("buf-20-k10", "tacc with PRR (as ns-3)", [PRR_TACC], []),
     ("buf-1000-droptail-cubic", "ns-3 without HyStart", [], ["--ns3::TcpCubic::HyStart=false"]),
     ("buf-1000-droptail-cubic", "ns-3 without HyStart, classic recovery", [],
      ["--ns3::TcpCubic::HyStart=false", CLASSIC]),
+    ("buf-1000-droptail-cubic", "tacc with PRR (as ns-3)", [PRR_TACC], []),
     ("flows-16-dctcp", "tacc without NIC jitter", ["nic.jitter=0us"], []),
     ("flows-16-dctcp", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
+    ("flows-16-dctcp", "tacc with PRR (as ns-3)", [PRR_TACC], []),
     ("flows-64", "tacc with ECT retransmissions (as ns-3)", ["tcp.ecn_retransmit=true"], []),
     ("mix-newreno-dctcp", "ns-3 classic recovery (no PRR)", [], [CLASSIC]),
     ("corner-100M-1ms-buf20-droptail", "tacc without NIC jitter", ["nic.jitter=0us"], []),
