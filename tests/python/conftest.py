@@ -1,8 +1,8 @@
-"""Synthetic result directories, written by hand in the engine's output format."""
+"""Synthetic result directories in the engine's output format, written with the result writer
+the testbed and the link decomposition use (tacc.results.write_table)."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 from collections.abc import Callable
@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tacc.results import write_table
 
 FLOW_FIELDS = [
     "name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_delivered",
@@ -45,21 +47,6 @@ def _flow(i: int, n_flows: int) -> dict[str, Any]:
     }
 
 
-def _csv_cell(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def _write_csv(path: Path, header: list[str], rows: list[list[Any]]) -> None:
-    with path.open("w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(header)
-        writer.writerows([[_csv_cell(v) for v in row] for row in rows])
-
-
 def write_result_dir(
     root: Path, n_flows: int = 3, with_rates: bool = False, with_samples: bool = True
 ) -> Path:
@@ -73,15 +60,15 @@ def write_result_dir(
         "conservation": {"sent": 1010, "delivered": 1000, "dropped": 3, "in_flight": 7, "ok": True},
     }
     (root / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
-    _write_csv(root / "flows.csv", FLOW_FIELDS, [[f[k] for k in FLOW_FIELDS] for f in flows])
+    write_table(root / "flows.csv", FLOW_FIELDS, [[f[k] for k in FLOW_FIELDS] for f in flows])
     times = [round(b * BIN_S, 6) for b in range(BINS)] if with_samples else []
-    _write_csv(root / "goodput.csv", ["time_s", "flow", "goodput_mbps"],
+    write_table(root / "goodput.csv", ["time_s", "flow", "goodput_mbps"],
                [[t, f["name"], f["goodput_mbps"]] for t in times for f in flows])
-    _write_csv(root / "queues.csv", ["time_s", "port", "backlog_pkts", "backlog_bytes"],
+    write_table(root / "queues.csv", ["time_s", "port", "backlog_pkts", "backlog_bytes"],
                [[t, p["name"], b % 7, (b % 7) * 1500]
                 for b, t in enumerate(times) for p in PORTS])
     if with_rates:
-        _write_csv(root / "rates.csv", ["time_s", "vm", "rate_mbps"],
+        write_table(root / "rates.csv", ["time_s", "vm", "rate_mbps"],
                    [[t, vm, 500.0] for t in times for vm in ("vm0", "vm1")])
     return root
 

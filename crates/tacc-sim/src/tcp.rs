@@ -1503,10 +1503,9 @@ mod tests {
         assert!(validated <= 21.0, "cwnd {validated} segments");
     }
 
-    /// One CE mark: the sender halves its window once, though ACKs echo ECE until the CWR
-    /// that follows the reduction reaches the receiver (RFC 3168 6.1.2).
-    #[test]
-    fn one_mark_one_window_reduction() {
+    /// An ECN-capable transfer of 400 segments, an ACK per segment, initial window 10; and
+    /// its MSS.
+    fn ecn_transfer_of_400_segments() -> (Pair, u64) {
         let cfg = TcpConfig {
             ecn: true,
             init_cwnd: 10,
@@ -1514,13 +1513,24 @@ mod tests {
             ..TcpConfig::default()
         };
         let mss = cfg.mss as u64;
-        let mut pair = Pair::new(cfg, 400 * mss);
+        (Pair::new(cfg, 400 * mss), mss)
+    }
+
+    /// Sets CE on the first copy of data segment 30 to pass.
+    fn mark_segment_30_once(p: &mut Packet, mss: u64, marked: &mut bool) {
+        if p.payload > 0 && data_offset(p) / mss == 30 && !std::mem::replace(marked, true) {
+            p.ecn = Ecn::Ce;
+        }
+    }
+
+    /// One CE mark: the sender halves its window once, though ACKs echo ECE until the CWR
+    /// that follows the reduction reaches the receiver (RFC 3168 6.1.2).
+    #[test]
+    fn one_mark_one_window_reduction() {
+        let (mut pair, mss) = ecn_transfer_of_400_segments();
         let mut marked = false;
         pair.run(5_000_000_000, &mut |p| {
-            if p.payload > 0 && data_offset(p) / mss == 30 && !std::mem::replace(&mut marked, true)
-            {
-                p.ecn = Ecn::Ce;
-            }
+            mark_segment_30_once(p, mss, &mut marked);
             false
         });
         assert!(marked);
@@ -1532,22 +1542,12 @@ mod tests {
     /// is acknowledged (Linux's CA_CWR), then grows again.
     #[test]
     fn no_window_growth_in_the_round_trip_after_an_ecn_reduction() {
-        let cfg = TcpConfig {
-            ecn: true,
-            init_cwnd: 10,
-            delack_count: 1,
-            ..TcpConfig::default()
-        };
-        let mss = cfg.mss as u64;
-        let mut pair = Pair::new(cfg, 400 * mss);
+        let (mut pair, mss) = ecn_transfer_of_400_segments();
         let mut marked = false;
         let mut reduced: Option<(f64, u64)> = None;
         let mut frozen_events = 0;
         let mut mark = |p: &mut Packet| {
-            if p.payload > 0 && data_offset(p) / mss == 30 && !std::mem::replace(&mut marked, true)
-            {
-                p.ecn = Ecn::Ce;
-            }
+            mark_segment_30_once(p, mss, &mut marked);
             false
         };
         while pair.step(1_000_000_000, &mut mark) {
