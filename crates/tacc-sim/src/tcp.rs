@@ -200,8 +200,8 @@ pub struct TcpEndpoint {
     cwr_pending: bool,
     ecn_reduce_end: u64,
     /// Set by an ECN reduction: until an ACK passes `ecn_reduce_end` the window does not grow
-    /// (Linux's CA_CWR; ns-3 likewise). Cleared by a loss recovery or a timeout, which set
-    /// `ecn_reduce_end` for their own purpose.
+    /// (Linux's CA_CWR; ns-3 likewise). Cleared after that ACK has grown the window, and by a
+    /// loss recovery or a timeout, which set `ecn_reduce_end` for their own purpose.
     in_cwr: bool,
     /// PRR's state for the reduction under way: FlightSize at its start (RecoverFS), bytes
     /// delivered and sent since.
