@@ -2,18 +2,19 @@
 //!
 //! A timing wheel: most events are due within tens of microseconds (serialization,
 //! propagation), so the next 262 us are cut into `SLOTS` slots of `SLOT_NS` each, a ring
-//! that turns with the clock. A push links its event at the tail of its slot's list; a pop
-//! takes the first occupied slot from a bitmap and, from that slot's few events, the earliest,
-//! first linked among equal times. A slot holding many (a large topology puts hundreds in
-//! one) is sorted once, stably, and kept sorted while it drains. Events beyond the wheel's
+//! that turns with the clock. A push appends its event to its slot's array; when the clock
+//! reaches a slot, its array is sorted once, stably, by time, and pops read it in order. An
+//! event pushed into the slot being drained is inserted in order. Events beyond the wheel's
 //! reach (retransmission timers, flow starts) wait in a binary heap and move onto the wheel,
 //! in order, as it turns to cover them: before anything else can be pushed there, so every
-//! slot's list stays in insertion order. This replaces a binary heap's unpredictable sift at every push and pop by a few
-//! bit operations.
+//! slot's array stays in insertion order. This replaces a binary heap's unpredictable sift at
+//! every push and pop by a few bit operations. A slot's events are contiguous: a large
+//! topology puts hundreds in each slot, and sorting them as a linked list across memory cost
+//! a k = 16 fat tree a sixth of its time.
 //!
 //! Time never goes back: nothing is scheduled before the last popped time.
 
-use std::cmp::Reverse;
+use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
 /// Width of a slot: most slots hold one event or none.
@@ -21,43 +22,65 @@ const SLOT_NS: u64 = 256;
 /// Slots in the ring (at most 64 x 64: one summary word covers their occupancy words). A
 /// larger ring reaches further but stays less in the cache, and measured no faster.
 const SLOTS: usize = 1024;
-const NIL: u32 = u32::MAX;
-/// A slot's list up to this long is scanned for its earliest event at each pop; a longer one
-/// is sorted once.
-const SCAN_MAX: u32 = 8;
+/// A slot of up to this many events is copied to be drained; a larger one hands over its
+/// array (see `EventQueue::spare`).
+const COPY_MAX: usize = 8;
 
 #[derive(Clone, Copy)]
-struct Node<T> {
+struct Entry<T> {
     at: u64,
-    /// Next node in the slot's list, or in the free list.
-    next: u32,
     item: T,
+}
+
+/// An event beyond the wheel, ordered so that the heap's top is the earliest (time, then
+/// insertion sequence).
+struct Later<T> {
+    at: u64,
+    seq: u64,
+    item: T,
+}
+
+impl<T> PartialEq for Later<T> {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl<T> Eq for Later<T> {}
+impl<T> PartialOrd for Later<T> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl<T> Ord for Later<T> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        (other.at, other.seq).cmp(&(self.at, self.seq))
+    }
 }
 
 pub struct EventQueue<T> {
     /// The last popped time.
     last: u64,
-    /// The slot of `last`: the wheel covers slots `now_slot .. now_slot + SLOTS`.
+    /// The slot being drained: its events are in `cur`, and the ring holds the slots after
+    /// it, `now_slot + 1 .. now_slot + SLOTS`.
     now_slot: u64,
-    /// (head, tail) node of each ring position's list, `NIL` when empty. Fixed-size arrays:
-    /// a ring position (`% SLOTS`) indexes them without a bounds check.
-    lists: Box<[(u32, u32); SLOTS]>,
+    /// The current slot's events (and any pushed since at a time before its end), in (time,
+    /// insertion) order from `pos` on; those before `pos` are popped.
+    cur: Vec<Entry<T>>,
+    pos: usize,
+    /// Each ring position's events in insertion order. Fixed-size: a ring position (`% SLOTS`) indexes it without a
+    /// bounds check.
+    slots: Box<[Vec<Entry<T>>; SLOTS]>,
     /// Bit `r % 64` of word `r / 64`: ring position `r` has events.
     occupied: [u64; SLOTS / 64],
     /// Bit `w`: `occupied[w]` is not zero.
     summary: u64,
-    /// Like `occupied`: ring position `r`'s list has been put in (time, insertion) order
-    /// and is kept so. A slot is sorted when a pop finds it long, and stays sorted while it
-    /// holds two events or more; a dense slot (a large topology puts hundreds of events in
-    /// one) then pops in constant time instead of a scan per pop.
-    sorted: [u64; SLOTS / 64],
-    /// Reused by `sort_slot`.
-    scratch: Vec<u32>,
-    /// Event storage, reused through the free list.
-    nodes: Vec<Node<T>>,
-    free: u32,
-    /// Events beyond the wheel: (time, insertion sequence, node).
-    later: BinaryHeap<Reverse<(u64, u64, u32)>>,
+    /// Drained large arrays, reused (last drained first: it is the one still in the cache)
+    /// when a slot without one gets its first event. A large topology fills hundreds of
+    /// events into each slot, and arrays that size kept in all 1024 slots would not stay in
+    /// the cache.
+    spare: Vec<Vec<Entry<T>>>,
+    /// Events beyond the wheel.
+    later: BinaryHeap<Later<T>>,
     later_seq: u64,
     /// The earliest time in `later` (`u64::MAX` when empty): the wheel's turn checks it alone.
     later_min: u64,
@@ -69,13 +92,12 @@ impl<T: Copy> Default for EventQueue<T> {
         EventQueue {
             last: 0,
             now_slot: 0,
-            lists: Box::new([(NIL, NIL); SLOTS]),
+            cur: Vec::new(),
+            pos: 0,
+            slots: Box::new(std::array::from_fn(|_| Vec::new())),
             occupied: [0; SLOTS / 64],
             summary: 0,
-            sorted: [0; SLOTS / 64],
-            scratch: Vec::new(),
-            nodes: Vec::new(),
-            free: NIL,
+            spare: Vec::new(),
             later: BinaryHeap::new(),
             later_seq: 0,
             later_min: u64::MAX,
@@ -104,220 +126,169 @@ impl<T: Copy> EventQueue<T> {
             self.last
         );
         self.len += 1;
-        let node = Node {
-            at,
-            next: NIL,
-            item,
-        };
-        let id = if self.free == NIL {
-            self.nodes.push(node);
-            (self.nodes.len() - 1) as u32
-        } else {
-            let id = self.free;
-            self.free = self.nodes[id as usize].next;
-            self.nodes[id as usize] = node;
-            id
-        };
+        let entry = Entry { at, item };
         let slot = at / SLOT_NS;
-        if slot - self.now_slot < SLOTS as u64 {
-            self.link(id, slot);
+        if slot <= self.now_slot {
+            self.insert_current(entry);
+        } else if slot - self.now_slot < SLOTS as u64 {
+            self.append(slot, entry);
         } else {
             self.later_seq += 1;
-            self.later.push(Reverse((at, self.later_seq, id)));
+            self.later.push(Later {
+                at,
+                seq: self.later_seq,
+                item,
+            });
             self.later_min = self.later_min.min(at);
         }
     }
 
     /// Removes and returns the earliest event if its time is at most `end`.
-    #[inline]
+    #[inline(always)]
     pub fn pop_until(&mut self, end: u64) -> Option<(u64, T)> {
-        let r = match self.first_occupied() {
-            Some(r) => r,
-            None => {
-                // The wheel is empty: turn it to the first later event.
-                let &Reverse((at, _, _)) = self.later.peek()?;
-                if at > end {
-                    return None;
-                }
-                self.now_slot = at / SLOT_NS;
-                self.take_later();
-                self.first_occupied()
-                    .expect("a later event is on the wheel")
-            }
-        };
-        // Always below SLOTS; saying so spares the arrays' bounds checks.
-        let r = r % SLOTS;
-        let (head, tail) = self.lists[r];
-        let first = self.nodes[head as usize];
-        let (best, best_at, item) = if head == tail {
-            // The slot's only event (the common case: most slots hold one at most).
-            if first.at > end {
-                return None;
-            }
-            self.lists[r] = (NIL, NIL);
-            self.clear(r);
-            (head, first.at, first.item)
-        } else {
-            self.take_earliest(r, end)?
-        };
-        self.nodes[best as usize].next = self.free;
-        self.free = best;
-        self.len -= 1;
-        self.last = best_at;
-        if best_at / SLOT_NS != self.now_slot {
-            self.now_slot = best_at / SLOT_NS;
-            if self.later_min < self.reach() {
-                self.take_later();
-            }
+        if self.pos == self.cur.len() {
+            return self.pop_next_slot(end);
         }
-        Some((best_at, item))
+        self.pop_current(end)
     }
 
-    /// Unlinks the earliest of the events (two or more) of ring position `r`, the first
-    /// linked among equal times, if it is due by `end`: (node, time, item).
-    fn take_earliest(&mut self, r: usize, end: u64) -> Option<(u32, u64, T)> {
-        let bit = 1 << (r % 64);
-        let head = self.lists[r].0;
-        // The head of a sorted list is the earliest, and so is a head at the current time (a
-        // burst of events at one time pops without a scan).
-        let (best, prev) =
-            if self.sorted[r / 64] & bit != 0 || self.nodes[head as usize].at == self.last {
-                (head, NIL)
-            } else if let Some(found) = self.scan_short(head) {
-                found
-            } else {
-                self.sort_slot(r);
-                (self.lists[r].0, NIL)
-            };
-        let node = self.nodes[best as usize];
-        if node.at > end {
+    /// Pops the current slot's next event (there is one) if it is due by `end`.
+    #[inline(always)]
+    fn pop_current(&mut self, end: u64) -> Option<(u64, T)> {
+        let e = self.cur[self.pos];
+        if e.at > end {
             return None;
         }
-        // At least one event stays in the slot.
-        if prev == NIL {
-            self.lists[r].0 = node.next;
-        } else {
-            self.nodes[prev as usize].next = node.next;
-        }
-        if self.lists[r].1 == best {
-            self.lists[r].1 = prev;
-        }
-        if self.lists[r].0 == self.lists[r].1 {
-            // One event left: the single-event pop takes it, and the slot's next events
-            // start an unsorted list.
-            self.sorted[r / 64] &= !bit;
-        }
-        Some((best, node.at, node.item))
+        self.pos += 1;
+        Some(self.popped(e))
     }
 
-    /// The earliest event of the list from `head` and the node before it (`NIL`: none), if
-    /// the list is at most `SCAN_MAX` long: cheaper than sorting a short list.
-    fn scan_short(&self, head: u32) -> Option<(u32, u32)> {
-        let (mut best, mut best_prev) = (head, NIL);
-        let mut best_at = self.nodes[head as usize].at;
-        let (mut prev, mut cur) = (head, self.nodes[head as usize].next);
-        let mut n = 1;
-        while cur != NIL {
-            n += 1;
-            if n > SCAN_MAX {
+    #[inline]
+    fn popped(&mut self, e: Entry<T>) -> (u64, T) {
+        self.len -= 1;
+        self.last = e.at;
+        (e.at, e.item)
+    }
+
+    /// The current slot is drained: pops from the next slot with events, which becomes the
+    /// current one.
+    #[inline(always)]
+    fn pop_next_slot(&mut self, end: u64) -> Option<(u64, T)> {
+        let Some(r) = self.first_occupied() else {
+            // The wheel is empty: turn it to the first later event.
+            let at = self.later.peek()?.at;
+            if at > end {
                 return None;
             }
-            let node = &self.nodes[cur as usize];
-            if node.at < best_at {
-                (best, best_prev, best_at) = (cur, prev, node.at);
+            self.enter(at / SLOT_NS);
+            return self.pop_current(end);
+        };
+        let slot = self.now_slot + ((r + SLOTS - self.now_slot as usize % SLOTS) % SLOTS) as u64;
+        if self.slots[r].len() == 1 {
+            // The slot's only event (the common case: most slots hold one at most) pops
+            // without being moved.
+            let e = self.slots[r][0];
+            if e.at > end {
+                return None;
             }
-            (prev, cur) = (cur, node.next);
+            self.slots[r].clear();
+            self.clear(r);
+            self.cur.clear();
+            self.pos = 0;
+            self.set_now_slot(slot);
+            return Some(self.popped(e));
         }
-        Some((best, best_prev))
+        self.enter(slot);
+        self.pop_current(end)
     }
 
-    /// Puts ring position `r`'s list in time order, keeping the list order (insertion
-    /// order) among equal times.
-    fn sort_slot(&mut self, r: usize) {
-        let mut ids = std::mem::take(&mut self.scratch);
-        let mut cur = self.lists[r].0;
-        while cur != NIL {
-            ids.push(cur);
-            cur = self.nodes[cur as usize].next;
+    /// Makes `slot` (the next with events) the current one: its events move to `cur`, sorted.
+    fn enter(&mut self, slot: u64) {
+        let r = slot as usize % SLOTS;
+        self.cur.clear();
+        if self.slots[r].len() <= COPY_MAX {
+            // A few events: copied, the slot keeps its array.
+            self.cur.extend_from_slice(&self.slots[r]);
+            self.slots[r].clear();
+        } else {
+            // Many: the slot's array becomes the current one, whose array is kept for reuse.
+            let drained = std::mem::replace(&mut self.cur, std::mem::take(&mut self.slots[r]));
+            if drained.capacity() > 0 {
+                self.spare.push(drained);
+            }
         }
-        ids.sort_by_key(|&id| self.nodes[id as usize].at); // stable
-        for pair in ids.windows(2) {
-            self.nodes[pair[0] as usize].next = pair[1];
+        self.pos = 0;
+        if self.occupied[r / 64] & (1 << (r % 64)) != 0 {
+            self.clear(r);
         }
-        let (first, last) = (ids[0], ids[ids.len() - 1]);
-        self.nodes[last as usize].next = NIL;
-        self.lists[r] = (first, last);
-        self.sorted[r / 64] |= 1 << (r % 64);
-        ids.clear();
-        self.scratch = ids;
+        self.set_now_slot(slot);
+        // Stable: equal times stay in insertion order.
+        self.cur.sort_by_key(|e| e.at);
     }
 
-    /// Likely the next two events to pop: the head of the first occupied slot's list and the
-    /// node after it, which are the earliest when the slot is sorted (a hint for prefetching
-    /// what they will touch, not an order).
+    /// Moves the wheel on to `slot`, and onto it the later events it now reaches.
+    #[inline]
+    fn set_now_slot(&mut self, slot: u64) {
+        self.now_slot = slot;
+        if self.later_min < self.reach() {
+            self.take_later();
+        }
+    }
+
+    /// Inserts an event of the current slot after every event due at or before its time.
+    fn insert_current(&mut self, entry: Entry<T>) {
+        let i = self.pos + self.cur[self.pos..].partition_point(|e| e.at <= entry.at);
+        if i == self.cur.len() {
+            self.cur.push(entry);
+        } else if self.pos > 0 && i - self.pos < self.cur.len() - i {
+            // Fewer events before the place than after it: move those one step back, into
+            // the room the popped ones left.
+            self.cur.copy_within(self.pos..i, self.pos - 1);
+            self.pos -= 1;
+            self.cur[i - 1] = entry;
+        } else {
+            self.cur.insert(i, entry);
+        }
+    }
+
+    /// Appends an event to the ring's array for `slot` (after the current one, within reach).
+    #[inline]
+    fn append(&mut self, slot: u64, entry: Entry<T>) {
+        let r = slot as usize % SLOTS;
+        let bit = 1 << (r % 64);
+        // Most slots are empty: the bitmap says so without loading the array, which has
+        // often left the cache since the ring last came round.
+        if self.occupied[r / 64] & bit == 0 {
+            self.occupied[r / 64] |= bit;
+            self.summary |= 1 << (r / 64);
+            if self.slots[r].capacity() == 0 {
+                if let Some(spare) = self.spare.pop() {
+                    self.slots[r] = spare;
+                }
+            }
+        }
+        self.slots[r].push(entry);
+    }
+
+    /// Likely the next two events to pop (a hint for prefetching what they will touch: after
+    /// the current slot's, the next slot's first two in insertion order).
     #[inline]
     pub fn peek_hint(&self) -> (Option<&T>, Option<&T>) {
-        let Some(r) = self.first_occupied() else {
-            return (None, None);
+        let rest = &self.cur[self.pos..];
+        let rest = if rest.is_empty() {
+            match self.first_occupied() {
+                Some(r) => &self.slots[r % SLOTS][..],
+                None => rest,
+            }
+        } else {
+            rest
         };
-        let node = &self.nodes[self.lists[r % SLOTS].0 as usize];
-        let after = (node.next != NIL).then(|| &self.nodes[node.next as usize]);
-        if let Some(after) = after.filter(|a| a.next != NIL) {
-            // A dense slot's list goes from node to node across the whole array.
-            crate::prefetch(self.nodes.as_ptr().wrapping_add(after.next as usize));
-        }
-        (Some(&node.item), after.map(|a| &a.item))
+        (rest.first().map(|e| &e.item), rest.get(1).map(|e| &e.item))
     }
 
     /// Removes and returns the earliest event.
     pub fn pop(&mut self) -> Option<(u64, T)> {
         self.pop_until(u64::MAX)
-    }
-
-    /// Appends a node to the list of its time's slot (inserts it in order if that slot is
-    /// sorted, which only the slot being popped can be).
-    #[inline]
-    fn link(&mut self, id: u32, slot: u64) {
-        let r = slot as usize % SLOTS;
-        let bit = 1 << (r % 64);
-        // Most slots are empty: the bitmap says so without loading the list, which has often
-        // left the cache since the ring last came round.
-        if self.occupied[r / 64] & bit == 0 {
-            self.occupied[r / 64] |= bit;
-            self.summary |= 1 << (r / 64);
-            self.lists[r] = (id, id);
-        } else if self.sorted[r / 64] & bit != 0 {
-            self.insert_sorted(r, id);
-        } else {
-            let tail = std::mem::replace(&mut self.lists[r].1, id);
-            self.nodes[tail as usize].next = id;
-        }
-    }
-
-    /// Links `id` into ring position `r`'s sorted list after every event due at or before
-    /// its time.
-    fn insert_sorted(&mut self, r: usize, id: u32) {
-        let at = self.nodes[id as usize].at;
-        let (head, tail) = self.lists[r];
-        if at >= self.nodes[tail as usize].at {
-            self.nodes[tail as usize].next = id;
-            self.lists[r].1 = id;
-        } else if at < self.nodes[head as usize].at {
-            self.nodes[id as usize].next = head;
-            self.lists[r].0 = id;
-        } else {
-            let mut prev = head;
-            loop {
-                let next = self.nodes[prev as usize].next;
-                // The tail is later than `at`, so `next` is never NIL here.
-                if self.nodes[next as usize].at > at {
-                    self.nodes[id as usize].next = next;
-                    self.nodes[prev as usize].next = id;
-                    return;
-                }
-                prev = next;
-            }
-        }
     }
 
     /// Marks ring position `r` empty.
@@ -330,7 +301,7 @@ impl<T: Copy> EventQueue<T> {
         }
     }
 
-    /// Ring position of the first occupied slot from `now_slot` on (wrapping round).
+    /// Ring position of the first occupied slot after `now_slot` (wrapping round).
     #[inline]
     fn first_occupied(&self) -> Option<usize> {
         let p = self.now_slot as usize % SLOTS;
@@ -356,16 +327,22 @@ impl<T: Copy> EventQueue<T> {
         (self.now_slot + SLOTS as u64) * SLOT_NS
     }
 
-    /// Moves the later events the wheel now reaches onto it, in (time, insertion) order.
+    /// Moves the later events the wheel now reaches into their slots (the current one
+    /// included), in (time, insertion) order.
     fn take_later(&mut self) {
         let reach = self.reach();
-        while let Some(&Reverse((at, _, id))) = self.later.peek() {
-            if at >= reach {
-                self.later_min = at;
+        while let Some(first) = self.later.peek() {
+            if first.at >= reach {
+                self.later_min = first.at;
                 return;
             }
-            self.later.pop();
-            self.link(id, at / SLOT_NS);
+            let Later { at, item, .. } = self.later.pop().expect("peeked");
+            let slot = at / SLOT_NS;
+            if slot == self.now_slot {
+                self.cur.push(Entry { at, item });
+            } else {
+                self.append(slot, Entry { at, item });
+            }
         }
         self.later_min = u64::MAX;
     }
@@ -375,6 +352,7 @@ impl<T: Copy> EventQueue<T> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+    use std::cmp::Reverse;
 
     #[test]
     fn pops_by_time_then_insertion() {
@@ -508,6 +486,8 @@ mod tests {
     enum Op {
         Push(u64),
         Pop,
+        /// Pop only what is due within this long after the last popped time.
+        PopWithin(u64),
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -521,6 +501,7 @@ mod tests {
             1 => (1u64..1_000_000_000).prop_map(Op::Push),
             1 => (0u64..u64::MAX / 1024).prop_map(Op::Push),
             8 => Just(Op::Pop),
+            2 => (0..SLOT_NS * 4).prop_map(Op::PopWithin),
         ]
     }
 
@@ -543,6 +524,17 @@ mod tests {
                     Op::Pop => {
                         let want = reference.pop().map(|Reverse(e)| e);
                         prop_assert_eq!(q.pop(), want);
+                        if let Some((at, _)) = want {
+                            now = at;
+                        }
+                    }
+                    Op::PopWithin(within) => {
+                        let end = now + within;
+                        let want = match reference.peek() {
+                            Some(&Reverse((at, _))) if at <= end => reference.pop().map(|Reverse(e)| e),
+                            _ => None,
+                        };
+                        prop_assert_eq!(q.pop_until(end), want);
                         if let Some((at, _)) = want {
                             now = at;
                         }
