@@ -25,8 +25,13 @@ const SLOTS: usize = 1024;
 /// A slot of up to this many events is copied to be drained; a larger one hands over its
 /// array (see `EventQueue::spare`).
 const COPY_MAX: usize = 8;
-/// A slot of up to this many events is sorted by comparison; a longer one by counting.
-const COMPARISON_SORT_MAX: usize = 32;
+/// A slot of up to this many events is sorted by comparison: few branches to mispredict.
+const COMPARISON_SORT_MAX: usize = 4;
+/// A slot of up to this many events is sorted by ranking its events' keys (all pairs
+/// compared), a longer one by counting its events per nanosecond. Positions in a ranked slot
+/// fit the low byte of a key, beside the time's offset in the slot.
+const RANK_SORT_MAX: usize = 32;
+const _: () = assert!(RANK_SORT_MAX <= 256 && SLOT_NS <= 256);
 
 #[derive(Clone, Copy)]
 struct Entry<T> {
@@ -231,29 +236,45 @@ impl<T: Copy> EventQueue<T> {
     }
 
     /// Sorts the current slot's events, just entered, by time; stable, so that equal times
-    /// stay in insertion order. A long slot is sorted by counting its events at each
-    /// nanosecond of the slot: a comparison sort of hundreds of events in random order (a
-    /// large topology's slots) mispredicts a branch at every other comparison.
+    /// stay in insertion order. Without comparison branches: events are pushed out of time
+    /// order often enough (a packet's arrival and a completion due sooner, pushed later) that
+    /// a comparison sort's branches mispredict at every misplaced event, and a large
+    /// topology's slots hold hundreds in random order.
     fn sort_current(&mut self) {
-        if self.cur.len() <= COMPARISON_SORT_MAX {
+        let n = self.cur.len();
+        if n <= COMPARISON_SORT_MAX {
             self.cur.sort_by_key(|e| e.at);
             return;
         }
-        // Every event of a slot just entered is in it, so its offset in the slot is its time
-        // modulo the slot's width.
-        let mut starts = [0u32; SLOT_NS as usize + 1];
-        for e in &self.cur {
-            starts[(e.at % SLOT_NS) as usize + 1] += 1;
-        }
-        for i in 1..starts.len() {
-            starts[i] += starts[i - 1];
-        }
         self.scratch.clear();
         self.scratch.extend_from_slice(&self.cur);
-        for e in &self.cur {
-            let at = &mut starts[(e.at % SLOT_NS) as usize];
-            self.scratch[*at as usize] = *e;
-            *at += 1;
+        // Every event of a slot just entered is in it, so its offset in the slot is its time
+        // modulo the slot's width.
+        if n <= RANK_SORT_MAX {
+            // (offset, position) keys are distinct: an event's place is the number of keys
+            // below its own, counted with vector compares.
+            let mut keys = [u16::MAX; RANK_SORT_MAX];
+            for (i, e) in self.cur.iter().enumerate() {
+                keys[i] = ((e.at % SLOT_NS) as u16) << 8 | i as u16;
+            }
+            for (i, e) in self.cur.iter().enumerate() {
+                let place = keys.iter().filter(|&&k| k < keys[i]).count();
+                self.scratch[place] = *e;
+            }
+        } else {
+            // Counted per nanosecond of the slot.
+            let mut starts = [0u32; SLOT_NS as usize + 1];
+            for e in &self.cur {
+                starts[(e.at % SLOT_NS) as usize + 1] += 1;
+            }
+            for i in 1..starts.len() {
+                starts[i] += starts[i - 1];
+            }
+            for e in &self.cur {
+                let at = &mut starts[(e.at % SLOT_NS) as usize];
+                self.scratch[*at as usize] = *e;
+                *at += 1;
+            }
         }
         std::mem::swap(&mut self.cur, &mut self.scratch);
     }
