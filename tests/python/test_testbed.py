@@ -69,6 +69,16 @@ def test_the_testbed_refuses_what_it_cannot_run(engine: None) -> None:
         plans.load_plan(sicc, [("mechanism", '{kind="sicc",mode="switch"}')])
 
 
+def test_the_notes_say_when_linux_reduces_windows_otherwise_than_the_scenario(
+        plan: dict[str, Any]) -> None:
+    # Linux always reduces with PRR; the scenario asks for RFC 6675's recovery.
+    assert any("RFC 6937" in n for n in plans.plan_notes(plan, netem=False))
+
+    plan["tcp"]["prr"] = True
+
+    assert not any("RFC 6937" in n for n in plans.plan_notes(plan, netem=False))
+
+
 def test_each_missing_plan_field_is_one_error_line(plan: dict[str, Any]) -> None:
     del plan["seed"]
     del plan["tcp"]["mss"]

@@ -163,6 +163,9 @@ pub struct PlanTcp {
     pub sack: bool,
     /// ACK every this many full segments (1: no delayed ACK).
     pub delack_count: u32,
+    /// Proportional rate reduction (RFC 6937) in loss recovery and after an ECN reduction;
+    /// without it, RFC 6675's recovery.
+    pub prr: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

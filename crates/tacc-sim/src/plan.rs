@@ -156,6 +156,7 @@ pub fn plan(p: &Prepared) -> Plan {
             rcv_buf_bytes: tcp.rcv_buf,
             sack: tcp.sack,
             delack_count: tcp.delack_count,
+            prr: tcp.prr,
         },
         output: PlanOutput {
             goodput_bin_ns: m.goodput_bin,

@@ -63,7 +63,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
     "apps": ("kind", "name"),
 }
 _TABLES = {
-    "tcp": ("mss", "init_cwnd", "rto_min_ns", "rcv_buf_bytes", "sack", "delack_count"),
+    "tcp": ("mss", "init_cwnd", "rto_min_ns", "rcv_buf_bytes", "sack", "delack_count", "prr"),
     "output": ("goodput_bin_ns", "queue_sample_ns", "ports"),
 }
 
@@ -217,6 +217,9 @@ def plan_notes(plan: Plan, netem: bool) -> list[str]:
         notes.append(f"RED queues run as drop-tail at their limit: {', '.join(red)}")
     notes.append(f"delayed ACKs are Linux's own (quick-ack, then delayed), not "
                  f"delack_count={plan['tcp']['delack_count']}")
+    if not plan["tcp"]["prr"]:
+        notes.append("window reductions are Linux's proportional rate reduction (RFC 6937), "
+                     "not RFC 6675's recovery (tcp.prr=false)")
     notes.append("VM vNIC queues: a VM's veth has none; its host's NIC queue is the first")
     notes.append("per-flow fast retransmits and ECN window reductions: Linux's tcp_info has no "
                  "such counts")
