@@ -122,6 +122,7 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
         "wall_s": {"full": full_wall, "approx_serial": walls[1], "approx_2_workers": walls[2]},
         "speedup": {"serial": full_wall / walls[1], "2_workers": full_wall / walls[2]},
         "link_tasks": info["link_tasks"], "pruned_links": len(info["pruned_links"]),
+        "nic_links_as_feeders": info["nic_links_as_feeders"],
         "ideal_runs": info["ideal_runs"], "events": {
             "full": json.loads((full_dir / "summary.json").read_text())["events"],
             "approx": summary["events"]},
@@ -161,7 +162,8 @@ def markdown(results: list[dict]) -> str:
         lines += ["", f"Wall time: packet-level {w['full']:.1f} s, decomposition serial "
                       f"{w['approx_serial']:.1f} s (speed-up {s['serial']:.2f}), with 2 workers "
                       f"{w['approx_2_workers']:.1f} s (speed-up {s['2_workers']:.2f}); "
-                      f"{r['link_tasks']} link tasks, {r['pruned_links']} links pruned, "
+                      f"{r['link_tasks']} link tasks (host NICs as their feeders: "
+                      f"{r['nic_links_as_feeders']}), {r['pruned_links']} links pruned, "
                       f"{r['ideal_runs']} ideal-time runs; events {r['events']['full']:,} "
                       f"(packet-level) vs {r['events']['approx']:,} (all tasks); load "
                       f"average {r['load_average_1m']['before']:.1f} before, "

@@ -6,14 +6,22 @@ the engine routes it). For each port that carries flows, a *link task* is a smal
 scenario of tacc's own engine: that port is the only place where flows meet, and only the
 flows that cross it are there, each on a path of its own:
 
-- a host's NIC port: the host itself, its link to a switch, one receiver per flow;
-- any other port: the switch it leaves, fed by one link per link that feeds it in the fabric
-  (at that link's rate, so that arrivals come no faster than they can), each flow's sender
-  behind its feeder (a feeder that is a host's NIC is that host, shared by its flows), and one
-  receiver per flow unless the port reaches a host.
+the switch the port leaves, fed by one link per link that feeds it in the fabric (at that
+link's rate, so that arrivals come no faster than they can), each flow's sender behind its
+feeder (a feeder that is a host's NIC is that host, shared by its flows), and one receiver per
+flow unless the port reaches a host.
 
 The feeders carry only the flows that cross the port, a part of what they carry in the
 fabric; whatever queue they build counts as the port's.
+
+A host's NIC port is no link task of its own: the host is the feeder of the switch port each
+of its flows reaches first, and its NIC queue counts there. Alone, a host's flows meet no ECN
+mark (a NIC's queue marks nothing, and a task's receivers are idle), so their windows would
+grow until the host's small-queue limit holds them, a standing queue that the marks of the
+switch queues downstream keep down in the fabric; and the same queue would be counted again
+as the feeder of the first switch port. Contention at the NIC between flows of one host that
+leave by different switch ports is what this leaves out.
+
 Each flow's own access link (its sender's, else its receiver's) gets extra delay so that the
 flow's base round trip in the task (propagation, plus a full packet's and an ACK's
 serialization per hop) equals its path's; flows' ACKs return on idle links.
@@ -122,6 +130,8 @@ class Decomposition:
     visits: list[list[tuple[int, Chain]]] = field(default_factory=list)
     full_chains: list[Chain] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
+    # Host NIC ports, simulated as feeders of the switch ports their flows reach first.
+    nics: list[str] = field(default_factory=list)
     utilization: dict[str, float] = field(default_factory=dict)
 
 
@@ -254,6 +264,9 @@ def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str
         port = ports[p]
         load = offered[p] * 8 / (port.rate_bps * fabric.duration_ns / NS)
         dec.utilization[port.name] = load
+        if port.from_host:
+            dec.nics.append(port.name)
+            continue
         if load < prune_below:
             dec.pruned.append(port.name)
             continue
@@ -275,11 +288,10 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
                dec: Decomposition, scenario: str, user_sets: Sequence[tuple[str, str]]) -> Task:
     ports = fabric.ports
     port = ports[p]
-    # The link's ends: the real host where it has one, else switches "u" and "v".
-    near = "src" if port.from_host else "u"
-    far = "dst" if port.to_host else "v"
-    hosts = [h for h in (near, far) if h in ("src", "dst")]
-    switches = [n for n in (near, far) if n in ("u", "v")]
+    # The link's ends: switch "u", and the real host or switch "v".
+    near, far = "u", "dst" if port.to_host else "v"
+    hosts = [far] if port.to_host else []
+    switches = [near] if port.to_host else [near, far]
     links = [_link(near, far, port.rate_bps, port.delay_ns)]
     here = (port.rate_bps, port.delay_ns)
     feeders: dict[int, str] = {}
@@ -288,23 +300,20 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
         f = workload[i]
         full = dec.full_chains[i]
         at = f["ports"].index(p)
-        sender_side: list[tuple[int, int]] = []
-        src, own_sender = near, False
-        if not port.from_host:
-            # Flows reach the link through the links that feed it in the fabric, one per
-            # feeding link, at its rate: a link's arrivals come no faster than its feeders
-            # carry them. A feeder that is a host's NIC is that host, shared by its flows.
-            up = f["ports"][at - 1]
-            feed = ports[up]
-            if up not in feeders:
-                feeders[up] = f"g{len(feeders)}"
-                (hosts if feed.from_host else switches).append(feeders[up])
-                links.append(_link(feeders[up], near, feed.rate_bps, feed.delay_ns))
-            sender_side = [(feed.rate_bps, feed.delay_ns)]
-            src, own_sender = feeders[up], not feed.from_host
-            if own_sender:
-                src = f"s{n}"
-                sender_side.insert(0, full[0])
+        # Flows reach the link through the links that feed it in the fabric, one per feeding
+        # link, at its rate: a link's arrivals come no faster than its feeders carry them. A
+        # feeder that is a host's NIC is that host, shared by its flows.
+        up = f["ports"][at - 1]
+        feed = ports[up]
+        if up not in feeders:
+            feeders[up] = f"g{len(feeders)}"
+            (hosts if feed.from_host else switches).append(feeders[up])
+            links.append(_link(feeders[up], near, feed.rate_bps, feed.delay_ns))
+        sender_side = [(feed.rate_bps, feed.delay_ns)]
+        src, own_sender = feeders[up], not feed.from_host
+        if own_sender:
+            src = f"s{n}"
+            sender_side.insert(0, full[0])
         receiver_side = [] if port.to_host else [full[-1]]
         chain = [*sender_side, here, *receiver_side]
         # The flow's own access link (its sender's, else its receiver's) takes the delay
@@ -527,6 +536,7 @@ def _write(out: Path, scenario: str, fabric: Fabric,
             "link_tasks": len(dec.tasks),
             "ideal_runs": len(dec.ladders),
             "pruned_links": dec.pruned,
+            "nic_links_as_feeders": len(dec.nics),
             "prune_below_utilization": options.prune_below,
             "engine": options.engine,
             "jobs": options.jobs,
