@@ -1,9 +1,10 @@
 """Accuracy and speed of `tacc run --approx link-decomposition` against the packet-level run.
 
 For each fat tree size (k = 8 and 16 by default) the reference scenario
-(scenarios/fattree-k8-websearch.toml with topology.k set) runs three times back to back: the
-packet-level run, the decomposition with 2 workers, and the decomposition serially. Both sides'
-FCT slowdowns (FCT over the ideal FCT alone on the idle path; the same ideal for both, from the
+(scenarios/fattree-k8-websearch.toml with topology.k set) runs back to back: the packet-level
+run, the decomposition with its default cluster tolerance with 2 workers and serially, and with
+2 workers at the other tolerances of the sweep (0: every link simulated). Both sides' FCT
+slowdowns (FCT over the ideal FCT alone on the idle path; the same ideal for both, from the
 decomposition's ideal-time runs) are summarized as p50 and p99 per flow-size bucket.
 
     .venv/bin/python bench/decomposition.py [--k 8 16] [--duration T] [--out FILE.json]
@@ -28,6 +29,7 @@ from tacc.approx import Options, ideal_fct_ns, run_link_decomposition
 
 HERE = Path(__file__).parent
 SCENARIO = HERE / "scenarios" / "fattree-k8-websearch.toml"
+TOLERANCES = (0.0, Options().cluster_tolerance, 0.2)  # the sweep, the default among them
 BUCKETS = [(0, 10_000, "<10KB"), (10_000, 100_000, "10-100KB"),
            (100_000, 1_000_000, "100KB-1MB"), (1_000_000, float("inf"), ">1MB")]
 
@@ -92,6 +94,15 @@ def _by_link(approx_dir: Path) -> tuple[dict[str, dict[str, float]], pd.DataFram
     return classes, done.reset_index()
 
 
+def _decompose(sets: list[tuple[str, str]], out: Path, tolerance: float, jobs: int) -> float:
+    """One decomposition run; its wall time."""
+    t = time.perf_counter()
+    run_link_decomposition(str(SCENARIO), sets=sets, out=out,
+                           options=Options(engine="local", jobs=jobs,
+                                           cluster_tolerance=tolerance))
+    return time.perf_counter() - t
+
+
 def measure(k: int, work: Path, duration: str | None = None) -> dict:
     load_before = os.getloadavg()[0]
     sets = [("topology.k", str(k))] + ([("duration", duration)] if duration else [])
@@ -99,29 +110,40 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
     t = time.perf_counter()
     tacc.run_dir(SCENARIO, sets=sets, out=full_dir)
     full_wall = time.perf_counter() - t
-    walls = {}
-    for jobs in (2, 1):
-        t = time.perf_counter()
-        run_link_decomposition(str(SCENARIO), sets=sets, out=approx_dir / f"jobs{jobs}",
-                               options=Options(engine="local", jobs=jobs))
-        walls[jobs] = time.perf_counter() - t
+    tol = Options().cluster_tolerance
+    walls = {jobs: _decompose(sets, approx_dir / f"jobs{jobs}", tol, jobs) for jobs in (2, 1)}
     summary = json.loads((approx_dir / "jobs1" / "summary.json").read_text())
     same = ((approx_dir / "jobs1" / "flows.csv").read_bytes()
             == (approx_dir / "jobs2" / "flows.csv").read_bytes())
     ideal = _full_path_ideal(summary)
     full = _buckets(_slowdowns(pd.read_csv(full_dir / "flows.csv"), ideal, k))
-    approx = _buckets(_slowdowns(pd.read_csv(approx_dir / "jobs1" / "flows.csv"), ideal, k))
-    errors = {b: {q: (approx[b][q] - full[b][q]) / full[b][q] for q in ("p50", "p99")}
-              for b in full}
+
+    def errors(out: Path) -> tuple[dict, dict]:
+        approx = _buckets(_slowdowns(pd.read_csv(out / "flows.csv"), ideal, k))
+        return approx, {b: {q: (approx[b][q] - full[b][q]) / full[b][q] for q in ("p50", "p99")}
+                        for b in full}
+
+    approx, relative = errors(approx_dir / "jobs1")
+    sweep = []
+    for t in TOLERANCES:
+        out = approx_dir / "jobs2" if t == tol else approx_dir / f"tolerance{t}"
+        wall = walls[2] if t == tol else _decompose(sets, out, t, 2)
+        info = json.loads((out / "summary.json").read_text())["approximate"]
+        sweep.append({"tolerance": t, "link_tasks": info["link_tasks"],
+                      "clustered_links": info["clustered_links"], "wall_s_2_workers": wall,
+                      "speedup_2_workers": full_wall / wall, "relative_error": errors(out)[1]})
     classes, worst = _by_link(approx_dir / "jobs1")
     worst_link = _buckets(_slowdowns(worst, ideal, k))
     info = summary["approximate"]
     return {
-        "k": k, "duration": duration or "as in the scenario", "full": full, "approx": approx, "relative_error": errors,
-        "approx_worst_link_only": worst_link, "delay_by_link_class": classes,
+        "k": k, "duration": duration or "as in the scenario", "full": full, "approx": approx,
+        "relative_error": relative, "approx_worst_link_only": worst_link,
+        "delay_by_link_class": classes,
         "wall_s": {"full": full_wall, "approx_serial": walls[1], "approx_2_workers": walls[2]},
         "speedup": {"serial": full_wall / walls[1], "2_workers": full_wall / walls[2]},
-        "link_tasks": info["link_tasks"], "pruned_links": len(info["pruned_links"]),
+        "cluster_tolerance": tol, "tolerance_sweep": sweep,
+        "link_tasks": info["link_tasks"], "clustered_links": info["clustered_links"],
+        "pruned_links": len(info["pruned_links"]),
         "nic_links_as_feeders": info["nic_links_as_feeders"],
         "ideal_runs": info["ideal_runs"], "events": {
             "full": json.loads((full_dir / "summary.json").read_text())["events"],
@@ -136,7 +158,8 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
 def markdown(results: list[dict]) -> str:
     lines = []
     for r in results:
-        lines += [f"### k = {r['k']}, duration {r['duration']}", "",
+        lines += [f"### k = {r['k']}, duration {r['duration']}, cluster tolerance "
+                  f"{r['cluster_tolerance']}", "",
                   "| size | flows (full / approx) | p50 full | p50 approx | p50 error "
                   "| p99 full | p99 approx | p99 error |",
                   "|---|---|---|---|---|---|---|---|"]
@@ -158,12 +181,25 @@ def markdown(results: list[dict]) -> str:
                   "| link class | share | p50 | p99 |", "|---|---|---|---|"]
         for c, d in sorted(r["delay_by_link_class"].items(), key=lambda i: -i[1]["share"]):
             lines.append(f"| {c} | {d['share']:.0%} | {d['p50']:.2f} | {d['p99']:.2f} |")
+        lines += ["", "Cluster tolerance (2 workers; 0: every link simulated): link tasks, wall "
+                      "time, speed-up over the packet-level run, and the errors of p50 and p99 "
+                      "by size bucket:", "",
+                  "| tolerance | tasks (clustered links) | wall s | speed-up | "
+                  + " | ".join(f"{b} p50 / p99" for b in r["full"]) + " |",
+                  "|---|---|---|---|" + "---|" * len(r["full"])]
+        for t in r["tolerance_sweep"]:
+            e = t["relative_error"]
+            lines.append(f"| {t['tolerance']} | {t['link_tasks']} ({t['clustered_links']}) | "
+                         f"{t['wall_s_2_workers']:.1f} | {t['speedup_2_workers']:.2f} | "
+                         + " | ".join(f"{e[b]['p50']:+.0%} / {e[b]['p99']:+.0%}" for b in e)
+                         + " |")
         w, s = r["wall_s"], r["speedup"]
         lines += ["", f"Wall time: packet-level {w['full']:.1f} s, decomposition serial "
                       f"{w['approx_serial']:.1f} s (speed-up {s['serial']:.2f}), with 2 workers "
                       f"{w['approx_2_workers']:.1f} s (speed-up {s['2_workers']:.2f}); "
-                      f"{r['link_tasks']} link tasks (host NICs as their feeders: "
-                      f"{r['nic_links_as_feeders']}), {r['pruned_links']} links pruned, "
+                      f"{r['link_tasks']} link tasks ({r['clustered_links']} links clustered "
+                      f"with them; host NICs as their feeders: {r['nic_links_as_feeders']}), "
+                      f"{r['pruned_links']} links pruned, "
                       f"{r['ideal_runs']} ideal-time runs; events {r['events']['full']:,} "
                       f"(packet-level) vs {r['events']['approx']:,} (all tasks); load "
                       f"average {r['load_average_1m']['before']:.1f} before, "

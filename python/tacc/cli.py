@@ -67,6 +67,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--jobs", type=int, metavar="N",
                      help="with --approx --engine local: parallel link simulations "
                           "(default: CPU count)")
+    run.add_argument("--cluster-tolerance", type=float, metavar="X",
+                     help="with --approx: links whose load and flow sizes differ by at most X "
+                          "from a simulated link's take their delays from it (default 0.1; "
+                          "0 simulates every link)")
     run.set_defaults(command=_run)
 
     validate = commands.add_parser("validate", help="check a scenario without running it")
@@ -190,8 +194,9 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
     if args.approx:
         return _run_approx(args, out)
-    if args.engine or args.jobs:
-        return _fail_lines(["--engine and --jobs apply only with --approx"], 2)
+    if args.engine or args.jobs or args.cluster_tolerance is not None:
+        return _fail_lines(["--engine, --jobs and --cluster-tolerance apply only with --approx"],
+                           2)
     written = tacc.run_dir(
         args.scenario, seed=args.seed, sets=args.sets, out=out,
         progress=not args.quiet,
@@ -205,9 +210,16 @@ def _run_approx(args: argparse.Namespace, out: Path) -> int:
     jobs = max(1, os.cpu_count() or 1) if args.jobs is None else args.jobs
     if jobs < 1:
         return _fail_lines([f"--jobs: expected a positive number, got {jobs}"], 2)
+    tolerance = (Options().cluster_tolerance if args.cluster_tolerance is None
+                 else args.cluster_tolerance)
+    if not 0 <= tolerance <= 1:
+        return _fail_lines([f"--cluster-tolerance: expected a number from 0 to 1, got "
+                            f"{tolerance}"], 2)
     written = run_link_decomposition(
         args.scenario, seed=args.seed, sets=args.sets, out=out,
-        options=Options(engine=args.engine or "local", jobs=jobs), progress=not args.quiet,
+        options=Options(engine=args.engine or "local", jobs=jobs,
+                        cluster_tolerance=tolerance),
+        progress=not args.quiet,
     )
     return _present(written, args)
 

@@ -135,6 +135,50 @@ def test_light_links_are_pruned(engine: None, tmp_path: Path) -> None:
     assert all(dec.utilization[t.key] >= 0.05 for t in dec.tasks)
 
 
+def test_clustered_links_take_delays_from_a_simulated_link_alike(
+        engine: None, tmp_path: Path) -> None:
+    from tacc import _core as core
+
+    path = str(_scenario(tmp_path))
+    fabric = _fabric(path, None, [])
+    flows = core.workload(path)
+    dec = link_tasks(fabric, flows, path, [], prune_below=0.0, cluster_tolerance=0.2)
+    simulated = {p for p, q in dec.cluster_of.items() if p == q}
+    clustered = {p: q for p, q in dec.cluster_of.items() if p != q}
+    assert clustered and len(dec.tasks) == len(simulated) == 80 - len(clustered)
+    host_fed = {f["ports"][1] for f in flows}
+    for p, q in clustered.items():
+        a, b = fabric.ports[p], fabric.ports[q]
+        assert q in simulated
+        assert ((a.rate_bps, a.delay_ns, a.to_host, p in host_fed)
+                == (b.rate_bps, b.delay_ns, b.to_host, q in host_fed))
+        ratio = dec.utilization[a.name] / dec.utilization[b.name]
+        assert 0.8 <= ratio <= 1.2
+    for i, f in enumerate(flows):
+        for p, chain in dec.visits[i]:
+            assert (chain is None) == (p in clustered)
+
+    # In a run, a clustered link's flow takes the delay of one of the 3 flows of its simulated
+    # link nearest to it in size.
+    out = run_link_decomposition(path, out=tmp_path / "out",
+                                 options=Options(jobs=2, cluster_tolerance=0.2))
+    summary = json.loads((out / "summary.json").read_text())["approximate"]
+    members = {m: rep for rep, ms in summary["clusters"].items() for m in ms}
+    assert len(members) == summary["clustered_links"] == len(clustered)
+    sizes = pd.read_csv(out / "flows.csv").set_index("name")["bytes"]
+    delays = pd.read_csv(out / "link_delays.csv")
+    delays["bytes"] = sizes.loc[delays["flow"]].to_numpy()
+    by_link = {link: d.sort_values("bytes", kind="stable") for link, d in delays.groupby("link")}
+    checked = 0
+    for row in delays[delays["link"].isin(members)].dropna().itertuples():
+        rep = by_link[members[row.link]]
+        gap = (np.log(rep["bytes"]) - np.log(row.bytes)).abs()
+        near = rep.loc[gap.sort_values(kind="stable").index[:3]]
+        assert np.isclose(near["delay"], row.delay, rtol=0, atol=1e-12).any()
+        checked += 1
+    assert checked > 100
+
+
 def _slowdown_p50(flows: pd.DataFrame, ideal: dict[int, tuple[np.ndarray, np.ndarray]]
                   ) -> float:
     from tacc.approx import ideal_fct_ns
@@ -165,7 +209,7 @@ def test_local_and_ray_agree_and_bracket_the_packet_level_run(
         assert (local / name).read_bytes() == (remote / name).read_bytes()
     summary = json.loads((local / "summary.json").read_text())
     assert summary["approximate"]["method"] == "link-decomposition"
-    assert summary["approximate"]["link_tasks"] == 80
+    assert summary["approximate"]["link_tasks"] + summary["approximate"]["clustered_links"] == 80
     approx = tacc.load(local).flows
     assert len(approx) > 300 and approx["completed"].mean() > 0.9
     done = approx[approx["completed"]]
@@ -236,3 +280,15 @@ def test_cli_without_ray_says_so(engine: None, tmp_path: Path,
                           capture_output=True, text=True, env=env, timeout=300)
     assert_one_line_error(proc)
     assert "needs the ray package" in proc.stderr
+
+
+def test_cluster_tolerance_is_checked(engine: None, tmp_path: Path) -> None:
+    path = _scenario(tmp_path, duration="100ms")
+    for bad in ("-0.1", "1.5", "nan"):
+        proc = tacc_cli("run", str(path), "--approx", "link-decomposition",
+                        "--cluster-tolerance", bad, "--out", str(tmp_path / "out"))
+        assert_one_line_error(proc)
+        assert "--cluster-tolerance" in proc.stderr
+    proc = tacc_cli("run", str(path), "--cluster-tolerance", "0.1", "--out", str(tmp_path / "o"))
+    assert_one_line_error(proc)
+    assert "apply only with --approx" in proc.stderr

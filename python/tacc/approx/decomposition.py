@@ -34,7 +34,15 @@ distinct path (the ports' rates and delays), one run of flows of a ladder of siz
 another, interpolated linearly between sizes.
 
 Links whose offered load is below `Options.prune_below` of their rate are not simulated: their
-delay is taken as zero. Links are not clustered.
+delay is taken as zero.
+
+Links are clustered (`Options.cluster_tolerance`): a link whose port has the same rate, delay
+and kind (toward a host or a switch) as a simulated one, whose offered load is within the
+tolerance of that one's (relatively) and whose flow sizes are distributed alike (the largest
+difference of the two sizes' cumulative distributions, on a log grid, at most the tolerance)
+is not simulated; each of its flows takes the delay of one of the simulated link's flows
+nearest to it in size (in the manner of Parsimon's sampling from per-size-bucket delay
+distributions; a link here often carries tens of flows, too few for buckets).
 """
 
 from __future__ import annotations
@@ -63,6 +71,10 @@ IP_TCP_HEADERS = 40  # bytes a full data segment adds to the MSS, and the size o
 EXACT_PACKETS = 64  # ideal times measured at every whole number of segments up to this
 LADDER_STEP = 1.25  # beyond it, sizes grow by this factor
 NS = 1_000_000_000
+# A clustered link's flow takes the delay of one of this many flows of the simulated link
+# nearest to it in size.
+NEIGHBOURS = 3
+CDF_POINTS = 48  # points of the log grid on which links' flow-size distributions are compared
 
 Chain = tuple[tuple[int, int], ...]  # a path as its ports' (rate b/s, delay ns), sender first
 
@@ -77,6 +89,9 @@ class Options:
     jobs: int = 1
     # Links offered less than this fraction of their rate are not simulated.
     prune_below: float = 0.05
+    # Links whose workload is this alike to a simulated link's take delays from it (0: every
+    # link is simulated).
+    cluster_tolerance: float = 0.1
 
 
 @dataclass(frozen=True)
@@ -126,8 +141,12 @@ class Decomposition:
 
     tasks: list[Task] = field(default_factory=list)
     ladders: dict[Chain, Task] = field(default_factory=dict)
-    # Per flow index: (port, chain of the flow in that port's task) for every simulated port.
-    visits: list[list[tuple[int, Chain]]] = field(default_factory=list)
+    # Per flow index, for every port of its path that is not pruned: (port, chain of the flow
+    # in that port's task), the chain None where the port takes its delays from its cluster's
+    # simulated port.
+    visits: list[list[tuple[int, Chain | None]]] = field(default_factory=list)
+    # Each clustered port's simulated port (a simulated port is its own).
+    cluster_of: dict[int, int] = field(default_factory=dict)
     full_chains: list[Chain] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
     # Host NIC ports, simulated as feeders of the switch ports their flows reach first.
@@ -246,10 +265,49 @@ def _ladder_task(chain: Chain, scenario: str, user_sets: Sequence[tuple[str, str
         ["a", "b"], switches, links, flows, duration_ns=start), _task_seed(fabric.seed, key))
 
 
+def _size_cdfs(workload: Sequence[dict[str, Any]], crossing: dict[int, list[int]],
+               ports: Sequence[int]) -> np.ndarray:
+    """Each port's distribution of flow sizes, as its cumulative distribution on a log grid
+    spanning the workload's sizes (one row a port)."""
+    sizes = np.array([f["bytes"] for f in workload], float)
+    grid = np.geomspace(sizes.min(), sizes.max(), CDF_POINTS)
+    rows = np.empty((len(ports), CDF_POINTS))
+    for n, p in enumerate(ports):
+        mine = np.sort(sizes[crossing[p]])
+        rows[n] = np.searchsorted(mine, grid, side="right") / len(mine)
+    return rows
+
+
+def _cluster(ports: Sequence[Port], loaded: list[int], host_fed: set[int],
+             utilization: dict[str, float], cdfs: np.ndarray, tolerance: float
+             ) -> dict[int, int]:
+    """Greedy clustering in port order: a port joins the closest simulated port of its kind
+    (rate, delay, toward a host or not, fed by hosts or not) within `tolerance` (relative load
+    and size-distribution distance), else is simulated."""
+    cluster_of: dict[int, int] = {}
+    heads: dict[tuple[int, int, bool, bool], list[int]] = defaultdict(list)  # rows of `loaded`
+    for n, p in enumerate(loaded):
+        port = ports[p]
+        kind = heads[(port.rate_bps, port.delay_ns, port.to_host, p in host_fed)]
+        if kind and tolerance > 0:
+            load = utilization[port.name]
+            rep_loads = np.array([utilization[ports[loaded[h]].name] for h in kind])
+            distance = np.maximum(np.abs(load - rep_loads) / rep_loads,
+                                  np.abs(cdfs[kind] - cdfs[n]).max(axis=1))
+            best = int(np.argmin(distance))
+            if distance[best] <= tolerance:
+                cluster_of[p] = loaded[kind[best]]
+                continue
+        kind.append(n)
+        cluster_of[p] = p
+    return cluster_of
+
+
 def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str,
-               user_sets: Sequence[tuple[str, str]], prune_below: float) -> Decomposition:
-    """The link tasks of a workload, the ideal-time runs their paths need, and the pruned
-    links."""
+               user_sets: Sequence[tuple[str, str]], prune_below: float,
+               cluster_tolerance: float = 0.0) -> Decomposition:
+    """The link tasks of a workload, the ideal-time runs their paths need, the pruned links
+    and the clusters."""
     ports = fabric.ports
     crossing: dict[int, list[int]] = defaultdict(list)
     offered: dict[int, int] = defaultdict(int)
@@ -260,24 +318,35 @@ def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str
     dec = Decomposition(visits=[[] for _ in workload])
     dec.full_chains = [tuple((ports[p].rate_bps, ports[p].delay_ns) for p in f["ports"])
                        for f in workload]
+    loaded = []
     for p in sorted(crossing):
         port = ports[p]
         load = offered[p] * 8 / (port.rate_bps * fabric.duration_ns / NS)
         dec.utilization[port.name] = load
         if port.from_host:
             dec.nics.append(port.name)
-            continue
-        if load < prune_below:
+        elif load < prune_below:
             dec.pruned.append(port.name)
-            continue
-        dec.tasks.append(_port_task(p, crossing[p], fabric, workload, dec, scenario, user_sets))
+        else:
+            loaded.append(p)
+    # Ports some of whose flows come straight from a host's NIC, whose queue their tasks hold.
+    host_fed = {f["ports"][1] for f in workload}
+    dec.cluster_of = _cluster(ports, loaded, host_fed, dec.utilization,
+                              _size_cdfs(workload, crossing, loaded), cluster_tolerance)
+    for p in loaded:
+        if dec.cluster_of[p] == p:
+            dec.tasks.append(_port_task(p, crossing[p], fabric, workload, dec, scenario,
+                                        user_sets))
+        else:
+            for i in crossing[p]:
+                dec.visits[i].append((p, None))
     largest = max(f["bytes"] for f in workload)
     transports = {(f["cc"], f["ecn"]) for f in workload}
     if len(transports) > 1:
         raise ApproxError(f"{METHOD} takes traffic of one congestion control (and ECN "
                           f"setting); the scenario's sources differ: {sorted(transports)}")
     first = workload[0]
-    chains = set(dec.full_chains) | {c for v in dec.visits for _, c in v}
+    chains = set(dec.full_chains) | {c for v in dec.visits for _, c in v if c is not None}
     for chain in sorted(chains):
         dec.ladders[chain] = _ladder_task(chain, scenario, user_sets, fabric, largest,
                                           first["cc"], first["ecn"])
@@ -432,7 +501,8 @@ def run_link_decomposition(scenario: str, *, seed: int | None = None,
         raise ApproxError(f"{METHOD}: the scenario's traffic starts no flow")
     if options.engine == "ray":
         _require_ray()
-    dec = link_tasks(fabric, workload, scenario, sets, options.prune_below)
+    dec = link_tasks(fabric, workload, scenario, sets, options.prune_below,
+                     options.cluster_tolerance)
     tasks = [*dec.ladders.values(), *dec.tasks]
     with task_bar(len(tasks), desc=METHOD, stream=None if progress else _quiet()) as step:
         results = execute(tasks, options, step)
@@ -457,13 +527,44 @@ def _require_ray() -> None:
         raise ApproxError("--engine ray needs the ray package (pip install 'tacc[ray]')")
 
 
+Outcome = tuple[float | None, int, list[int]]  # delay ns (None: not completed), bytes, counts
+
+
+def _nearest(sizes: np.ndarray, size: int) -> np.ndarray:
+    """Indices of the NEIGHBOURS sizes (sorted) nearest to `size` on a log scale."""
+    i = int(np.searchsorted(sizes, size))
+    lo, hi = max(0, i - NEIGHBOURS), min(len(sizes), i + NEIGHBOURS)
+    around = np.arange(lo, hi)
+    gap = np.abs(np.log(sizes[around]) - np.log(size))
+    return np.sort(around[np.argsort(gap, kind="stable")[:NEIGHBOURS]])
+
+
 def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
               results: dict[str, TaskResult],
               ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
               ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
-    """Each flow's row: ideal time on its path plus its delays over its simulated links (their
-    sum may be negative by the noise of transmit jitter; the estimate is never below ideal);
-    and the delays summed, (flow, link, seconds or None where the flow did not complete)."""
+    """Each flow's row: ideal time on its path plus its delays over its links (their sum may
+    be negative by the noise of transmit jitter; the estimate is never below ideal); and the
+    delays summed, (flow, link, seconds or None where the flow did not complete).
+
+    At a simulated link a flow's delay is its own; at a clustered one, that of a flow of its
+    simulated link's of about its size, drawn by a hash of the two names and the seed."""
+    own: dict[tuple[int, int], Outcome] = {}
+    by_link: dict[int, list[tuple[int, Outcome]]] = defaultdict(list)
+    for i, f in enumerate(workload):
+        size = f["bytes"]
+        for p, chain in dec.visits[i]:
+            if chain is None:
+                continue
+            fct, got, *more = results[fabric.ports[p].name].flows[f["name"]]
+            here = None if fct is None else fct - ideal_fct_ns(ladders[chain], size)
+            own[(i, p)] = (here, got, more)
+            by_link[p].append((size, own[(i, p)]))
+    by_size = {}
+    for p, outcomes in by_link.items():
+        outcomes.sort(key=lambda o: o[0])
+        by_size[p] = (np.array([size for size, _ in outcomes], float),
+                      [o for _, o in outcomes])
     rows, delays = [], []
     for i, f in enumerate(workload):
         size = f["bytes"]
@@ -471,11 +572,18 @@ def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
         delay, done, delivered = 0.0, True, size
         counts = [0, 0, 0, 0]
         for p, chain in dec.visits[i]:
-            fct, got, *more = results[fabric.ports[p].name].flows[f["name"]]
+            name = fabric.ports[p].name
+            if chain is not None:
+                here, got, more = own[(i, p)]
+            else:
+                sizes, outcomes = by_size[dec.cluster_of[p]]
+                near = _nearest(sizes, size)
+                pick = near[_task_seed(fabric.seed, f"{f['name']}@{name}") % len(near)]
+                here, got, more = outcomes[pick]
+                got = size if here is not None else min(got, size)
             counts = [a + b for a, b in zip(counts, more, strict=True)]
             delivered = min(delivered, got)
-            here = None if fct is None else fct - ideal_fct_ns(ladders[chain], size)
-            delays.append((f["name"], fabric.ports[p].name, None if here is None else here / NS))
+            delays.append((f["name"], name, None if here is None else here / NS))
             done = done and here is not None
             delay += here or 0.0
         fct_ns = round(max(ideal, ideal + delay))
@@ -497,6 +605,14 @@ def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
             "bytes": size, "ideal_fct": ideal / NS,
         })
     return rows, delays
+
+
+def _clusters(fabric: Fabric, dec: Decomposition) -> dict[str, list[str]]:
+    clusters: dict[str, list[str]] = defaultdict(list)
+    for p, q in sorted(dec.cluster_of.items()):
+        if p != q:
+            clusters[fabric.ports[q].name].append(fabric.ports[p].name)
+    return dict(clusters)
 
 
 FLOW_COLUMNS = ("name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_delivered",
@@ -537,6 +653,10 @@ def _write(out: Path, scenario: str, fabric: Fabric,
             "ideal_runs": len(dec.ladders),
             "pruned_links": dec.pruned,
             "nic_links_as_feeders": len(dec.nics),
+            "cluster_tolerance": options.cluster_tolerance,
+            "clustered_links": sum(1 for p, q in dec.cluster_of.items() if p != q),
+            # Each simulated link that others take their delays from, with those links.
+            "clusters": _clusters(fabric, dec),
             "prune_below_utilization": options.prune_below,
             "engine": options.engine,
             "jobs": options.jobs,
