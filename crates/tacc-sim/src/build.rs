@@ -229,6 +229,7 @@ impl Model {
             fib,
             switch_salt,
             eps: Vec::new(),
+            closed: Vec::new(),
             flows: Vec::new(),
             apps: Vec::new(),
             rng: Rng::new(seed),

@@ -113,8 +113,13 @@ pub struct Vm {
 
 pub enum EpKind {
     Tcp(Box<TcpEndpoint>),
+    /// A TCP endpoint of a connection closed at both ends, moved to `Model::closed` (at this
+    /// index) out of the boxes of live ones: see `Model::closed`.
+    TcpClosed(u32),
     UdpSink,
-    UdpEcho { reply: u32 },
+    UdpEcho {
+        reply: u32,
+    },
 }
 
 pub struct EpSlot {
@@ -316,6 +321,12 @@ pub struct Model {
     pub(crate) fib: Fib,
     pub switch_salt: Vec<u64>,
     pub eps: Vec<EpSlot>,
+    /// The endpoints of connections closed at both ends with nothing left to do, by value. A
+    /// long run's finished flows would otherwise leave their boxes among the live endpoints
+    /// (36,000 finished and 2,400 live at the end of a k = 16 fat tree's second): moved here,
+    /// their memory goes to new endpoints and the live ones stay together. They still answer
+    /// a late segment (a retransmitted FIN) as before.
+    pub closed: Vec<TcpEndpoint>,
     pub flows: Vec<Flow>,
     pub apps: Vec<App>,
     pub rng: Rng,
@@ -626,9 +637,48 @@ impl Model {
         p
     }
 
+    /// The TCP endpoint `ep`, live or closed.
+    pub fn tcp(&self, ep: u32) -> Option<&TcpEndpoint> {
+        match &self.eps[ep as usize].kind {
+            EpKind::Tcp(t) => Some(t),
+            EpKind::TcpClosed(i) => Some(&self.closed[*i as usize]),
+            _ => None,
+        }
+    }
+
+    pub fn tcp_mut(&mut self, ep: u32) -> Option<&mut TcpEndpoint> {
+        match &mut self.eps[ep as usize].kind {
+            EpKind::Tcp(t) => Some(t),
+            EpKind::TcpClosed(i) => Some(&mut self.closed[*i as usize]),
+            _ => None,
+        }
+    }
+
+    /// Moves both endpoints of TCP flow `f` to `closed` once both are closed, with no timer
+    /// due and nothing waiting in their vNICs.
+    pub fn close_if_done(&mut self, f: u32) {
+        let flow = &self.flows[f as usize];
+        let (tx, rx) = (flow.tx_ep, flow.rx_ep);
+        let done = |ep: u32| {
+            let slot = &self.eps[ep as usize];
+            slot.in_host == 0
+                && matches!(&slot.kind, EpKind::Tcp(t) if t.is_closed() && t.poll_at().is_none())
+        };
+        if !(done(tx) && done(rx)) {
+            return;
+        }
+        for ep in [tx, rx] {
+            let at = EpKind::TcpClosed(self.closed.len() as u32);
+            if let EpKind::Tcp(mut t) = std::mem::replace(&mut self.eps[ep as usize].kind, at) {
+                t.release_queues();
+                self.closed.push(*t);
+            }
+        }
+    }
+
     pub fn tcp_stats(&self, f: &Flow) -> TcpStats {
-        match &self.eps[f.tx_ep as usize].kind {
-            EpKind::Tcp(t) => t.stats.clone(),
+        match self.tcp(f.tx_ep) {
+            Some(t) => t.stats.clone(),
             _ => TcpStats::default(),
         }
     }

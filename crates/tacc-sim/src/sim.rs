@@ -210,7 +210,7 @@ impl Sim {
                 if slot.timer_at == Some(now) {
                     slot.timer_at = None;
                 }
-                if let EpKind::Tcp(t) = &mut slot.kind {
+                if let Some(t) = self.m.tcp_mut(ep) {
                     t.on_timer(now);
                 }
                 self.pump(ep);
@@ -416,6 +416,10 @@ impl Sim {
                 t.on_segment(now, pkt);
                 Some(ep)
             }
+            EpKind::TcpClosed(i) => {
+                self.m.closed[*i as usize].on_segment(now, pkt);
+                Some(ep)
+            }
             EpKind::UdpSink => {
                 let f = self.m.eps[ep as usize].flow;
                 self.credit(f, pkt.payload as u64);
@@ -467,8 +471,10 @@ impl Sim {
     fn pump(&mut self, ep: u32) {
         let now = self.now;
         let slot = &mut self.m.eps[ep as usize];
-        let EpKind::Tcp(t) = &mut slot.kind else {
-            return;
+        let t = match &mut slot.kind {
+            EpKind::Tcp(t) => t,
+            EpKind::TcpClosed(i) => &mut self.m.closed[*i as usize],
+            _ => return,
         };
         let budget = slot.tsq_limit.saturating_sub(slot.in_host);
         // Segments go straight to the arena; the vNIC then moves only their ids.
@@ -479,6 +485,8 @@ impl Sim {
         let new_bytes = delivered - slot.last_delivered;
         slot.last_delivered = delivered;
         let poll = t.poll_at();
+        // Only an end just found closed and idle makes its flow's two ends worth a look.
+        let closed = poll.is_none() && t.is_closed();
         let (vm, flow) = (slot.vm, slot.flow);
         if let Some(at) = poll {
             if slot.timer_at.is_none_or(|t| at < t) {
@@ -493,6 +501,9 @@ impl Sim {
         self.sent_buf = sent;
         if new_bytes > 0 {
             self.credit(flow, new_bytes);
+        }
+        if closed {
+            self.m.close_if_done(flow);
         }
     }
 
@@ -865,7 +876,7 @@ impl Sim {
         }
         let tx = flow.tx_ep;
         let bytes = flow.bytes;
-        if let EpKind::Tcp(t) = &mut self.m.eps[tx as usize].kind {
+        if let Some(t) = self.m.tcp_mut(tx) {
             t.send(bytes.unwrap_or(u64::MAX / 4));
             if bytes.is_some() {
                 t.close();
@@ -883,7 +894,7 @@ impl Sim {
         }
         flow.stopped = true;
         let tx = flow.tx_ep;
-        if let EpKind::Tcp(t) = &mut self.m.eps[tx as usize].kind {
+        if let Some(t) = self.m.tcp_mut(tx) {
             t.stop();
             self.pump(tx);
         }

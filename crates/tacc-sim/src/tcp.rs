@@ -377,6 +377,13 @@ impl TcpEndpoint {
         self.state == State::Established && self.fin_acked && self.fin_consumed
     }
 
+    /// Frees the memory of the send and reorder queues (a closed endpoint's are empty; they
+    /// grow again if anything comes).
+    pub fn release_queues(&mut self) {
+        self.segs.shrink_to_fit();
+        self.ooo.shrink_to_fit();
+    }
+
     /// When the endpoint next needs [`on_timer`](Self::on_timer).
     pub fn poll_at(&self) -> Option<u64> {
         match (self.rto_deadline, self.delack_deadline) {
