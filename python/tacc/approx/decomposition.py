@@ -37,7 +37,7 @@ Links whose offered load is below `Options.prune_below` of their rate are not si
 delay is taken as zero.
 
 Links are clustered (`Options.cluster_tolerance`): a link whose port has the same rate, delay
-and kind (toward a host or a switch) as a simulated one, whose offered load is within the
+and kind (toward a host or a switch, fed by hosts or not) as a simulated one, whose offered load is within the
 tolerance of that one's (relatively) and whose flow sizes are distributed alike (the largest
 difference of the two sizes' cumulative distributions, on a log grid, at most the tolerance)
 is not simulated; each of its flows takes the delay of one of the simulated link's flows
@@ -286,13 +286,12 @@ def _cluster(ports: Sequence[Port], loaded: list[int], host_fed: set[int],
     and size-distribution distance), else is simulated."""
     cluster_of: dict[int, int] = {}
     heads: dict[tuple[int, int, bool, bool], list[int]] = defaultdict(list)  # rows of `loaded`
+    loads = np.array([utilization[ports[p].name] for p in loaded])
     for n, p in enumerate(loaded):
         port = ports[p]
         kind = heads[(port.rate_bps, port.delay_ns, port.to_host, p in host_fed)]
         if kind and tolerance > 0:
-            load = utilization[port.name]
-            rep_loads = np.array([utilization[ports[loaded[h]].name] for h in kind])
-            distance = np.maximum(np.abs(load - rep_loads) / rep_loads,
+            distance = np.maximum(np.abs(loads[n] - loads[kind]) / loads[kind],
                                   np.abs(cdfs[kind] - cdfs[n]).max(axis=1))
             best = int(np.argmin(distance))
             if distance[best] <= tolerance:
