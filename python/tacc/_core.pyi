@@ -55,8 +55,8 @@ def workload(
     """The scenario's open-loop (`[[traffic]]`) flows in start order, drawn without running it:
     endpoints (indices of the plan's `vms`), size, start and the ports (indices of the plan's
     `ports`) the data packets cross, source NIC first, routed as the engine routes them (ECMP
-    included). The arrivals are the engine's arrival process on a random stream of their own
-    (seeded from the seed), so a sample of the same process, not the flows a run draws."""
+    included). Each source draws from its own random stream, as in a run: these are the flows a
+    run of the scenario with the same seed carries."""
 
 def agent_run(role: str, config: str) -> None:
     """Run a testbed agent ("host" or "switch") with its JSON configuration until the

@@ -220,7 +220,13 @@ def test_local_and_ray_agree_and_bracket_the_packet_level_run(
              for i in summary["approximate"]["ideal"]
              if all(hop == i["path"][0] for hop in i["path"])}
     assert sorted(ideal) == [2, 4, 6]
-    full = _slowdown_p50(tacc.load(tacc.run_dir(path, out=tmp_path / "full")).flows, ideal)
+    run = tacc.load(tacc.run_dir(path, out=tmp_path / "full")).flows
+    # The decomposition's flows are the run's very flows, not another draw of its traffic.
+    ran = run[["name", "src", "dst"]].assign(bytes=run["bytes_delivered"])[run["completed"]]
+    drawn = approx.set_index("name").loc[ran["name"], ["src", "dst", "bytes"]]
+    assert (drawn.to_numpy() == ran[["src", "dst", "bytes"]].to_numpy()).all()
+    assert len(approx) == len(run)
+    full = _slowdown_p50(run, ideal)
     summed = _slowdown_p50(approx, ideal)
     delays = pd.read_csv(local / "link_delays.csv").groupby("flow")["delay"].max()
     worst = approx.assign(fct=approx["ideal_fct"] + delays.reindex(approx["name"])
@@ -228,14 +234,36 @@ def test_local_and_ray_agree_and_bracket_the_packet_level_run(
     worst_only = _slowdown_p50(worst, ideal)
     # Queueing is real on both sides at half load.
     assert full > 2 and summed > 2
-    # Each link's delay is measured as if the flow had no other bottleneck, so the sum over
-    # its links counts every link's queue in full while in the fabric a flow held back at one
-    # link queues less at the next: the sum estimates high, the largest of the delays (the
-    # worst link alone) low. The median of the run lies between the two, up to the sampling
-    # error of ~600 flows drawn apart from the run's (20%).
-    assert worst_only <= full * 1.2, (worst_only, full)
-    assert summed >= full * 0.8, (summed, full)
+    # Each link's delay is measured as if the flow had no other bottleneck: alone with the
+    # link, a flow's window answers only that link's marks and fills its queue, while in the
+    # fabric a flow held back at one link sends less into the others. So every link's delay
+    # is too large, and their sum overestimates (docs/approx.md).
     assert worst_only < summed
+    assert summed > full, (summed, full)
+    assert _per_flow_ratio(run, approx).median() > 1
+
+
+def _per_flow_ratio(run: pd.DataFrame, approx: pd.DataFrame) -> pd.Series:
+    """Each flow's estimated FCT over its FCT in the run (flows complete in both)."""
+    both = run.merge(approx[["name", "fct", "completed"]], on="name", suffixes=("", "_approx"))
+    both = both[both["completed"] & both["completed_approx"]]
+    return both["fct_approx"] / both["fct"]
+
+
+def test_at_light_load_each_flows_estimate_is_its_run_time(engine: None, tmp_path: Path
+                                                           ) -> None:
+    # At 10% load queues are short and rare, in the fabric as in the link tasks: a flow's
+    # estimate is then its ideal time on its path plus next to nothing, as its run time is.
+    # What this checks is the bookkeeping: ideal times, round trips matched to the path's,
+    # delays measured and summed per flow.
+    path = _scenario(tmp_path, load=0.1)
+    approx = tacc.load(run_link_decomposition(str(path), out=tmp_path / "approx",
+                                              options=Options(jobs=2))).flows
+    run = tacc.load(tacc.run_dir(path, out=tmp_path / "full")).flows
+    ratio = _per_flow_ratio(run, approx)
+    assert len(ratio) > 100
+    assert 0.9 <= ratio.median() <= 1.1, ratio.describe()
+    assert ratio.between(0.8, 1.25).mean() > 0.5, ratio.describe()
 
 
 def test_cli_writes_an_approximate_result(engine: None, tmp_path: Path) -> None:

@@ -503,6 +503,7 @@ impl Model {
             stop: tc.stop.map(|d| d.0),
             count: 0,
             tcp,
+            rng: Traffic::stream(self.seed, ti),
         }));
         Ok(())
     }

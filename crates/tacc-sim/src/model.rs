@@ -258,6 +258,9 @@ pub struct Traffic {
     pub stop: Option<u64>,
     pub count: u32,
     pub tcp: TcpConfig,
+    /// The source's own random stream (see `Traffic::stream`): its arrivals do not depend on
+    /// what else the run draws.
+    pub rng: Rng,
 }
 
 /// One arrival of an open-loop source: sending and receiving VM, flow size, and the time to
@@ -271,8 +274,26 @@ pub struct Arrival {
 }
 
 impl Traffic {
+    /// The random stream of the run's traffic source number `index`: apart from the run's
+    /// one stream (which also draws transmit jitter, sequence numbers and AQM decisions), so
+    /// that a source offers the same flows whatever the network does with them. Runs of one
+    /// seed with different mechanisms, queues or transports then carry the very same flows,
+    /// and a workload drawn without a run (`workload::generate`) is the run's.
+    pub fn stream(seed: u64, index: usize) -> Rng {
+        const TRAFFIC_STREAM: u64 = 0x7472_6166_6669_6300; // "traffic\0"
+        Rng::new(seed ^ TRAFFIC_STREAM ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
+
+    /// The source's next arrival, from its own stream.
+    pub fn next_arrival(&mut self) -> Arrival {
+        let mut rng = self.rng.clone();
+        let arrival = self.draw(&mut rng);
+        self.rng = rng;
+        arrival
+    }
+
     /// Draws an arrival: a random pair of distinct VMs, a size from the CDF, an exponential gap.
-    pub fn draw(&self, rng: &mut Rng) -> Arrival {
+    pub(crate) fn draw(&self, rng: &mut Rng) -> Arrival {
         let n = self.vms.len() as u64;
         let src_i = rng.below(n);
         let mut dst_i = rng.below(n - 1);

@@ -1013,7 +1013,7 @@ impl Sim {
         if t.stop.is_some_and(|s| now >= s) {
             return;
         }
-        let arrival = t.draw(&mut self.m.rng);
+        let arrival = t.next_arrival();
         let (name, k, tcp) = (t.name.clone(), t.count, t.tcp.clone());
         t.count += 1;
         let f = self.m.add_tcp_flow(

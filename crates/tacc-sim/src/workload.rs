@@ -2,16 +2,11 @@
 //! start and the ports its data packets cross, routed as the engine routes them (ECMP by the
 //! 5-tuple hash, source ports allocated per VM in start order as a run allocates them).
 //!
-//! The arrivals come from the engine's own arrival process ([`Traffic::draw`]) but from a
-//! random stream of their own, seeded from the run's seed: a run's one RNG also draws transmit
-//! jitter and sequence numbers between arrivals, so no stream drawn apart from a run could
-//! repeat its flows. The flows are a sample of the same process, not the run's very flows.
+//! Each source draws from its own random stream ([`Traffic::stream`]), as it does in a run,
+//! so these are the run's very flows: the same names, endpoints, sizes and start times, and
+//! on a scenario whose only flows are `[[traffic]]` the same paths.
 
 use crate::model::{App, Model, Traffic};
-use crate::rng::Rng;
-
-/// Set apart from the run's stream, which is seeded with the seed itself.
-const WORKLOAD_STREAM: u64 = 0x776f_726b_6c6f_6164; // "workload"
 
 /// One flow of the workload.
 pub struct WorkloadFlow {
@@ -31,10 +26,11 @@ pub struct WorkloadFlow {
 /// The flows of every `[[traffic]]` source until its stop or the end of the run, in start
 /// order (ties by source order). Other flows (`[[flows]]`, `[[incast]]`) are not included.
 pub fn generate(m: &mut Model) -> Vec<WorkloadFlow> {
-    let mut rng = Rng::new(m.seed ^ WORKLOAD_STREAM);
     let mut drawn = Vec::new();
     for (a, app) in m.apps.iter().enumerate() {
         let App::Traffic(t) = app else { continue };
+        // A copy of the source's stream: the model's is left at its first arrival, for a run.
+        let mut rng = t.rng.clone();
         // A run handles events up to and including its end; a source stops at its `stop`.
         let open = |now: u64| now <= m.duration && t.stop.is_none_or(|s| now < s);
         let mut now = t.start;
