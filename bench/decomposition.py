@@ -7,7 +7,13 @@ run, the decomposition with its default cluster tolerance with 2 workers and ser
 slowdowns (FCT over the ideal FCT alone on the idle path; the same ideal for both, from the
 decomposition's ideal-time runs) are summarized as p50 and p99 per flow-size bucket.
 
-    .venv/bin/python bench/decomposition.py [--k 8 16] [--duration T] [--out FILE.json]
+    .venv/bin/python bench/decomposition.py [--k 8 16] [--duration T] [--loads 0.1 0.3 0.5]
+        [--out FILE.json]
+
+Both sides carry the very same flows (a traffic source draws from a random stream of its
+own), so the errors are also given flow by flow: each flow's estimated FCT over its FCT in
+the run. The load sweep runs the first k at each offered load, to show how the error grows
+with load.
 
 Writes the JSON and a Markdown table beside it (decomposition.md).
 """
@@ -49,6 +55,17 @@ def _slowdowns(flows: pd.DataFrame, ideal: dict[int, tuple[np.ndarray, np.ndarra
                                         strict=True)]
     done["slowdown"] = done["fct"] / done["ideal"]
     return done
+
+
+def _per_flow(full: pd.DataFrame, approx: pd.DataFrame) -> dict[str, float]:
+    """Flow by flow (the decomposition's flows are the run's): quantiles of each flow's
+    estimated FCT over its FCT in the run, and the share within 0.8-1.25 of it."""
+    both = full.merge(approx[["name", "fct", "completed"]], on="name", suffixes=("", "_a"))
+    both = both[both["completed"] & both["completed_a"]]
+    ratio = both["fct_a"] / both["fct"]
+    return {"flows": int(len(ratio)),
+            **{f"q{q}": float(np.percentile(ratio, q)) for q in (10, 25, 50, 75, 90)},
+            "within_25pct": float(ratio.between(0.8, 1.25).mean())}
 
 
 def _buckets(done: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -124,6 +141,8 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
                         for b in full}
 
     approx, relative = errors(approx_dir / "jobs1")
+    per_flow = _per_flow(pd.read_csv(full_dir / "flows.csv"),
+                         pd.read_csv(approx_dir / "jobs1" / "flows.csv"))
     sweep = []
     for t in TOLERANCES:
         out = approx_dir / "jobs2" if t == tol else approx_dir / f"tolerance{t}"
@@ -137,7 +156,8 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
     info = summary["approximate"]
     return {
         "k": k, "duration": duration or "as in the scenario", "full": full, "approx": approx,
-        "relative_error": relative, "approx_worst_link_only": worst_link,
+        "relative_error": relative, "per_flow_ratio": per_flow,
+        "approx_worst_link_only": worst_link,
         "delay_by_link_class": classes,
         "wall_s": {"full": full_wall, "approx_serial": walls[1], "approx_2_workers": walls[2]},
         "speedup": {"serial": full_wall / walls[1], "2_workers": full_wall / walls[2]},
@@ -155,6 +175,47 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
     }
 
 
+def measure_load(k: int, load: float, work: Path) -> dict:
+    """The packet-level run and the decomposition (default tolerance, 2 workers) of the
+    scenario at another offered load: how the error grows with load."""
+    sets = [("topology.k", str(k)), ("traffic[0].load", str(load))]
+    full_dir, approx_dir = work / f"full-k{k}-load{load}", work / f"approx-k{k}-load{load}"
+    tacc.run_dir(SCENARIO, sets=sets, out=full_dir)
+    _decompose(sets, approx_dir, Options().cluster_tolerance, 2)
+    ideal = _full_path_ideal(json.loads((approx_dir / "summary.json").read_text()))
+    full_flows = pd.read_csv(full_dir / "flows.csv")
+    approx_flows = pd.read_csv(approx_dir / "flows.csv")
+    full = _buckets(_slowdowns(full_flows, ideal, k))
+    approx = _buckets(_slowdowns(approx_flows, ideal, k))
+    return {"k": k, "load": load, "full": full, "approx": approx,
+            "relative_error": {b: {q: (approx[b][q] - full[b][q]) / full[b][q]
+                                   for q in ("p50", "p99")} for b in full},
+            "per_flow_ratio": _per_flow(full_flows, approx_flows),
+            "timeouts": {"full": int(full_flows["timeouts"].sum())}}
+
+
+def _per_flow_line(p: dict[str, float]) -> str:
+    return (f"{p['flows']} flows complete in both; estimate over run time: "
+            f"q10 {p['q10']:.2f}, q25 {p['q25']:.2f}, median {p['q50']:.2f}, q75 {p['q75']:.2f}, "
+            f"q90 {p['q90']:.2f}; within 0.8-1.25 of it: {p['within_25pct']:.0%}")
+
+
+def markdown_loads(sweep: list[dict]) -> str:
+    buckets = list(sweep[0]["full"])
+    lines = [f"### Load sweep, k = {sweep[0]['k']}, cluster tolerance "
+             f"{Options().cluster_tolerance}", "",
+             "Errors of the p50 / p99 slowdown by size bucket, and flow by flow:", "",
+             "| load | " + " | ".join(buckets) + " | per-flow median (q25-q75) | within "
+             "0.8-1.25 |", "|---|" + "---|" * (len(buckets) + 2)]
+    for r in sweep:
+        e, p = r["relative_error"], r["per_flow_ratio"]
+        lines.append(f"| {r['load']} | "
+                     + " | ".join(f"{e[b]['p50']:+.0%} / {e[b]['p99']:+.0%}" for b in buckets)
+                     + f" | {p['q50']:.2f} ({p['q25']:.2f}-{p['q75']:.2f}) | "
+                     f"{p['within_25pct']:.0%} |")
+    return "\n".join(lines + [""])
+
+
 def markdown(results: list[dict]) -> str:
     lines = []
     for r in results:
@@ -168,6 +229,7 @@ def markdown(results: list[dict]) -> str:
             lines.append(f"| {b} | {f['flows']} / {a['flows']} | {f['p50']:.2f} | "
                          f"{a['p50']:.2f} | {e['p50']:+.0%} | {f['p99']:.2f} | "
                          f"{a['p99']:.2f} | {e['p99']:+.0%} |")
+        lines += ["", "Flow by flow: " + _per_flow_line(r["per_flow_ratio"]) + "."]
         lines += ["", "If each flow met only its worst link (the largest of its link delays "
                       "instead of their sum):", "",
                   "| size | p50 full | p50 worst link | p99 full | p99 worst link |",
@@ -213,16 +275,28 @@ def main() -> None:
     parser.add_argument("--k", type=int, nargs="+", default=[8, 16])
     parser.add_argument("--duration", metavar="T",
                         help="simulated time instead of the scenario's, e.g. 0.2s")
+    parser.add_argument("--loads", type=float, nargs="*", default=[0.1, 0.3, 0.5],
+                        help="offered loads of the load sweep, at the first k (none: no sweep)")
     parser.add_argument("--out", type=Path, default=HERE / "decomposition.json")
     args = parser.parse_args()
-    results = []
+    results: list[dict] = []
+    sweep: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="tacc-decomposition-") as tmp:
+        def write() -> None:
+            record = {"scenario": str(SCENARIO.relative_to(HERE.parent)),
+                      "cpus": os.cpu_count(), "results": results, "load_sweep": sweep}
+            args.out.write_text(json.dumps(record, indent=2) + "\n")
+            args.out.with_suffix(".md").write_text(
+                markdown(results) + (markdown_loads(sweep) if sweep else ""))
+
+        for load in args.loads:
+            sweep.append(measure_load(args.k[0], load, Path(tmp)))
+            write()
+        if sweep:
+            print(markdown_loads(sweep), flush=True)
         for k in args.k:
             results.append(measure(k, Path(tmp), args.duration))
-            record = {"scenario": str(SCENARIO.relative_to(HERE.parent)),
-                      "cpus": os.cpu_count(), "results": results}
-            args.out.write_text(json.dumps(record, indent=2) + "\n")
-            args.out.with_suffix(".md").write_text(markdown(results))
+            write()
             print(markdown(results[-1:]), flush=True)
 
 
