@@ -2,8 +2,9 @@
 //!
 //! A timing wheel: most events are due within tens of microseconds (serialization,
 //! propagation), so the next 262 us are cut into `SLOTS` slots of `SLOT_NS` each, a ring
-//! that turns with the clock. A push appends its event to its slot's array; when the clock
-//! reaches a slot, its array is sorted once, stably, by time, and pops read it in order. An
+//! that turns with the clock. A push appends its event to its slot (the first in the ring's
+//! own array, the rest in the slot's overflow array); when the clock reaches a slot, its
+//! events are sorted once, stably, by time, and pops read them in order. An
 //! event pushed into the slot being drained is inserted in order. Events beyond the wheel's
 //! reach (retransmission timers, flow starts) wait in a binary heap and move onto the wheel,
 //! in order, as it turns to cover them: before anything else can be pushed there, so every
@@ -22,9 +23,12 @@ const SLOT_NS: u64 = 256;
 /// Slots in the ring (at most 64 x 64: one summary word covers their occupancy words). A
 /// larger ring reaches further but stays less in the cache, and measured no faster.
 const SLOTS: usize = 1024;
-/// A slot of up to this many events is copied to be drained; a larger one hands over its
-/// array (see `EventQueue::spare`).
-const COPY_MAX: usize = 8;
+/// The first events of each slot are stored in the ring itself, in one flat array: a push
+/// finds its place from the slot's count alone instead of loading a per-slot array's header
+/// and then its buffer, two cache misses where most slots hold one event or none. Events
+/// beyond these go to the slot's overflow array. One measured faster than two or four (the
+/// 64-flow dumbbell: 0.93, 0.95 and 0.94 of the time with every event in the arrays).
+const INLINE: usize = 1;
 /// A slot of up to this many events is sorted by comparison: few branches to mispredict.
 const COMPARISON_SORT_MAX: usize = 4;
 /// A slot of up to this many events is sorted by ranking its events' keys (all pairs
@@ -74,17 +78,19 @@ pub struct EventQueue<T> {
     /// insertion) order from `pos` on; those before `pos` are popped.
     cur: Vec<Entry<T>>,
     pos: usize,
-    /// Each ring position's events in insertion order. Fixed-size: a ring position (`% SLOTS`) indexes it without a
-    /// bounds check.
-    slots: Box<[Vec<Entry<T>>; SLOTS]>,
+    /// Each ring position's event count; its first `INLINE` events in `inline`, the rest in
+    /// `overflow`, in insertion order. Fixed-size: a ring position (`% SLOTS`) indexes them
+    /// without a bounds check.
+    counts: Box<[u32; SLOTS]>,
+    inline: Box<[[Entry<T>; INLINE]; SLOTS]>,
+    overflow: Box<[Vec<Entry<T>>; SLOTS]>,
     /// Bit `r % 64` of word `r / 64`: ring position `r` has events.
     occupied: [u64; SLOTS / 64],
     /// Bit `w`: `occupied[w]` is not zero.
     summary: u64,
-    /// Drained large arrays, reused (last drained first: it is the one still in the cache)
-    /// when a slot without one gets its first event. A large topology fills hundreds of
-    /// events into each slot, and arrays that size kept in all 1024 slots would not stay in
-    /// the cache.
+    /// Drained overflow arrays, reused (last drained first: it is the one still in the cache)
+    /// when a slot without one overflows. A large topology fills hundreds of events into
+    /// each slot, and arrays that size kept in all 1024 slots would not stay in the cache.
     spare: Vec<Vec<Entry<T>>>,
     /// Reused by `sort_current`.
     scratch: Vec<Entry<T>>,
@@ -96,14 +102,16 @@ pub struct EventQueue<T> {
     len: usize,
 }
 
-impl<T: Copy> Default for EventQueue<T> {
+impl<T: Copy + Default> Default for EventQueue<T> {
     fn default() -> Self {
         EventQueue {
             last: 0,
             now_slot: 0,
             cur: Vec::new(),
             pos: 0,
-            slots: Box::new(std::array::from_fn(|_| Vec::new())),
+            counts: Box::new([0; SLOTS]),
+            inline: Box::new([[Entry { at: 0, item: T::default() }; INLINE]; SLOTS]),
+            overflow: Box::new(std::array::from_fn(|_| Vec::new())),
             occupied: [0; SLOTS / 64],
             summary: 0,
             spare: Vec::new(),
@@ -116,7 +124,7 @@ impl<T: Copy> Default for EventQueue<T> {
     }
 }
 
-impl<T: Copy> EventQueue<T> {
+impl<T: Copy + Default> EventQueue<T> {
     pub fn len(&self) -> usize {
         self.len
     }
@@ -194,14 +202,14 @@ impl<T: Copy> EventQueue<T> {
             return self.pop_current(end);
         };
         let slot = self.now_slot + ((r + SLOTS - self.now_slot as usize % SLOTS) % SLOTS) as u64;
-        if self.slots[r].len() == 1 {
+        if self.counts[r] == 1 {
             // The slot's only event (the common case: most slots hold one at most) pops
             // without being moved.
-            let e = self.slots[r][0];
+            let e = self.inline[r][0];
             if e.at > end {
                 return None;
             }
-            self.slots[r].clear();
+            self.counts[r] = 0;
             self.clear(r);
             self.cur.clear();
             self.pos = 0;
@@ -215,20 +223,18 @@ impl<T: Copy> EventQueue<T> {
     /// Makes `slot` (the next with events) the current one: its events move to `cur`, sorted.
     fn enter(&mut self, slot: u64) {
         let r = slot as usize % SLOTS;
+        let n = self.counts[r] as usize;
         self.cur.clear();
-        if self.slots[r].len() <= COPY_MAX {
-            // A few events: copied, the slot keeps its array.
-            self.cur.extend_from_slice(&self.slots[r]);
-            self.slots[r].clear();
-        } else {
-            // Many: the slot's array becomes the current one, whose array is kept for reuse.
-            let drained = std::mem::replace(&mut self.cur, std::mem::take(&mut self.slots[r]));
-            if drained.capacity() > 0 {
-                self.spare.push(drained);
-            }
+        self.cur.extend_from_slice(&self.inline[r][..n.min(INLINE)]);
+        if n > INLINE {
+            self.cur.extend_from_slice(&self.overflow[r]);
+            let mut drained = std::mem::take(&mut self.overflow[r]);
+            drained.clear();
+            self.spare.push(drained);
         }
         self.pos = 0;
-        if self.occupied[r / 64] & (1 << (r % 64)) != 0 {
+        if n > 0 {
+            self.counts[r] = 0;
             self.clear(r);
         }
         self.set_now_slot(slot);
@@ -308,19 +314,22 @@ impl<T: Copy> EventQueue<T> {
     #[inline]
     fn append(&mut self, slot: u64, entry: Entry<T>) {
         let r = slot as usize % SLOTS;
-        let bit = 1 << (r % 64);
-        // Most slots are empty: the bitmap says so without loading the array, which has
-        // often left the cache since the ring last came round.
-        if self.occupied[r / 64] & bit == 0 {
-            self.occupied[r / 64] |= bit;
+        let n = self.counts[r] as usize;
+        self.counts[r] += 1;
+        if n == 0 {
+            self.occupied[r / 64] |= 1 << (r % 64);
             self.summary |= 1 << (r / 64);
-            if self.slots[r].capacity() == 0 {
-                if let Some(spare) = self.spare.pop() {
-                    self.slots[r] = spare;
-                }
+        }
+        if n < INLINE {
+            self.inline[r][n] = entry;
+            return;
+        }
+        if self.overflow[r].capacity() == 0 {
+            if let Some(spare) = self.spare.pop() {
+                self.overflow[r] = spare;
             }
         }
-        self.slots[r].push(entry);
+        self.overflow[r].push(entry);
     }
 
     /// Likely the next two events to pop (a hint for prefetching what they will touch: after
@@ -330,7 +339,7 @@ impl<T: Copy> EventQueue<T> {
         let rest = &self.cur[self.pos..];
         let rest = if rest.is_empty() {
             match self.first_occupied() {
-                Some(r) => &self.slots[r % SLOTS][..],
+                Some(r) => &self.inline[r][..(self.counts[r] as usize).min(INLINE)],
                 None => rest,
             }
         } else {

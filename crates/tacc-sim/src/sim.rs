@@ -23,7 +23,7 @@ use tacc_mech::headers::{ip_proto, Ecn};
 use tacc_mech::rate_alloc::EgressVerdict;
 use tacc_mech::roles::IngressVerdict;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Default)]
 pub enum EvKind {
     /// A port finished serializing its head packet.
     TxDone(u32),
@@ -42,6 +42,8 @@ pub enum EvKind {
     CtrlDeliver,
     /// A VM's vNIC finished serializing its head packet (or a held head is offered again).
     VnicDone(u32),
+    /// (The default only fills the event queue's unused room.)
+    #[default]
     Sample,
 }
 
