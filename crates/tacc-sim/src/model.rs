@@ -147,20 +147,29 @@ pub struct UdpState {
     pub period_end: u64,
 }
 
+/// `repr(C)`, aligned to a cache line: what a delivery reads and writes (`Sim::credit`) is in
+/// the first line. A large fabric's runs keep tens of thousands of flows, those with data in
+/// flight scattered among them, and a delivery otherwise loaded two lines of its flow and
+/// one of its goodput bins.
+#[repr(C, align(64))]
 pub struct Flow {
+    pub delivered: u64,
+    pub bytes: Option<u64>,
+    pub end: Option<u64>,
+    /// The goodput bin being filled and its bytes so far; earlier bins are in `bins`.
+    bin_now: u32,
+    bin_bytes: u64,
+    pub app: Option<u32>,
+    pub completed: bool,
+    pub stopped: bool,
+    /// Delivered bytes per goodput bin before `bin_now` (see `Flow::bin`).
+    bins: Vec<u64>,
     pub name: String,
     pub group: String,
     pub src_vm: u32,
     pub dst_vm: u32,
     pub start: u64,
     pub stop: Option<u64>,
-    pub bytes: Option<u64>,
-    pub delivered: u64,
-    pub end: Option<u64>,
-    pub completed: bool,
-    pub stopped: bool,
-    /// Delivered bytes per goodput bin.
-    pub bins: Vec<u64>,
     pub tx_ep: u32,
     pub rx_ep: u32,
     pub sport: u16,
@@ -171,7 +180,34 @@ pub struct Flow {
     pub drop_segments: Vec<u64>,
     pub iss: u32,
     pub mss: u32,
-    pub app: Option<u32>,
+}
+
+impl Flow {
+    /// Adds delivered bytes to goodput bin `b` (bins are filled in time order).
+    #[inline]
+    pub(crate) fn add_to_bin(&mut self, b: usize, bytes: u64) {
+        if b != self.bin_now as usize {
+            let done = self.bin_now as usize;
+            if self.bin_bytes > 0 {
+                if self.bins.len() <= done {
+                    self.bins.resize(done + 1, 0);
+                }
+                self.bins[done] += self.bin_bytes;
+            }
+            self.bin_now = b as u32;
+            self.bin_bytes = 0;
+        }
+        self.bin_bytes += bytes;
+    }
+
+    /// Bytes delivered in goodput bin `b`.
+    pub fn bin(&self, b: usize) -> u64 {
+        if b == self.bin_now as usize {
+            self.bin_bytes
+        } else {
+            self.bins.get(b).copied().unwrap_or(0)
+        }
+    }
 }
 
 pub struct Incast {
@@ -631,6 +667,8 @@ impl Model {
             end: None,
             completed: false,
             stopped: false,
+            bin_now: 0,
+            bin_bytes: 0,
             bins: Vec::new(),
             tx_ep: tx,
             rx_ep: tx + 1,

@@ -404,7 +404,7 @@ pub fn write(dir: &Path, m: &Model, rec: &mut Recorded, summary: &Summary) -> io
             .saturating_sub(1)
             / bin) as usize;
         for b in first..=last.min(bins.saturating_sub(1)) {
-            let bytes = f.bins.get(b).copied().unwrap_or(0);
+            let bytes = f.bin(b);
             let _ = writeln!(
                 goodput,
                 "{},{},{}",

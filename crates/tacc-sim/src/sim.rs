@@ -453,11 +453,7 @@ impl Sim {
         let bin = self.m.goodput_bin;
         let flow = &mut self.m.flows[f as usize];
         flow.delivered += bytes;
-        let b = (now / bin) as usize;
-        if flow.bins.len() <= b {
-            flow.bins.resize(b + 1, 0);
-        }
-        flow.bins[b] += bytes;
+        flow.add_to_bin((now / bin) as usize, bytes);
         if let Some(total) = flow.bytes {
             if flow.delivered >= total && flow.end.is_none() {
                 flow.end = Some(now);

@@ -39,7 +39,7 @@ pub fn goodput_between(sim: &Sim, name: &str, from: f64, to: f64) -> f64 {
     let f = sim.m.flows.iter().find(|f| f.name == name).unwrap();
     let bin = sim.m.goodput_bin as f64 / 1e9;
     let (a, b) = ((from / bin).round() as usize, (to / bin).round() as usize);
-    let bytes: u64 = (a..b).map(|i| f.bins.get(i).copied().unwrap_or(0)).sum();
+    let bytes: u64 = (a..b).map(|i| f.bin(i)).sum();
     bytes as f64 * 8.0 / (to - from) / 1e6
 }
 
