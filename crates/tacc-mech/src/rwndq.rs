@@ -15,8 +15,6 @@
 //! Keeping A rather than W means a volley of new flows divides the same aggregate as soon as
 //! their SYNs pass, which is what lets the scheme absorb incast.
 
-use std::collections::BTreeMap;
-
 use rustc_hash::FxHashMap;
 
 use crate::headers::{tcp_flags, FlowKey, PacketHeaders};
@@ -108,7 +106,9 @@ pub struct RwndqCounters {
 #[derive(Clone, Debug, Default)]
 pub struct Rwndq {
     config: RwndqConfig,
-    ports: BTreeMap<u32, PortState>,
+    /// Looked up for every packet crossing the switch (its data's port, an ACK's window); the
+    /// order of ports never matters (each port's loop is its own).
+    ports: FxHashMap<u32, PortState>,
     /// Active flows by their data-direction key (looked up for every packet; the order of
     /// flows never matters).
     flows: FxHashMap<FlowKey, FlowEntry>,
