@@ -68,6 +68,12 @@ def _per_flow(full: pd.DataFrame, approx: pd.DataFrame) -> dict[str, float]:
             "within_25pct": float(ratio.between(0.8, 1.25).mean())}
 
 
+def _relative(full: dict, approx: dict) -> dict[str, dict[str, float]]:
+    """(approximate - packet-level) / packet-level of p50 and p99, by size bucket."""
+    return {b: {q: (approx[b][q] - full[b][q]) / full[b][q] for q in ("p50", "p99")}
+            for b in full}
+
+
 def _buckets(done: pd.DataFrame) -> dict[str, dict[str, float]]:
     out = {}
     for lo, hi, label in BUCKETS:
@@ -133,16 +139,15 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
     same = ((approx_dir / "jobs1" / "flows.csv").read_bytes()
             == (approx_dir / "jobs2" / "flows.csv").read_bytes())
     ideal = _full_path_ideal(summary)
-    full = _buckets(_slowdowns(pd.read_csv(full_dir / "flows.csv"), ideal, k))
+    full_flows = pd.read_csv(full_dir / "flows.csv")
+    full = _buckets(_slowdowns(full_flows, ideal, k))
 
     def errors(out: Path) -> tuple[dict, dict]:
         approx = _buckets(_slowdowns(pd.read_csv(out / "flows.csv"), ideal, k))
-        return approx, {b: {q: (approx[b][q] - full[b][q]) / full[b][q] for q in ("p50", "p99")}
-                        for b in full}
+        return approx, _relative(full, approx)
 
     approx, relative = errors(approx_dir / "jobs1")
-    per_flow = _per_flow(pd.read_csv(full_dir / "flows.csv"),
-                         pd.read_csv(approx_dir / "jobs1" / "flows.csv"))
+    per_flow = _per_flow(full_flows, pd.read_csv(approx_dir / "jobs1" / "flows.csv"))
     sweep = []
     for t in TOLERANCES:
         out = approx_dir / "jobs2" if t == tol else approx_dir / f"tolerance{t}"
@@ -169,7 +174,7 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
             "full": json.loads((full_dir / "summary.json").read_text())["events"],
             "approx": summary["events"]},
         "same_output_serial_and_2_workers": same,
-        "flows": {"full": int(pd.read_csv(full_dir / "flows.csv").shape[0]),
+        "flows": {"full": len(full_flows),
                   "approx": len(summary["flows"])},
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
     }
@@ -188,8 +193,7 @@ def measure_load(k: int, load: float, work: Path) -> dict:
     full = _buckets(_slowdowns(full_flows, ideal, k))
     approx = _buckets(_slowdowns(approx_flows, ideal, k))
     return {"k": k, "load": load, "full": full, "approx": approx,
-            "relative_error": {b: {q: (approx[b][q] - full[b][q]) / full[b][q]
-                                   for q in ("p50", "p99")} for b in full},
+            "relative_error": _relative(full, approx),
             "per_flow_ratio": _per_flow(full_flows, approx_flows),
             "timeouts": {"full": int(full_flows["timeouts"].sum())}}
 

@@ -192,7 +192,7 @@ def _slowdown_p50(flows: pd.DataFrame, ideal: dict[int, tuple[np.ndarray, np.nda
     return float(np.median(slowdown))
 
 
-def test_local_and_ray_agree_and_bracket_the_packet_level_run(
+def test_local_and_ray_agree_and_overestimate_the_packet_level_run(
         engine: None, tmp_path: Path) -> None:
     import ray  # installed by `make setup`: its absence fails the test
 

@@ -110,7 +110,12 @@ impl<T: Copy + Default> Default for EventQueue<T> {
             cur: Vec::new(),
             pos: 0,
             counts: Box::new([0; SLOTS]),
-            inline: Box::new([[Entry { at: 0, item: T::default() }; INLINE]; SLOTS]),
+            inline: Box::new(
+                [[Entry {
+                    at: 0,
+                    item: T::default(),
+                }; INLINE]; SLOTS],
+            ),
             overflow: Box::new(std::array::from_fn(|_| Vec::new())),
             occupied: [0; SLOTS / 64],
             summary: 0,

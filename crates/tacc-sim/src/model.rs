@@ -122,6 +122,18 @@ pub enum EpKind {
     },
 }
 
+impl EpKind {
+    /// The TCP endpoint of this slot, live or closed (`closed`: `Model::closed`).
+    #[inline]
+    pub fn tcp_mut<'a>(&'a mut self, closed: &'a mut [TcpEndpoint]) -> Option<&'a mut TcpEndpoint> {
+        match self {
+            EpKind::Tcp(t) => Some(t),
+            EpKind::TcpClosed(i) => Some(&mut closed[*i as usize]),
+            _ => None,
+        }
+    }
+}
+
 pub struct EpSlot {
     pub kind: EpKind,
     pub flow: u32,
@@ -706,11 +718,7 @@ impl Model {
     }
 
     pub fn tcp_mut(&mut self, ep: u32) -> Option<&mut TcpEndpoint> {
-        match &mut self.eps[ep as usize].kind {
-            EpKind::Tcp(t) => Some(t),
-            EpKind::TcpClosed(i) => Some(&mut self.closed[*i as usize]),
-            _ => None,
-        }
+        self.eps[ep as usize].kind.tcp_mut(&mut self.closed)
     }
 
     /// Moves both endpoints of TCP flow `f` to `closed` once both are closed, with no timer

@@ -413,15 +413,12 @@ impl Sim {
             return None;
         }
         let now = self.now;
+        if let Some(t) = self.m.tcp_mut(ep) {
+            t.on_segment(now, pkt);
+            return Some(ep);
+        }
         match &mut self.m.eps[ep as usize].kind {
-            EpKind::Tcp(t) => {
-                t.on_segment(now, pkt);
-                Some(ep)
-            }
-            EpKind::TcpClosed(i) => {
-                self.m.closed[*i as usize].on_segment(now, pkt);
-                Some(ep)
-            }
+            EpKind::Tcp(_) | EpKind::TcpClosed(_) => unreachable!("handled above"),
             EpKind::UdpSink => {
                 let f = self.m.eps[ep as usize].flow;
                 self.credit(f, pkt.payload as u64);
@@ -469,10 +466,8 @@ impl Sim {
     fn pump(&mut self, ep: u32) {
         let now = self.now;
         let slot = &mut self.m.eps[ep as usize];
-        let t = match &mut slot.kind {
-            EpKind::Tcp(t) => t,
-            EpKind::TcpClosed(i) => &mut self.m.closed[*i as usize],
-            _ => return,
+        let Some(t) = slot.kind.tcp_mut(&mut self.m.closed) else {
+            return;
         };
         let budget = slot.tsq_limit.saturating_sub(slot.in_host);
         // Segments go straight to the arena; the vNIC then moves only their ids.

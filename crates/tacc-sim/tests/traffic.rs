@@ -125,10 +125,9 @@ fn a_flows_path_drawn_without_a_run_is_the_one_its_packets_take() {
 
 #[test]
 fn a_workload_drawn_without_a_run_is_the_runs_traffic() {
-    let text = format!(
-        "{FAT_TREE_K4}[[traffic]]\nname = \"web\"\ncdf = \"websearch\"\nload = 0.3\n"
-    )
-    .replace("duration = \"2s\"", "duration = \"0.5s\"");
+    let text =
+        format!("{FAT_TREE_K4}[[traffic]]\nname = \"web\"\ncdf = \"websearch\"\nload = 0.3\n")
+            .replace("duration = \"2s\"", "duration = \"0.5s\"");
     let mut p = tacc_sim::load(&text, "test.toml", &[], None).unwrap();
     let flows = tacc_sim::workload::generate(&mut p.model);
     // As for a run (websearch_traffic_on_a_fat_tree_offers_the_requested_load): ~180 in 0.5 s.
@@ -151,7 +150,16 @@ fn a_workload_drawn_without_a_run_is_the_runs_traffic() {
     // same paths.
     let drawn: Vec<_> = flows
         .iter()
-        .map(|f| (f.name.clone(), f.src_vm, f.dst_vm, f.bytes, f.start, f.ports.clone()))
+        .map(|f| {
+            (
+                f.name.clone(),
+                f.src_vm,
+                f.dst_vm,
+                f.bytes,
+                f.start,
+                f.ports.clone(),
+            )
+        })
         .collect();
     for variant in [
         text.clone(),

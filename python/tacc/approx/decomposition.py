@@ -37,10 +37,10 @@ Links whose offered load is below `Options.prune_below` of their rate are not si
 delay is taken as zero.
 
 Links are clustered (`Options.cluster_tolerance`): a link whose port has the same rate, delay
-and kind (toward a host or a switch, fed by hosts or not) as a simulated one, whose offered load is within the
-tolerance of that one's (relatively) and whose flow sizes are distributed alike (the largest
-difference of the two sizes' cumulative distributions, on a log grid, at most the tolerance)
-is not simulated; each of its flows takes the delay of one of the simulated link's flows
+and kind (toward a host or a switch, fed by hosts or not) as a simulated one, whose offered
+load is within the tolerance of that one's (relatively) and whose flow sizes are distributed
+alike (the largest difference of the two sizes' cumulative distributions, on a log grid, at
+most the tolerance) is not simulated; each of its flows takes the delay of one of the simulated link's flows
 nearest to it in size (in the manner of Parsimon's sampling from per-size-bucket delay
 distributions; a link here often carries tens of flows, too few for buckets).
 """
