@@ -160,23 +160,28 @@ def test_sicc_shortens_the_mice_of_an_incast_and_the_elephants_keep_the_link(
     sees the SYN copies, has every hypervisor clamp its senders' windows to 1 MSS until the
     queue drains, and the mice finish sooner while the elephants keep their goodput (the
     paper's claim). The simulator on the same file: mice 239 ms -> 23 ms on average (its
-    NewReno waits out RTOs); measured here, median 43-50 ms -> 30-37 ms (Linux recovers
-    tail losses by probes, without RTOs), slowest 67-74 ms -> 34-40 ms."""
+    NewReno waits out RTOs). Linux recovers tail losses by probes, without RTOs, so here the
+    gain is smaller: a volley's median mouse 36-56 ms without SICC, 28-38 ms with it."""
     base = run_it(tmp_path / "none", INCAST, [], switches="ovs")
     sicc = run_it(tmp_path / "sicc", INCAST, [SICC])
     plain, clamped = mice_fcts(base), mice_fcts(sicc)
-    # The fastest third: under the clamp the mice of a volley sometimes all wait out a
-    # timer of about 200 ms (none in most runs, one volley of three in some), which a mean,
-    # a median or a maximum would turn into noise. Only the direction is asserted: a clamped
-    # mouse sends a segment a round trip until the clamp lapses (DM = 30 ms), an unclamped
-    # one takes about 3 round trips of the full 10 ms queue, so the two are 30-45 ms apart
-    # by at most a few round trips (measured 29-37 ms against 40-44 ms).
-    assert clamped[16] < plain[16], (plain[16], clamped[16])
-    # The elephants keep the 100 Mb/s link: their goodput stays within 5% of the baseline's.
+    # The median of all 48 mice. A volley's mice gain only when the clamp is in force before
+    # their first data reach the queue, a round trip of the full buffer (10 ms) after their
+    # SYNs; when the controller's reaction takes longer, the mice of that volley are clamped
+    # behind a full queue and take as long as without SICC (measured: 4 volleys in 24, their
+    # median mouse at 44-57 ms; a timer of about 200 ms for one or two mice in some volleys).
+    # The pooled median is then still the clamped volleys' (31-49 ms against 43-55 ms in 8
+    # runs), where the fastest third or a maximum flip with one late volley.
+    assert clamped[24] < plain[24], (plain[24], clamped[24])
+    # The elephants keep the 100 Mb/s link: within 10% of the baseline's goodput. Clamping
+    # every sender to 1 MSS still fills the link (20 segments in flight, a base round trip
+    # holds 2), so only the drain of up to 3 x 30 ms of clamps (2% of 4 s) is lost; the
+    # baseline's own goodput varies by 4% from run to run (92.1-95.5 Mb/s in 8 runs; with
+    # SICC 89.8-95.0).
     def elephants(out: Path) -> float:
         return sum(f["goodput_mbps"] for f in read_summary(out)["flows"]
                    if f["name"].startswith("elephant"))
-    assert elephants(sicc) >= 0.95 * elephants(base), (elephants(base), elephants(sicc))
+    assert elephants(sicc) >= 0.9 * elephants(base), (elephants(base), elephants(sicc))
     summary = read_summary(sicc)
     agents = summary["testbed"]["host_agents"]
     # The elephants' sources are known from the start: an ON in each of the 3 volleys. A
@@ -185,6 +190,9 @@ def test_sicc_shortens_the_mice_of_an_incast_and_the_elephants_keep_the_link(
     assert all(ons[f"s{i}"] >= 3 for i in range(4)) and all(
         ons[f"s{i}"] >= 1 for i in range(4, 20)), ons
     assert sum(a["control_forged"] + a["control_replayed"] for a in agents.values()) == 0
+    # Every sender's ACKs were clamped in its hypervisor's datapath (the receiver's are not).
+    rewrites = {h: a["rwnd_rewrites"] for h, a in agents.items()}
+    assert all(rewrites[f"s{i}"] > 0 for i in range(20)) and rewrites["r0"] == 0, rewrites
     sent = summary["mechanism"]["control_messages"]
     assert sent["packet_in"] >= 52 and sent["host_message"] > 0, sent  # a SYN per flow
 

@@ -190,6 +190,31 @@ struct Maps {
     classes: BpfHashMap<MapData, PairKey, u32>,
     clamps: BpfHashMap<MapData, PairKey, RawClamp>,
     bucket_rates: BpfHashMap<MapData, PairKey, BucketRate>,
+    /// What the programs did on their own, indexed by `enum counter` of host.bpf.c.
+    counters: Array<MapData, u64>,
+}
+
+/// The names of host.bpf.c's counters, in the order of its `enum counter`. Its window clamps
+/// are SICC's ACK rewrites, so they add to the shim's own count of them (which stays 0 where
+/// the datapath rewrites).
+const DATAPATH_COUNTERS: [&str; 5] = [
+    "scrubbed_feedback",
+    "scrubbed_ipr",
+    "rwnd_rewrites",
+    "unknown_pairs",
+    "bucket_drops",
+];
+
+/// The programs' own counters, by name.
+fn datapath_counts(maps: &Maps, add: &mut impl FnMut(&'static str, f64)) -> Result<(), String> {
+    for (i, name) in (0u32..).zip(DATAPATH_COUNTERS) {
+        let n = maps
+            .counters
+            .get(&i, 0)
+            .map_err(|e| format!("counters map: {e}"))?;
+        add(name, n as f64);
+    }
+    Ok(())
 }
 
 /// The host programs, loaded with their flags set, and their maps.
@@ -206,6 +231,7 @@ fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
         classes: take_map(&mut bpf, "classes")?,
         clamps: take_map(&mut bpf, "clamps")?,
         bucket_rates: take_map(&mut bpf, "bucket_rates")?,
+        counters: take_map(&mut bpf, "counters")?,
     };
     Ok((bpf, maps))
 }
@@ -434,6 +460,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
             let mut counts = BTreeMap::new();
             let mut add = |k: &'static str, v: f64| *counts.entry(k).or_insert(0.0) += v;
             shim.counters(&mut add);
+            datapath_counts(&maps, &mut add)?;
             if let Some(sock) = &control {
                 sock.counts.each(&mut add);
             }
@@ -719,6 +746,14 @@ mod tests {
             run(&mut bpf, "uplink_ingress", &frame(&big)).frame,
             frame(&big)
         );
+        // The agent reports the two rewrites (the ACK and the SYN-ACK) under the shim's name.
+        let mut counts = BTreeMap::new();
+        datapath_counts(&maps, &mut |k, v| {
+            counts.insert(k, v);
+        })
+        .unwrap();
+        assert_eq!(counts["rwnd_rewrites"], 2.0);
+        assert_eq!(counts["bucket_drops"], 0.0);
     }
 
     #[test]
