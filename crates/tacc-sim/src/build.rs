@@ -7,8 +7,8 @@ use crate::cc::CcKind;
 use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
 use crate::model::{
-    vm_address, App, Cdf, EpKind, Fib, Host, Incast, Model, Port, PortStats, PortSubset, Traffic,
-    UdpState, Vm, FIRST_PORT,
+    vm_address, App, Cdf, EpKind, Fib, Host, Incast, LinkNoise, Model, Port, PortDrops, PortStats,
+    PortSubset, Traffic, UdpState, Vm, FIRST_PORT,
 };
 use crate::packet::Packet;
 use crate::queue::{Qdisc, RedParams};
@@ -544,9 +544,8 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             qdisc,
             busy: false,
             stats: PortStats::default(),
-            jitter_ns,
-            last_arrival: 0,
-            loss: None,
+            drops: PortDrops::default(),
+            noise: (jitter_ns > 0).then(|| LinkNoise::jitter(jitter_ns)),
             ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
             busy_until: 0,
         });
@@ -573,7 +572,10 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
     for cfg in &s.loss {
         for selector in cfg.ports() {
             for port in ports_selected(graph, &port_index, selector) {
-                ports[port as usize].loss = Some(Box::new(LinkLoss::new(cfg)));
+                ports[port as usize]
+                    .noise
+                    .get_or_insert_with(|| LinkNoise::jitter(0))
+                    .loss = Some(LinkLoss::new(cfg));
             }
         }
     }

@@ -23,64 +23,100 @@ pub(crate) fn vm_address(vm: u32) -> u32 {
     IP_BASE + 1 + vm
 }
 
-/// `repr(C)`: the counters every packet updates come first (with the `u128`, one cache
-/// line of `Port`); the drop counters after them.
+/// The counters a packet's passage updates (`repr(C)`: one cache line of `Port` with `to`).
 #[derive(Clone, Debug, Default)]
 #[repr(C)]
 pub struct PortStats {
-    /// Integral of the backlog (packets x ns) for the time-averaged queue.
-    pub backlog_integral: u128,
+    /// Integral of the backlog (packets x ns) for the time-averaged queue. A u64 holds
+    /// 10,000 packets queued for 21 days.
+    pub backlog_integral: u64,
     last: u64,
     pub enqueued: u64,
     pub tx_bytes: u64,
     pub tx_pkts: u64,
     pub max_backlog: u64,
     pub marked: u64,
-    pub dropped_overflow: u64,
-    pub dropped_aqm: u64,
-    pub dropped_scripted: u64,
-    /// Lost on the link after being sent (random loss).
-    pub dropped_loss: u64,
 }
 
 impl PortStats {
     /// Accounts the backlog held since the last change.
     pub fn advance(&mut self, now: u64, backlog: u64) {
-        self.backlog_integral += backlog as u128 * (now - self.last) as u128;
+        self.backlog_integral += backlog * (now - self.last);
         self.last = now;
     }
-    pub fn dropped(&self) -> u64 {
-        self.dropped_overflow + self.dropped_aqm + self.dropped_scripted + self.dropped_loss
+}
+
+/// A port's packets dropped, by cause.
+#[derive(Clone, Debug, Default)]
+pub struct PortDrops {
+    pub overflow: u64,
+    pub aqm: u64,
+    pub scripted: u64,
+    /// Lost on the link after being sent (random loss).
+    pub loss: u64,
+}
+
+impl PortDrops {
+    pub fn total(&self) -> u64 {
+        self.overflow + self.aqm + self.scripted + self.loss
+    }
+}
+
+/// What a link does to a packet besides serializing and delaying it: a host's transmit
+/// timing noise and random loss. Only host NICs and lossy links have it.
+#[derive(Debug)]
+pub struct LinkNoise {
+    /// Random extra delay in [0, jitter] per packet.
+    pub jitter_ns: u64,
+    /// The latest arrival scheduled: jittered packets still arrive in FIFO order.
+    pub last_arrival: u64,
+    pub loss: Option<LinkLoss>,
+}
+
+impl LinkNoise {
+    pub fn jitter(jitter_ns: u64) -> Box<LinkNoise> {
+        Box::new(LinkNoise {
+            jitter_ns,
+            last_arrival: 0,
+            loss: None,
+        })
     }
 }
 
 /// `repr(C)`, aligned to a cache line: what a packet's passage reads and writes is in the
-/// first four lines of the struct (queue and link state, per-packet counters, serialization
-/// and the AQM's thresholds), the rest after. A large fabric's ports do not fit in the cache,
-/// and each line of a port a packet touches is then a load from memory.
+/// first three lines of the struct (queue and serialization; per-packet counters and where
+/// the link goes; where it comes from, the busy flag and the queue discipline's admission
+/// fields), the rest after. A large fabric's ports do not fit in the cache, and each line of
+/// a port a packet touches is then a load from memory.
 #[repr(C, align(64))]
 pub struct Port {
     pub queue: VecDeque<PktId>,
     pub queue_bytes: u64,
     /// When the packet being serialized (if any) has left.
     pub busy_until: u64,
-    pub from: NodeRef,
-    pub to: NodeRef,
-    pub stats: PortStats,
     /// Serialization cost in picoseconds per byte (8e12 / rate, rounded).
     pub ps_per_byte: u64,
     pub delay_ns: u64,
-    /// Random extra delay in [0, jitter] per packet (host NICs only).
-    pub jitter_ns: u64,
-    pub last_arrival: u64,
-    /// Random loss on the link, if the scenario puts any on it (boxed: rare, and kept out of
-    /// the port's hot lines).
-    pub loss: Option<Box<LinkLoss>>,
+    pub stats: PortStats,
+    pub to: NodeRef,
+    pub from: NodeRef,
+    /// Boxed: switch ports have none, and it stays out of the port's hot lines.
+    pub noise: Option<Box<LinkNoise>>,
     pub busy: bool,
     pub qdisc: Qdisc,
+    pub drops: PortDrops,
     pub rate_bps: u64,
     pub name: String,
 }
+
+impl Port {
+    /// The cache lines at its start that a packet's passage touches.
+    pub const HOT_LINES: usize = 3;
+}
+
+// The hot fields end within those lines (the queue discipline's admission fields are its
+// first: `Qdisc::HOT_BYTES`).
+const _: () = assert!(std::mem::offset_of!(Port, qdisc) + Qdisc::HOT_BYTES <= Port::HOT_LINES * 64);
 
 /// The default queue sample of a large fabric: every `every`-th of its `of` switch ports.
 #[derive(Clone, Copy, Debug)]

@@ -101,7 +101,11 @@ pub fn plan(p: &Prepared) -> Plan {
                 rate_bps: port.rate_bps,
                 delay_ns: port.delay_ns,
                 queue: queue(m, i),
-                loss_rate: port.loss.as_ref().map(|l| l.mean_rate()),
+                loss_rate: port
+                    .noise
+                    .as_ref()
+                    .and_then(|n| n.loss.as_ref())
+                    .map(|l| l.mean_rate()),
             })
             .collect(),
         routes,

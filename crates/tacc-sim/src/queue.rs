@@ -51,6 +51,9 @@ fn exceeds(s: Size, pkts: u64, bytes: u64) -> bool {
 }
 
 impl Qdisc {
+    /// The bytes at its start that every admission reads.
+    pub const HOT_BYTES: usize = std::mem::offset_of!(Qdisc, kind) + 1;
+
     pub fn new(kind: QueueKind, limit: Size, k: Size, red: RedParams) -> Qdisc {
         Qdisc {
             kind,

@@ -151,7 +151,9 @@ impl Sim {
     fn prefetch(&self, kind: EvKind) {
         match kind {
             EvKind::Arrive(port, id) => {
-                prefetch(self.m.ports.as_ptr().wrapping_add(port as usize));
+                // An arrival reads only where its link goes.
+                let p = self.m.ports.as_ptr().wrapping_add(port as usize);
+                prefetch(p.cast::<u8>().wrapping_add(std::mem::offset_of!(Port, to)));
                 prefetch(self.pkts.as_ptr(id));
             }
             EvKind::TxDone(port) => self.prefetch_port(port),
@@ -197,7 +199,7 @@ impl Sim {
             .as_ptr()
             .wrapping_add(port as usize)
             .cast::<u8>();
-        for line in 0..4 {
+        for line in 0..Port::HOT_LINES {
             prefetch(p.wrapping_add(line * 64));
         }
     }
@@ -288,9 +290,9 @@ impl Sim {
         match verdict {
             Verdict::DropOverflow | Verdict::DropAqm => {
                 if verdict == Verdict::DropOverflow {
-                    p.stats.dropped_overflow += 1;
+                    p.drops.overflow += 1;
                 } else {
-                    p.stats.dropped_aqm += 1;
+                    p.drops.aqm += 1;
                 }
                 self.rec.cons.dropped += 1;
                 self.pkts.free(id);
@@ -327,19 +329,21 @@ impl Sim {
         p.stats.tx_bytes += len as u64;
         p.stats.tx_pkts += 1;
         let mut at = p.busy_until + p.delay_ns;
-        if p.jitter_ns > 0 {
-            // Host transmit timing noise; arrivals stay in FIFO order.
-            at = (at + self.m.rng.below(p.jitter_ns + 1)).max(p.last_arrival);
-            p.last_arrival = at;
-        }
         if p.queue.is_empty() {
             p.qdisc.on_idle(p.busy_until);
         }
-        if p.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng)) {
-            p.stats.dropped_loss += 1;
-            self.rec.cons.dropped += 1;
-            self.pkts.free(id);
-            return;
+        if let Some(noise) = p.noise.as_deref_mut() {
+            if noise.jitter_ns > 0 {
+                // Host transmit timing noise; arrivals stay in FIFO order.
+                at = (at + self.m.rng.below(noise.jitter_ns + 1)).max(noise.last_arrival);
+                noise.last_arrival = at;
+            }
+            if noise.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng)) {
+                p.drops.loss += 1;
+                self.rec.cons.dropped += 1;
+                self.pkts.free(id);
+                return;
+            }
         }
         self.schedule(at, EvKind::Arrive(port, id));
     }
@@ -567,7 +571,7 @@ impl Sim {
                 } else {
                     self.rec.cons.sent += 1;
                     self.rec.cons.dropped += 1;
-                    self.m.ports[nic as usize].stats.dropped_scripted += 1;
+                    self.m.ports[nic as usize].drops.scripted += 1;
                     self.pkts.free(id);
                 }
             }
