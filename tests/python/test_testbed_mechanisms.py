@@ -64,6 +64,21 @@ def goodput(out: Path, flow: str, start: float, end: float) -> float:
     return sum(bins) / len(bins) / scale
 
 
+def assert_udp_held(out: Path, limit: float, start: float, end: float) -> None:
+    """The UDP competitor's goodput over [start, end) s within 3% of `limit` (payload Mb/s at
+    the scenario's rates), once its source is known to have offered more than that: a Python
+    sender on a loaded 2-core machine can fall below the limit, and the limiter then has
+    nothing to hold."""
+    summary = read_summary(out)
+    f = next(f for f in summary["flows"] if f["name"] == "competitor")
+    sent = f["bytes_sent"] * 8 / (f["end"] - f["start"]) / 1e6 / summary["testbed"]["rate_scale"]
+    assert sent > 1.03 * limit, (
+        f"the UDP source offered {sent:.0f} Mb/s, not more than the {limit:.0f} Mb/s limit: "
+        "this machine was too slow to load the limiter, which was therefore not tested")
+    udp = goodput(out, "competitor", start, end)
+    assert abs(udp - limit) <= 0.03 * limit, f"UDP {udp:.1f}, limit {limit:.1f}"
+
+
 def test_without_a_mechanism_the_tagged_flow_starves(testbed_machine: None,
                                                      tmp_path: Path) -> None:
     out = run_on_testbed(tmp_path, [])
@@ -86,9 +101,8 @@ def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Pa
     out = run_on_testbed(tmp_path, [STATIC_500])
     udp_payload = 500.0 * 1472 / PACKET
     tcp_payload = 500.0 * 1448 / PACKET  # Linux carries TCP timestamps: 1448 B a segment
-    udp = goodput(out, "competitor", 1.0, 6.0)
+    assert_udp_held(out, udp_payload, 1.0, 6.0)
     both = goodput(out, "tagged", 3.0, 6.0)
-    assert abs(udp - udp_payload) <= 0.03 * udp_payload, f"UDP {udp:.1f}, limit {udp_payload:.1f}"
     assert abs(both - tcp_payload) <= 0.03 * tcp_payload, f"TCP {both:.1f}, limit {tcp_payload:.1f}"
 
 
@@ -101,8 +115,7 @@ def test_the_bpf_limiter_holds_the_rate_by_dropping(testbed_machine: None,
     assert read_summary(out)["testbed"]["limiter"] == "bpf"
     udp_payload = 500.0 * 1472 / PACKET
     tcp_payload = 500.0 * 1448 / PACKET
-    udp = goodput(out, "competitor", 1.0, 6.0)
-    assert abs(udp - udp_payload) <= 0.03 * udp_payload, f"UDP {udp:.1f}, limit {udp_payload:.1f}"
+    assert_udp_held(out, udp_payload, 1.0, 6.0)
     assert goodput(out, "tagged", 3.0, 9.0) <= 1.03 * tcp_payload
 
 
@@ -123,10 +136,9 @@ def test_killing_the_agents_leaves_the_last_rates_in_force(testbed_machine: None
         run_on_testbed(tmp_path, [STATIC_500], keep_going=True, during=kill_host_agents)
     out = tmp_path / "out"
     assert len(killed) == 3
-    udp = goodput(out, "competitor", 3.0, 6.0)
     both = goodput(out, "tagged", 3.0, 6.0)
     udp_payload, tcp_payload = 500.0 * 1472 / PACKET, 500.0 * 1448 / PACKET
-    assert abs(udp - udp_payload) <= 0.03 * udp_payload, f"UDP {udp:.1f} after the kill"
+    assert_udp_held(out, udp_payload, 3.0, 6.0)  # after the kill
     assert abs(both - tcp_payload) <= 0.03 * tcp_payload, f"TCP {both:.1f} after the kill"
 
 

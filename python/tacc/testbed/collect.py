@@ -135,7 +135,10 @@ def flow_summaries(plan: Plan, m: Measured, cc: dict[str, str]) -> list[dict[str
         }
         if f["transport"] == "tcp":
             summary["linux_cc"] = cc.get(f["cc"])
-        else:  # datagrams the source's kernel refused (a full queue): never on the wire
+        else:
+            # What the source offered: the bytes its kernel took, and the datagrams it refused
+            # (a full queue), which never reached the wire.
+            summary["bytes_sent"] = int(tx.get("bytes", 0))
             summary["send_errors"] = tx.get("send_errors", 0)
         flows.append(summary)
     return flows
