@@ -71,6 +71,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="with --approx: links whose load and flow sizes differ by at most X "
                           "from a simulated link's take their delays from it (default 0.1; "
                           "0 simulates every link)")
+    run.add_argument("--passes", type=int, choices=(1, 2), metavar="N",
+                     help="with --approx: 2 (default) simulates the links again with each "
+                          "long flow held to its rate at its other links; 1 once, each flow "
+                          "free to fill each link alone (half the work)")
     run.set_defaults(command=_run)
 
     validate = commands.add_parser("validate", help="check a scenario without running it")
@@ -194,9 +198,9 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
     if args.approx:
         return _run_approx(args, out)
-    if args.engine or args.jobs or args.cluster_tolerance is not None:
-        return _fail_lines(["--engine, --jobs and --cluster-tolerance apply only with --approx"],
-                           2)
+    if args.engine or args.jobs or args.cluster_tolerance is not None or args.passes:
+        return _fail_lines(["--engine, --jobs, --cluster-tolerance and --passes apply only "
+                            "with --approx"], 2)
     written = tacc.run_dir(
         args.scenario, seed=args.seed, sets=args.sets, out=out,
         progress=not args.quiet,
@@ -218,7 +222,7 @@ def _run_approx(args: argparse.Namespace, out: Path) -> int:
     written = run_link_decomposition(
         args.scenario, seed=args.seed, sets=args.sets, out=out,
         options=Options(engine=args.engine or "local", jobs=jobs,
-                        cluster_tolerance=tolerance),
+                        cluster_tolerance=tolerance, passes=args.passes or Options().passes),
         progress=not args.quiet,
     )
     return _present(written, args)

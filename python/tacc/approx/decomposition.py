@@ -92,6 +92,9 @@ class Options:
     # Links whose workload is this alike to a simulated link's take delays from it (0: every
     # link is simulated).
     cluster_tolerance: float = 0.1
+    # 2: the links are simulated again with each bandwidth-bound flow held to the rate it got
+    # at its other links (`_caps`); 1: once, every flow free to fill each link alone.
+    passes: int = 2
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,10 @@ class Decomposition:
     # Host NIC ports, simulated as feeders of the switch ports their flows reach first.
     nics: list[str] = field(default_factory=list)
     utilization: dict[str, float] = field(default_factory=dict)
+    # The first pass's link results, where a second pass replaced them.
+    first_pass: dict[str, TaskResult] = field(default_factory=dict)
+    # Per second-pass task: (flow, the rate it was held to, its access link's own rate).
+    capped: dict[str, list[tuple[int, int, int]]] = field(default_factory=dict)
 
 
 def _fabric(scenario: str, seed: int | None, sets: Sequence[tuple[str, str]]) -> Fabric:
@@ -302,17 +309,25 @@ def _cluster(ports: Sequence[Port], loaded: list[int], host_fed: set[int],
     return cluster_of
 
 
+def _crossing(workload: Sequence[dict[str, Any]]) -> dict[int, list[int]]:
+    """The flows (indices) crossing each port."""
+    crossing: dict[int, list[int]] = defaultdict(list)
+    for i, f in enumerate(workload):
+        for p in f["ports"]:
+            crossing[p].append(i)
+    return crossing
+
+
 def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str,
                user_sets: Sequence[tuple[str, str]], prune_below: float,
                cluster_tolerance: float = 0.0) -> Decomposition:
     """The link tasks of a workload, the ideal-time runs their paths need, the pruned links
     and the clusters."""
     ports = fabric.ports
-    crossing: dict[int, list[int]] = defaultdict(list)
+    crossing = _crossing(workload)
     offered: dict[int, int] = defaultdict(int)
     for i, f in enumerate(workload):
         for p in f["ports"]:
-            crossing[p].append(i)
             offered[p] += f["bytes"]
     dec = Decomposition(visits=[[] for _ in workload])
     dec.full_chains = [tuple((ports[p].rate_bps, ports[p].delay_ns) for p in f["ports"])
@@ -334,8 +349,11 @@ def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str
                               _size_cdfs(workload, crossing, loaded), cluster_tolerance)
     for p in loaded:
         if dec.cluster_of[p] == p:
-            dec.tasks.append(_port_task(p, crossing[p], fabric, workload, dec, scenario,
-                                        user_sets))
+            task, visits, _ = _port_task(p, crossing[p], fabric, workload, dec.full_chains,
+                                         scenario, user_sets)
+            dec.tasks.append(task)
+            for i, chain in visits:
+                dec.visits[i].append((p, chain))
         else:
             for i in crossing[p]:
                 dec.visits[i].append((p, None))
@@ -353,7 +371,12 @@ def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str
 
 
 def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict[str, Any]],
-               dec: Decomposition, scenario: str, user_sets: Sequence[tuple[str, str]]) -> Task:
+               full_chains: Sequence[Chain], scenario: str,
+               user_sets: Sequence[tuple[str, str]], caps: dict[tuple[int, int], int] | None = None,
+               ) -> tuple[Task, list[tuple[int, Chain]], list[tuple[int, int, int]]]:
+    """Port `p`'s task; each flow's chain in it (sender first, as its ideal time is looked
+    up); and the flows whose own access link `caps` ((flow, port) -> b/s) slowed: (flow,
+    capped rate, the link's own rate)."""
     ports = fabric.ports
     port = ports[p]
     # The link's ends: switch "u", and the real host or switch "v".
@@ -364,9 +387,11 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
     here = (port.rate_bps, port.delay_ns)
     feeders: dict[int, str] = {}
     entries = []
+    visits: list[tuple[int, Chain]] = []
+    capped: list[tuple[int, int, int]] = []
     for n, i in enumerate(flows):
         f = workload[i]
-        full = dec.full_chains[i]
+        full = full_chains[i]
         at = f["ports"].index(p)
         # Flows reach the link through the links that feed it in the fabric, one per feeding
         # link, at its rate: a link's arrivals come no faster than its feeders carry them. A
@@ -392,7 +417,11 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
         chain[access] = (chain[access][0], chain[access][1] + extra)
         if own_sender:
             hosts.append(src)
-            links.append(_link(src, feeders[f["ports"][at - 1]], *chain[0]))
+            rate, delay = chain[0]
+            cap = (caps or {}).get((i, p), rate)
+            if cap < rate:
+                capped.append((i, cap, rate))
+            links.append(_link(src, feeders[f["ports"][at - 1]], min(rate, cap), delay))
         dst = far if port.to_host else f"d{n}"
         if not port.to_host:
             hosts.append(dst)
@@ -400,9 +429,10 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
         entries.append({"name": f["name"], "src": src, "dst": dst,
                         "start": f"{f['start_ns']}ns", "bytes": f"{f['bytes']}B",
                         "cc": f["cc"], "ecn": f["ecn"]})
-        dec.visits[i].append((p, tuple(chain)))
-    return Task(port.name, scenario, tuple(user_sets) + _scenario_sets(
+        visits.append((i, tuple(chain)))
+    task = Task(port.name, scenario, tuple(user_sets) + _scenario_sets(
         hosts, switches, links, entries), _task_seed(fabric.seed, port.name), f"{near}->{far}")
+    return task, visits, capped
 
 
 def run_task(task: Task) -> TaskResult:
@@ -482,6 +512,74 @@ def ideal_fct_ns(ladder: tuple[np.ndarray, np.ndarray], size: int) -> float:
     return float(fcts[-1] + slope * (size - sizes[-1]))
 
 
+# A flow is held to its rate elsewhere only if it is bandwidth-bound: at least this many of its
+# path's bandwidth-delay products long (at 1 Gb/s on a 6-hop path, about 120 KB). A shorter
+# flow's time is mostly round trips, and a slower access link would lengthen every one of
+# them rather than cap a rate.
+BANDWIDTH_BOUND_BDPS = 10
+
+
+def _caps(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
+          results: dict[str, TaskResult], ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
+          ) -> dict[tuple[int, int], int]:
+    """(flow, port) -> the rate (b/s) a bandwidth-bound flow is held to in the port's second
+    task: the slowest of its rates at its other links in the first pass (a clustered link's
+    drawn as its delay is), a rate being its bytes over their serialization at that link plus
+    its delay there. Alone with a
+    link, a flow fills it as if nothing else held it back; in the fabric it sends no faster
+    than its slowest other link lets it, and the link's queue is the shorter for it."""
+    outcomes = _outcomes(fabric, workload, dec, results, ladders)
+    caps = {}
+    for i, f in enumerate(workload):
+        size, chain = f["bytes"], dec.full_chains[i]
+        bdp = min(r for r, _ in chain) * _base_rtt_ns(chain, fabric.mss) / 8 / NS
+        if size < BANDWIDTH_BOUND_BDPS * bdp:
+            continue
+        rates = {}
+        for p, _ in dec.visits[i]:
+            delay = outcomes[(i, p)][0]
+            if delay is not None:
+                ser = size * 8 * NS / fabric.ports[p].rate_bps
+                rates[p] = size * 8 * NS / (ser + max(0.0, delay))
+        for p in rates:
+            others = [r for q, r in rates.items() if q != p]
+            if others:
+                caps[(i, p)] = int(min(others))
+    return caps
+
+
+def _second_pass(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
+                 scenario: str, user_sets: Sequence[tuple[str, str]],
+                 caps: dict[tuple[int, int], int]) -> list[Task]:
+    """The simulated links' tasks again, each flow's own access link slowed to its cap (a
+    flow fed by its host's NIC shares it with the host's other flows, and is not capped)."""
+    crossing = _crossing(workload)
+    names = {port.name: p for p, port in enumerate(fabric.ports)}
+    tasks = []
+    for t in dec.tasks:
+        p = names[t.key]
+        task, _, capped = _port_task(p, crossing[p], fabric, workload, dec.full_chains,
+                                     scenario, user_sets, caps)
+        tasks.append(task)
+        dec.capped[t.key] = capped
+    return tasks
+
+
+def _uncap(result: TaskResult, workload: Sequence[dict[str, Any]],
+           capped: Sequence[tuple[int, int, int]]) -> TaskResult:
+    """A second-pass task's completion times less what each capped flow's slower access link
+    alone adds (its bytes serialized at the cap instead of the link's rate): what is left over
+    its ideal time is its delay at the link."""
+    flows = dict(result.flows)
+    for i, cap, rate in capped:
+        name = workload[i]["name"]
+        fct, *rest = flows[name]
+        if fct is not None:
+            slower = workload[i]["bytes"] * 8 * NS * (1 / cap - 1 / rate)
+            flows[name] = (max(0, round(fct - slower)), *rest)
+    return TaskResult(flows, result.port, result.events, result.conservation)
+
+
 def run_link_decomposition(scenario: str, *, seed: int | None = None,
                            sets: Sequence[tuple[str, str]] = (), out: str | os.PathLike[str],
                            options: Options = Options(), progress: bool = False) -> Path:
@@ -502,10 +600,20 @@ def run_link_decomposition(scenario: str, *, seed: int | None = None,
         _require_ray()
     dec = link_tasks(fabric, workload, scenario, sets, options.prune_below,
                      options.cluster_tolerance)
+    if options.passes not in (1, 2):
+        raise ApproxError(f"{METHOD}: passes must be 1 or 2, got {options.passes}")
     tasks = [*dec.ladders.values(), *dec.tasks]
-    with task_bar(len(tasks), desc=METHOD, stream=None if progress else _quiet()) as step:
+    with task_bar(len(tasks) + len(dec.tasks) * (options.passes - 1), desc=METHOD,
+                  stream=None if progress else _quiet()) as step:
         results = execute(tasks, options, step)
-    ladders = {chain: _ideal(results, task) for chain, task in dec.ladders.items()}
+        ladders = {chain: _ideal(results, task) for chain, task in dec.ladders.items()}
+        if options.passes == 2:
+            caps = _caps(fabric, workload, dec, results, ladders)
+            second = execute(_second_pass(fabric, workload, dec, scenario, sets, caps),
+                             options, step)
+            for key, result in second.items():
+                dec.first_pass[key] = results[key]
+                results[key] = _uncap(result, workload, dec.capped[key])
     flows, delays = _estimate(fabric, workload, dec, results, ladders)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -538,16 +646,13 @@ def _nearest(sizes: np.ndarray, size: int) -> np.ndarray:
     return np.sort(around[np.argsort(gap, kind="stable")[:NEIGHBOURS]])
 
 
-def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
+def _outcomes(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
               results: dict[str, TaskResult],
               ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
-              ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
-    """Each flow's row: ideal time on its path plus its delays over its links (their sum may
-    be negative by the noise of transmit jitter; the estimate is never below ideal); and the
-    delays summed, (flow, link, seconds or None where the flow did not complete).
-
-    At a simulated link a flow's delay is its own; at a clustered one, that of a flow of its
-    simulated link's of about its size, drawn by a hash of the two names and the seed."""
+              ) -> dict[tuple[int, int], Outcome]:
+    """(flow, port) -> the flow's outcome at each link of its path that is not pruned. At a
+    simulated link its own; at a clustered one, that of a flow of its simulated link's of
+    about its size, drawn by a hash of the two names and the seed."""
     own: dict[tuple[int, int], Outcome] = {}
     by_link: dict[int, list[tuple[int, Outcome]]] = defaultdict(list)
     for i, f in enumerate(workload):
@@ -564,22 +669,39 @@ def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
         outcomes.sort(key=lambda o: o[0])
         by_size[p] = (np.array([size for size, _ in outcomes], float),
                       [o for _, o in outcomes])
+    every = {}
+    for i, f in enumerate(workload):
+        size = f["bytes"]
+        for p, chain in dec.visits[i]:
+            if chain is not None:
+                every[(i, p)] = own[(i, p)]
+            else:
+                sizes, outcomes = by_size[dec.cluster_of[p]]
+                near = _nearest(sizes, size)
+                name = fabric.ports[p].name
+                pick = near[_task_seed(fabric.seed, f"{f['name']}@{name}") % len(near)]
+                here, got, more = outcomes[pick]
+                every[(i, p)] = (here, size if here is not None else min(got, size), more)
+    return every
+
+
+def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
+              results: dict[str, TaskResult],
+              ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
+              ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
+    """Each flow's row: ideal time on its path plus its delays over its links (their sum may
+    be negative by the noise of transmit jitter; the estimate is never below ideal); and the
+    delays summed, (flow, link, seconds or None where the flow did not complete)."""
+    outcomes = _outcomes(fabric, workload, dec, results, ladders)
     rows, delays = [], []
     for i, f in enumerate(workload):
         size = f["bytes"]
         ideal = ideal_fct_ns(ladders[dec.full_chains[i]], size)
         delay, done, delivered = 0.0, True, size
         counts = [0, 0, 0, 0]
-        for p, chain in dec.visits[i]:
+        for p, _ in dec.visits[i]:
             name = fabric.ports[p].name
-            if chain is not None:
-                here, got, more = own[(i, p)]
-            else:
-                sizes, outcomes = by_size[dec.cluster_of[p]]
-                near = _nearest(sizes, size)
-                pick = near[_task_seed(fabric.seed, f"{f['name']}@{name}") % len(near)]
-                here, got, more = outcomes[pick]
-                got = size if here is not None else min(got, size)
+            here, got, more = outcomes[(i, p)]
             counts = [a + b for a, b in zip(counts, more, strict=True)]
             delivered = min(delivered, got)
             delays.append((f["name"], name, None if here is None else here / NS))
@@ -634,10 +756,11 @@ def _write(out: Path, scenario: str, fabric: Fabric,
     conservation: dict[str, Any] = {k: 0 for k in ("sent", "delivered", "dropped",
                                                    "in_flight", "shim_dropped",
                                                    "vnic_dropped")}
-    for r in results.values():
+    every = [*results.values(), *dec.first_pass.values()]
+    for r in every:
         for k in conservation:
             conservation[k] += r.conservation[k]
-    conservation["ok"] = all(r.conservation["ok"] for r in results.values())
+    conservation["ok"] = all(r.conservation["ok"] for r in every)
     summary = {
         "tacc_version": tacc.__version__,
         "scenario": fabric.name,
@@ -645,10 +768,13 @@ def _write(out: Path, scenario: str, fabric: Fabric,
         "seed": fabric.seed,
         "sim_seconds": fabric.duration_ns / NS,
         "wall_seconds": wall,
-        "events": sum(r.events for r in results.values()),
+        "events": sum(r.events for r in every),
         "approximate": {
             "method": METHOD,
             "link_tasks": len(dec.tasks),
+            "passes": options.passes,
+            # (flow, link) pairs of the second pass whose flow was held to its rate elsewhere.
+            "capped_flows": sum(len(c) for c in dec.capped.values()),
             "ideal_runs": len(dec.ladders),
             "pruned_links": dec.pruned,
             "nic_links_as_feeders": len(dec.nics),
@@ -659,16 +785,18 @@ def _write(out: Path, scenario: str, fabric: Fabric,
             "prune_below_utilization": options.prune_below,
             "engine": options.engine,
             "jobs": options.jobs,
-            "link_events": sum(r.events for r in link_results),
+            "link_events": sum(r.events for r in link_results)
+            + sum(r.events for r in dec.first_pass.values()),
             # Each path's ideal completion times by size (alone on the idle path).
             "ideal": [{"path": [list(hop) for hop in chain],
                        "bytes": ladder[0].astype(int).tolist(),
                        "fct_ns": ladder[1].astype(int).tolist()}
                       for chain, ladder in sorted(ladders.items())],
-            "note": "flows drawn from the scenario's arrival process on a stream of their "
-                    "own (not a run's very flows); each link simulated alone; a flow's "
-                    "completion time is its ideal one plus its delays over its links; "
-                    "ports are the link tasks' bottlenecks; conservation sums every task",
+            "note": "a run's very flows (its traffic sources' own random streams); each "
+                    "link simulated alone, then again with each bandwidth-bound flow held to "
+                    "its rate at its other links (passes = 2); a flow's completion time is "
+                    "its ideal one plus its delays over its links; ports are the link tasks' "
+                    "bottlenecks (last pass); conservation sums every task",
         },
         "flows": flows,
         "ports": ports,
