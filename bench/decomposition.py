@@ -208,6 +208,20 @@ def measure_load(k: int, load: float, work: Path) -> dict:
             "timeouts": {"full": int(full_flows["timeouts"].sum())}}
 
 
+def _error_table(caption: str, head: str, buckets: dict,
+                 rows: list[tuple[str, dict[str, dict[str, float]]]]) -> list[str]:
+    """A table whose rows start with their own cells (`head`'s columns) and end with the
+    p50 / p99 errors of each size bucket."""
+    return ["", caption, "", head + " | ".join(f"{b} p50 / p99" for b in buckets) + " |",
+            "|" + "---|" * (head.count("|") - 1 + len(buckets)),
+            *(start + _error_cells(errors) + " |" for start, errors in rows)]
+
+
+def _error_cells(errors: dict[str, dict[str, float]]) -> str:
+    """The p50 / p99 errors of each size bucket, as table cells."""
+    return " | ".join(f"{e['p50']:+.0%} / {e['p99']:+.0%}" for e in errors.values())
+
+
 def _per_flow_line(p: dict[str, float]) -> str:
     return (f"{p['flows']} flows complete in both; estimate over run time: "
             f"q10 {p['q10']:.2f}, q25 {p['q25']:.2f}, median {p['q50']:.2f}, q75 {p['q75']:.2f}, "
@@ -224,7 +238,7 @@ def markdown_loads(sweep: list[dict]) -> str:
     for r in sweep:
         e, p, o = r["relative_error"], r["per_flow_ratio"], r["per_flow_ratio_one_pass"]
         lines.append(f"| {r['load']} | "
-                     + " | ".join(f"{e[b]['p50']:+.0%} / {e[b]['p99']:+.0%}" for b in buckets)
+                     + _error_cells(e)
                      + f" | {p['q50']:.2f} ({p['q25']:.2f}-{p['q75']:.2f}) | "
                      f"{p['within_25pct']:.0%} | {o['q50']:.2f}, {o['within_25pct']:.0%} |")
     return "\n".join(lines + [""])
@@ -244,19 +258,14 @@ def markdown(results: list[dict]) -> str:
                          f"{a['p50']:.2f} | {e['p50']:+.0%} | {f['p99']:.2f} | "
                          f"{a['p99']:.2f} | {e['p99']:+.0%} |")
         lines += ["", "Flow by flow: " + _per_flow_line(r["per_flow_ratio"]) + "."]
-        lines += ["", "One pass against two (2 workers): wall time, speed-up over the "
-                      "packet-level run, flow by flow, and the errors of p50 and p99 by size "
-                      "bucket:", "",
-                  "| passes | wall s | speed-up | per-flow median (q25-q75) | within 0.8-1.25 | "
-                  + " | ".join(f"{b} p50 / p99" for b in r["full"]) + " |",
-                  "|---|---|---|---|---|" + "---|" * len(r["full"])]
-        for n in r["passes"]:
-            e, p = n["relative_error"], n["per_flow_ratio"]
-            lines.append(f"| {n['passes']} | {n['wall_s_2_workers']:.1f} | "
-                         f"{n['speedup_2_workers']:.2f} | {p['q50']:.2f} "
-                         f"({p['q25']:.2f}-{p['q75']:.2f}) | {p['within_25pct']:.0%} | "
-                         + " | ".join(f"{e[b]['p50']:+.0%} / {e[b]['p99']:+.0%}" for b in e)
-                         + " |")
+        lines += _error_table(
+            "One pass against two (2 workers): wall time, speed-up over the packet-level run, "
+            "flow by flow, and the errors of p50 and p99 by size bucket:",
+            "| passes | wall s | speed-up | per-flow median (q25-q75) | within 0.8-1.25 | ",
+            r["full"],
+            [(f"| {n['passes']} | {n['wall_s_2_workers']:.1f} | {n['speedup_2_workers']:.2f} "
+              f"| {p['q50']:.2f} ({p['q25']:.2f}-{p['q75']:.2f}) | {p['within_25pct']:.0%} | ",
+              n["relative_error"]) for n in r["passes"] for p in [n["per_flow_ratio"]]])
         lines += ["", "If each flow met only its worst link (the largest of its link delays "
                       "instead of their sum):", "",
                   "| size | p50 full | p50 worst link | p99 full | p99 worst link |",
@@ -270,18 +279,13 @@ def markdown(results: list[dict]) -> str:
                   "| link class | share | p50 | p99 |", "|---|---|---|---|"]
         for c, d in sorted(r["delay_by_link_class"].items(), key=lambda i: -i[1]["share"]):
             lines.append(f"| {c} | {d['share']:.0%} | {d['p50']:.2f} | {d['p99']:.2f} |")
-        lines += ["", "Cluster tolerance (2 workers; 0: every link simulated): link tasks, wall "
-                      "time, speed-up over the packet-level run, and the errors of p50 and p99 "
-                      "by size bucket:", "",
-                  "| tolerance | tasks (clustered links) | wall s | speed-up | "
-                  + " | ".join(f"{b} p50 / p99" for b in r["full"]) + " |",
-                  "|---|---|---|---|" + "---|" * len(r["full"])]
-        for t in r["tolerance_sweep"]:
-            e = t["relative_error"]
-            lines.append(f"| {t['tolerance']} | {t['link_tasks']} ({t['clustered_links']}) | "
-                         f"{t['wall_s_2_workers']:.1f} | {t['speedup_2_workers']:.2f} | "
-                         + " | ".join(f"{e[b]['p50']:+.0%} / {e[b]['p99']:+.0%}" for b in e)
-                         + " |")
+        lines += _error_table(
+            "Cluster tolerance (2 workers; 0: every link simulated): link tasks, wall time, "
+            "speed-up over the packet-level run, and the errors of p50 and p99 by size bucket:",
+            "| tolerance | tasks (clustered links) | wall s | speed-up | ", r["full"],
+            [(f"| {t['tolerance']} | {t['link_tasks']} ({t['clustered_links']}) | "
+              f"{t['wall_s_2_workers']:.1f} | {t['speedup_2_workers']:.2f} | ",
+              t["relative_error"]) for t in r["tolerance_sweep"]])
         w, s = r["wall_s"], r["speedup"]
         lines += ["", f"Wall time: packet-level {w['full']:.1f} s, decomposition serial "
                       f"{w['approx_serial']:.1f} s (speed-up {s['serial']:.2f}), with 2 workers "
