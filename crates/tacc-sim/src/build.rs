@@ -545,7 +545,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             busy: false,
             stats: PortStats::default(),
             drops: PortDrops::default(),
-            noise: (jitter_ns > 0).then(|| LinkNoise::jitter(jitter_ns)),
+            noise: (jitter_ns > 0).then(|| LinkNoise::new(jitter_ns)),
             ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
             busy_until: 0,
         });
@@ -574,7 +574,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             for port in ports_selected(graph, &port_index, selector) {
                 ports[port as usize]
                     .noise
-                    .get_or_insert_with(|| LinkNoise::jitter(0))
+                    .get_or_insert_with(|| LinkNoise::new(0))
                     .loss = Some(LinkLoss::new(cfg));
             }
         }

@@ -74,7 +74,8 @@ pub struct LinkNoise {
 }
 
 impl LinkNoise {
-    pub fn jitter(jitter_ns: u64) -> Box<LinkNoise> {
+    /// Jitter of up to `jitter_ns` (0: none), no loss yet.
+    pub fn new(jitter_ns: u64) -> Box<LinkNoise> {
         Box::new(LinkNoise {
             jitter_ns,
             last_arrival: 0,

@@ -40,9 +40,15 @@ Links are clustered (`Options.cluster_tolerance`): a link whose port has the sam
 and kind (toward a host or a switch, fed by hosts or not) as a simulated one, whose offered
 load is within the tolerance of that one's (relatively) and whose flow sizes are distributed
 alike (the largest difference of the two sizes' cumulative distributions, on a log grid, at
-most the tolerance) is not simulated; each of its flows takes the delay of one of the simulated link's flows
-nearest to it in size (in the manner of Parsimon's sampling from per-size-bucket delay
-distributions; a link here often carries tens of flows, too few for buckets).
+most the tolerance) is not simulated; each of its flows takes the delay of one of the
+simulated link's flows nearest to it in size (in the manner of Parsimon's sampling from
+per-size-bucket delay distributions; a link here often carries tens of flows, too few for
+buckets).
+
+With two passes (`Options.passes`, the default) the simulated links run again, each
+bandwidth-bound flow's own access link slowed to the slowest rate its other links gave it in
+the first (`_caps`): alone with a link a flow fills it as if nothing held it back elsewhere,
+which in the fabric it does not. The second pass's delays are the ones summed.
 """
 
 from __future__ import annotations
@@ -421,7 +427,8 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
             cap = (caps or {}).get((i, p), rate)
             if cap < rate:
                 capped.append((i, cap, rate))
-            links.append(_link(src, feeders[f["ports"][at - 1]], min(rate, cap), delay))
+                rate = cap
+            links.append(_link(src, feeders[f["ports"][at - 1]], rate, delay))
         dst = far if port.to_host else f"d{n}"
         if not port.to_host:
             hosts.append(dst)
@@ -525,9 +532,9 @@ def _caps(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition
     """(flow, port) -> the rate (b/s) a bandwidth-bound flow is held to in the port's second
     task: the slowest of its rates at its other links in the first pass (a clustered link's
     drawn as its delay is), a rate being its bytes over their serialization at that link plus
-    its delay there. Alone with a
-    link, a flow fills it as if nothing else held it back; in the fabric it sends no faster
-    than its slowest other link lets it, and the link's queue is the shorter for it."""
+    its delay there. Alone with a link, a flow fills it as if nothing else held it back; in
+    the fabric it sends no faster than its slowest other link lets it, and the link's queue
+    is the shorter for it."""
     outcomes = _outcomes(fabric, workload, dec, results, ladders)
     caps = {}
     for i, f in enumerate(workload):
@@ -587,6 +594,8 @@ def run_link_decomposition(scenario: str, *, seed: int | None = None,
     (summary.json marked approximate, flows.csv as a run writes it, empty time series)."""
     from tacc._progress import task_bar
 
+    if options.passes not in (1, 2):
+        raise ApproxError(f"{METHOD}: passes must be 1 or 2, got {options.passes}")
     t0 = time.perf_counter()
     core = tacc._engine()
     # Absolute: the tasks may run in processes elsewhere (a Ray worker's directory).
@@ -600,8 +609,6 @@ def run_link_decomposition(scenario: str, *, seed: int | None = None,
         _require_ray()
     dec = link_tasks(fabric, workload, scenario, sets, options.prune_below,
                      options.cluster_tolerance)
-    if options.passes not in (1, 2):
-        raise ApproxError(f"{METHOD}: passes must be 1 or 2, got {options.passes}")
     tasks = [*dec.ladders.values(), *dec.tasks]
     with task_bar(len(tasks) + len(dec.tasks) * (options.passes - 1), desc=METHOD,
                   stream=None if progress else _quiet()) as step:
