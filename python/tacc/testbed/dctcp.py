@@ -7,6 +7,7 @@ the VMs' sockets select it as they would the module. Registration is global to t
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,6 +15,7 @@ from pathlib import Path
 import tacc
 
 STRUCT_OPS = "tacc_dctcp"  # the struct_ops map's name in the object
+GLOBALS = "dctcp.bss"  # the map of the object's globals
 
 
 def problem() -> str | None:
@@ -46,6 +48,20 @@ def registered() -> bool:
     done = subprocess.run(["bpftool", "struct_ops", "show", "name", STRUCT_OPS],
                           capture_output=True, text=True)
     return done.returncode == 0 and STRUCT_OPS in done.stdout
+
+
+def repairs() -> int | None:
+    """How many impossible ssthresh or cwnd values the registered BPF DCTCP found and
+    repaired since it was registered (dctcp.bpf.c says why), or None if it is not."""
+    done = subprocess.run(["bpftool", "-j", "map", "dump", "name", GLOBALS],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return None
+    try:
+        return sum(g["repairs"] for m in json.loads(done.stdout)
+                   for g in m["formatted"]["value"][".bss"])
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def unregister() -> list[str]:

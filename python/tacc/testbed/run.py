@@ -577,6 +577,8 @@ class _Run:
             "agent_offset_s": m.agent_offset_s,
             "agents": collect.agent_totals(plan, m),
             "host_agents": self._host_agent_counts(),
+            # Impossible windows the kernel handed tacc's BPF DCTCP, repaired (dctcp.bpf.c).
+            "bpf_dctcp_repairs": dctcp.repairs() if found.bpf_dctcp else None,
             "checksum_errors": m.checksum_errors,
             "failures": self.failures,
         }
