@@ -281,7 +281,7 @@ def _measured(plan: dict[str, Any]) -> collect.Measured:
     # The agents' clocks start 1.5 s before the flows'; their counters are cumulative.
     m.agent_ports = [
         {"time_s": str(t), "port": "sw0->r0", "tx_bytes": "0", "tx_pkts": "0",
-         "marks": str(marks), "aqm_drops": str(drops), "phantom_bytes": "0"}
+         "marks": str(marks), "aqm_drops": str(drops), "queue_bytes": "0"}
         for t, marks, drops in ((1.0, 1, 0), (1.5, 2, 0), (5.4, 321, 40), (6.0, 400, 50))
     ]
     m.agent_hosts = [{"time_s": "2.0", "vm": "s0", "dst": "r0", "rate_mbps": "25"}]

@@ -1,24 +1,65 @@
 // SPDX-License-Identifier: MIT
 /* A switch port's ECN marking, on the tc egress of the port's veth, ahead of the HTB that
- * makes the port's rate and the bfifo that holds its buffer. tc cannot show a BPF program
- * the qdisc's backlog, so the program keeps a phantom queue: it adds each frame's bytes and
- * drains at the port's rate (times a fraction, 1 by default) since the last frame, capped at
- * the buffer. Above K an ECT frame gets CE and a Not-ECT frame is dropped: the simulator's
- * red-ecn queue (RED with min = max = K on the instantaneous queue). Counters per port.
- * The phantom queue also tells the switch agent how full a port is (RWNDQ's control loop),
- * so it runs on every port, marking or not. */
+ * makes the port's rate and the bfifo that holds its buffer. The queue it judges is the
+ * port's own: the root qdisc's backlog, read through the packet's device (the packet is not
+ * in it yet, as at an enqueue). At K or above an ECT frame gets CE and a Not-ECT frame is
+ * dropped: the simulator's red-ecn queue (RED with min = max = K on the instantaneous
+ * queue). Counters per port, and the backlog the port's last packet found, which tells the
+ * switch agent how full the port is (RWNDQ's control loop), so it runs on every port,
+ * marking or not.
+ *
+ * An earlier version kept a phantom queue instead (each packet's bytes in, drained at the
+ * port's rate by the clock). It agreed with the qdisc only while the qdisc never paused:
+ * each stall of the host let the qdisc keep its packets while the phantom drained, and as
+ * ACK-clocked senders then hold their arrivals at the port's rate, the difference stayed. A
+ * DCTCP run's phantom sat at K while the real queue drifted to 60 packets and overflowed. */
 #include "common.h"
 
+/* The fields of the kernel's types read here, found in the running kernel's BTF when the
+ * program loads (CO-RE). */
+struct gnet_stats_queue___tacc {
+	__u32 backlog;
+} __attribute__((preserve_access_index));
+
+struct Qdisc___tacc {
+	struct gnet_stats_queue___tacc qstats;
+} __attribute__((preserve_access_index));
+
+struct net_device___tacc {
+	struct Qdisc___tacc *qdisc;
+} __attribute__((preserve_access_index));
+
+struct sk_buff___tacc {
+	struct net_device___tacc *dev;
+} __attribute__((preserve_access_index));
+
+/* Bytes in the root qdisc of the packet's device (htb counts a packet's IP bytes on a
+ * veth: 1500 B a full packet), or 0 if it cannot be read. */
+static __always_inline __u64 qdisc_backlog(struct __sk_buff *skb)
+{
+	struct sk_buff___tacc *kskb = (void *)skb;
+	struct net_device___tacc *dev = 0;
+	struct Qdisc___tacc *q = 0;
+	__u32 backlog = 0;
+
+	if (bpf_probe_read_kernel(&dev, sizeof(dev), &kskb->dev) || !dev)
+		return 0;
+	if (bpf_probe_read_kernel(&q, sizeof(q), &dev->qdisc) || !q)
+		return 0;
+	if (bpf_probe_read_kernel(&backlog, sizeof(backlog), &q->qstats.backlog))
+		return 0;
+	return backlog;
+}
+
 struct port_config {
-	__u64 drain_bytes_per_sec;
 	__u64 k_bytes; /* ~0: this port does not mark */
 	__u64 limit_bytes;
 };
 
 struct port_state {
 	struct bpf_spin_lock lock;
-	__u64 queue_bytes; /* the phantom queue */
-	__u64 last_ns;
+	__u64 queue_bytes; /* the backlog after the last packet joined it */
+	__u64 last_ns;     /* when */
 	__u64 tx_packets;
 	__u64 tx_bytes;
 	__u64 marks;
@@ -137,39 +178,24 @@ int port_egress(struct __sk_buff *skb)
 	struct port_state *st = bpf_map_lookup_elem(&ports, &ifindex);
 	if (!cfg || !st)
 		return TC_ACT_OK;
-	__u64 now = bpf_ktime_get_ns();
-	/* What the port's htb and bfifo count of a packet: its IP bytes, not the Ethernet
-	 * header (measured: 1500 B per full packet). A phantom that counted the frame would
-	 * drain slower than the port and creep up to its limit under full load. */
 	struct iphdr *ip = ipv4_of(skb);
+	/* What the port's htb and bfifo count of a packet: its IP bytes (measured: 1500 B per
+	 * full packet on a veth). */
 	__u64 len = ip ? bpf_ntohs(ip->tot_len) : skb->len;
+	__u64 queue = qdisc_backlog(skb);
+	int above_k = ip && queue >= cfg->k_bytes;
 	/* Above K a Not-ECT packet is dropped here, so it never joins the queue. */
-	int not_ect = ip && ecn_of(ip) == ECN_NOT_ECT;
+	int dropped = above_k && ecn_of(ip) == ECN_NOT_ECT;
+	__u64 after = dropped ? queue : queue + len;
+	__u64 now = bpf_ktime_get_ns();
 
 	bpf_spin_lock(&st->lock);
-	__u64 elapsed = now > st->last_ns ? now - st->last_ns : 0;
-	if (elapsed > NS_PER_SEC)
-		elapsed = NS_PER_SEC; /* no buffer takes a second to drain; keeps 64 bits */
-	__u64 drained = elapsed * cfg->drain_bytes_per_sec / NS_PER_SEC;
-	if (st->queue_bytes > drained && cfg->drain_bytes_per_sec) {
-		st->queue_bytes -= drained;
-		/* Only the time those whole bytes took: the fraction of a byte carries over, or
-		 * the queue would drain slower than the port and creep up under full load. */
-		st->last_ns += drained * NS_PER_SEC / cfg->drain_bytes_per_sec;
-	} else {
-		st->queue_bytes = 0;
-		st->last_ns = now;
-	}
-	int above_k = ip && st->queue_bytes >= cfg->k_bytes;
-	if (!(above_k && not_ect)) {
-		st->queue_bytes += len;
-		if (st->queue_bytes > cfg->limit_bytes)
-			st->queue_bytes = cfg->limit_bytes;
-	}
+	st->queue_bytes = after < cfg->limit_bytes ? after : cfg->limit_bytes;
+	st->last_ns = now;
 	bpf_spin_unlock(&st->lock);
 
 	if (above_k) {
-		if (not_ect) {
+		if (dropped) {
 			__sync_fetch_and_add(&st->drops, 1);
 			return TC_ACT_SHOT;
 		}

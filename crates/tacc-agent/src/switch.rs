@@ -1,8 +1,8 @@
 //! The switch agent: in a switch namespace. It attaches `switch.bpf.c` to every port,
-//! configures each port's phantom queue (the drain rate, the buffer, K where the port marks)
+//! configures each port's marking (the buffer, K where the port marks)
 //! and samples the ports' counters to a CSV file. Where the mechanism has a switch hook
 //! (RWNDQ), the agent runs it: the flows the datapath saw leaving each port go into
-//! [`SwitchHook::on_forward`], the phantom queues into its timer, and its per-port windows
+//! [`SwitchHook::on_forward`], the ports' backlogs into its timer, and its per-port windows
 //! back into the map the ACK rewrite reads.
 
 use std::collections::{BTreeMap, HashMap};
@@ -35,29 +35,21 @@ pub struct SwitchConfig {
     pub ports: BTreeMap<String, String>,
     pub start_mono_ns: u64,
     pub sample_ns: u64,
-    /// Port counters over time: `time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes`.
+    /// Port counters over time: `time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,queue_bytes`.
     pub out: PathBuf,
     pub ready: PathBuf,
     /// Ports run at their nominal rate times this.
     #[serde(default = "default_scale")]
     pub rate_scale: f64,
-    /// The phantom queue drains at this fraction of the port's rate.
-    #[serde(default = "full_rate")]
-    pub drain_fraction: f64,
     /// What OpenFlow cannot give a controller: a Unix datagram socket that takes a
     /// `StatsRequest` (JSON) for a port of this switch and answers the sender with the
-    /// `StatsReply`: the port's count of ECN marks, or its queue in full-size packets (the
-    /// phantom queue the marks come from).
+    /// `StatsReply`: the port's count of ECN marks, or its queue in full-size packets.
     #[serde(default)]
     pub stats: Option<PathBuf>,
 }
 
-fn full_rate() -> f64 {
-    1.0
-}
-
 /// Bytes per packet where the scenario sizes a queue in packets: a full packet's IP bytes,
-/// as htb and bfifo count them on a veth (the phantom queue counts the same).
+/// as htb and bfifo count them on a veth.
 const PACKET_BYTES: u64 = 1500;
 
 fn bytes(s: Size) -> u64 {
@@ -70,7 +62,6 @@ fn bytes(s: Size) -> u64 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct PortConfig {
-    drain_bytes_per_sec: u64,
     k_bytes: u64,
     limit_bytes: u64,
 }
@@ -113,8 +104,6 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         let ifx = ifindex(ifname)?;
         let marking = p.queue.kind == "red-ecn";
         let pc = PortConfig {
-            drain_bytes_per_sec: (p.rate_bps as f64 * cfg.rate_scale * cfg.drain_fraction / 8.0)
-                as u64,
             k_bytes: p
                 .queue
                 .k()
@@ -132,14 +121,14 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         attach(&mut bpf, "port_egress", ifname, TcAttachType::Egress)?;
         attach(&mut bpf, "port_ingress", ifname, TcAttachType::Ingress)?;
         ports.push((ifx, port as u32, p.name.clone()));
-        drains.insert(ifx, pc.drain_bytes_per_sec);
+        drains.insert(ifx, (p.rate_bps as f64 * cfg.rate_scale / 8.0) as u64);
     }
     let mut out = BufWriter::new(
         File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
     );
     writeln!(
         out,
-        "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes"
+        "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,queue_bytes"
     )
     .map_err(|e| e.to_string())?;
     let stats = cfg
@@ -182,7 +171,7 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             let mut queue = HashMap::new();
             for &(ifx, port, _) in &ports {
                 let s = state.get(&ifx, 0).map_err(|e| format!("ports map: {e}"))?;
-                queue.insert(port, s.queue_bytes);
+                queue.insert(port, queue_now(&s, drains[&ifx]));
             }
             hook.on_timer(now, &|port| queue.get(&port).copied().unwrap_or(0));
             let mut fields = HashMap::new();
@@ -209,7 +198,7 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
                     s.tx_packets,
                     s.marks,
                     s.drops,
-                    s.queue_bytes
+                    queue_now(&s, drains[ifx])
                 )
                 .map_err(|e| e.to_string())?;
             }
@@ -222,6 +211,15 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             answer_stats(sock, &cfg, &ports, &drains, &state);
         }
     }
+}
+
+/// A port's backlog now: what its last packet left, less what the port has sent at its rate
+/// since (the datapath sees the backlog only when a packet comes).
+fn queue_now(s: &PortState, drain_bytes_per_sec: u64) -> u64 {
+    let idle_ns = monotonic_ns().saturating_sub(s.last_ns) as u128;
+    let drained = idle_ns * drain_bytes_per_sec as u128 / 1_000_000_000;
+    s.queue_bytes
+        .saturating_sub(drained.min(u64::MAX as u128) as u64)
 }
 
 /// Answers every waiting request. A request that cannot be answered (not JSON, another
@@ -251,13 +249,7 @@ fn answer_stats(
             continue;
         };
         let Ok(s) = state.get(&ifx, 0) else { continue };
-        // The datapath drains the phantom queue when a packet comes; what drained since
-        // the last one is drained here.
-        let idle_ns = monotonic_ns().saturating_sub(s.last_ns) as u128;
-        let drained = idle_ns * drains.get(&ifx).copied().unwrap_or(0) as u128 / 1_000_000_000;
-        let queue = s
-            .queue_bytes
-            .saturating_sub(drained.min(u64::MAX as u128) as u64);
+        let queue = queue_now(&s, drains[&ifx]);
         let reply = match request {
             StatsRequest::PortMarks { .. } => StatsReply::PortMarks {
                 switch,
@@ -374,7 +366,7 @@ fn segment(key: FlowKey, flags: u8, len: u16) -> Ipv4Packet<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testrun::{frame, privileged, run, TC_ACT_OK, TC_ACT_SHOT};
+    use crate::testrun::{frame, privileged, run, run_on, TC_ACT_OK, TC_ACT_SHOT};
     use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
     use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet};
 
@@ -396,47 +388,123 @@ mod tests {
         ))
     }
 
+    /// A veth `tq0` (peer `tq1`) in a network namespace of the calling thread's own, whose
+    /// root qdisc (htb at 8 bit/s) holds every frame after the first: the namespace and
+    /// everything in it go when the thread ends.
+    fn held_port() -> u32 {
+        // SAFETY: unshare has no memory preconditions; only this test's thread moves.
+        assert_eq!(unsafe { libc::unshare(libc::CLONE_NEWNET) }, 0, "unshare");
+        let sh = |args: &str| {
+            let ok = std::process::Command::new(args.split(' ').next().unwrap())
+                .args(args.split(' ').skip(1))
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok, "{args}");
+        };
+        sh("ip link add tq0 type veth peer name tq1");
+        for dev in ["tq0", "tq1"] {
+            // No IPv6 autoconfiguration: its packets would join the queue.
+            std::fs::write(format!("/proc/sys/net/ipv6/conf/{dev}/disable_ipv6"), "1").unwrap();
+            sh(&format!("ip link set {dev} up"));
+        }
+        sh("tc qdisc add dev tq0 root handle 1: htb default 1");
+        sh("tc class add dev tq0 parent 1: classid 1:1 htb rate 8bit burst 1600 cburst 1600");
+        ifindex("tq0").unwrap()
+    }
+
+    /// Sends `n` copies of `frame` out of interface `ifx` (AF_PACKET): they pass its
+    /// qdisc as any packet does.
+    fn send(ifx: u32, frame: &[u8], n: usize) {
+        // SAFETY: plain socket calls on buffers that outlive them.
+        unsafe {
+            let fd = libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0);
+            assert!(fd >= 0, "AF_PACKET socket");
+            let mut addr: libc::sockaddr_ll = std::mem::zeroed();
+            addr.sll_family = libc::AF_PACKET as u16;
+            addr.sll_ifindex = ifx as i32;
+            addr.sll_halen = 6;
+            for _ in 0..n {
+                let sent = libc::sendto(
+                    fd,
+                    frame.as_ptr().cast(),
+                    frame.len(),
+                    0,
+                    (&addr as *const libc::sockaddr_ll).cast(),
+                    std::mem::size_of::<libc::sockaddr_ll>() as u32,
+                );
+                assert_eq!(sent, frame.len() as isize, "sendto");
+            }
+            libc::close(fd);
+        }
+    }
+
     #[test]
-    fn above_k_the_phantom_queue_marks_ect_and_drops_not_ect_frames() {
+    fn at_k_in_the_ports_own_queue_ect_frames_are_marked_and_not_ect_frames_dropped() {
         if !privileged("switch datapath") {
             return;
         }
+        let port = held_port();
         let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
         load(&mut bpf, &["port_egress"]).unwrap();
         let mut config: BpfHashMap<MapData, u32, PortConfig> =
             take_map(&mut bpf, "port_config").unwrap();
-        let state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
-        // Drains 125 B/ms: a few bytes between back-to-back test runs. K just under 2 frames.
+        let mut state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
         let pc = PortConfig {
-            drain_bytes_per_sec: 125_000,
-            k_bytes: 2 * PACKET_BYTES - 100,
+            k_bytes: 2 * PACKET_BYTES,
             limit_bytes: 10 * PACKET_BYTES,
         };
-        config.insert(LOOPBACK, pc, 0).unwrap();
-        let mut state = state;
-        state.insert(LOOPBACK, PortState::default(), 0).unwrap();
+        config.insert(port, pc, 0).unwrap();
+        state.insert(port, PortState::default(), 0).unwrap();
 
         let ect = full_frame(Ecn::Ect0);
-        for _ in 0..2 {
-            let out = run(&mut bpf, "port_egress", &ect);
-            assert_eq!(out.verdict, TC_ACT_OK);
-            assert!(out.frame == ect, "below K: untouched");
-        }
-        let out = run(&mut bpf, "port_egress", &ect);
+        // The first frame leaves on the class's burst; the next waits: one packet queued.
+        send(port, &ect, 2);
+        let out = run_on(&mut bpf, "port_egress", &ect, port);
+        assert_eq!(out.verdict, TC_ACT_OK);
+        assert!(out.frame == ect, "below K: untouched");
+        // The backlog the program read is the one tc shows; the frame joins it.
+        let one_queued = tc_backlog("tq0");
+        assert!(one_queued > 0 && one_queued < pc.k_bytes, "{one_queued}");
+        assert_eq!(
+            state.get(&port, 0).unwrap().queue_bytes,
+            one_queued + PACKET_BYTES
+        );
+
+        send(port, &ect, 1);
+        let out = run_on(&mut bpf, "port_egress", &ect, port);
         let mut marked = ect[14..].to_vec();
         Ipv4Packet::new_checked(&mut marked[..])
             .unwrap()
             .set_ecn(Ecn::Ce);
         // At K: CE, the checksum patched as the wire code does.
-        assert_eq!(out.frame[..34], frame(&marked)[..34]);
         assert!(out.frame == frame(&marked));
         assert_eq!(
-            run(&mut bpf, "port_egress", &full_frame(Ecn::NotEct)).verdict,
+            run_on(&mut bpf, "port_egress", &full_frame(Ecn::NotEct), port).verdict,
             TC_ACT_SHOT
         );
-        let s = state.get(&LOOPBACK, 0).unwrap();
-        assert_eq!((s.tx_packets, s.marks, s.drops), (3, 1, 1));
-        assert_eq!(s.tx_bytes, 3 * PACKET_BYTES);
+        let s = state.get(&port, 0).unwrap();
+        assert_eq!((s.tx_packets, s.marks, s.drops), (2, 1, 1));
+        assert_eq!(s.tx_bytes, 2 * PACKET_BYTES);
+        assert_eq!(
+            s.queue_bytes,
+            tc_backlog("tq0"),
+            "the dropped frame joined no queue"
+        );
+    }
+
+    /// The backlog `tc` shows for an interface's root qdisc, bytes.
+    fn tc_backlog(dev: &str) -> u64 {
+        let out = std::process::Command::new("tc")
+            .args(["-s", "-j", "qdisc", "show", "dev", dev])
+            .output()
+            .unwrap();
+        let qdiscs: Vec<serde_json::Value> = serde_json::from_slice(&out.stdout).unwrap();
+        qdiscs
+            .iter()
+            .find(|q| q["root"] == true)
+            .and_then(|q| q["backlog"].as_u64())
+            .unwrap()
     }
 
     #[test]
@@ -452,7 +520,6 @@ mod tests {
         let mut windows: BpfHashMap<MapData, u32, u32> = take_map(&mut bpf, "windows").unwrap();
         let flows: BpfHashMap<MapData, FlowKey, FlowSeen> = take_map(&mut bpf, "flows").unwrap();
         let pc = PortConfig {
-            drain_bytes_per_sec: 125_000_000,
             k_bytes: u64::MAX,
             limit_bytes: 100 * PACKET_BYTES,
         };

@@ -1,5 +1,6 @@
 //! Runs a loaded program once on a frame (BPF_PROG_TEST_RUN): the kernel executes the real
-//! program on the bytes given, without any interface. Needs root.
+//! program on the bytes given, on the loopback interface or on one named by its index. Needs
+//! root.
 
 use std::os::fd::{AsFd, AsRawFd};
 
@@ -11,9 +12,10 @@ pub const TC_ACT_SHOT: u32 = 2;
 
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 
-/// `struct __sk_buff`: its size and where `priority` sits (linux/bpf.h).
+/// `struct __sk_buff`: its size and where `priority` and `ifindex` sit (linux/bpf.h).
 const SK_BUFF_BYTES: usize = 192;
 const SK_BUFF_PRIORITY: usize = 32;
+const SK_BUFF_IFINDEX: usize = 40;
 
 #[repr(C)]
 #[derive(Default)]
@@ -61,6 +63,11 @@ pub fn privileged(test: &str) -> bool {
 }
 
 pub fn run(bpf: &mut Ebpf, program: &str, frame: &[u8]) -> Outcome {
+    run_on(bpf, program, frame, 0)
+}
+
+/// As [`run`], with the packet on interface `ifindex` (0: the loopback).
+pub fn run_on(bpf: &mut Ebpf, program: &str, frame: &[u8], ifindex: u32) -> Outcome {
     let prog: &mut SchedClassifier = bpf
         .program_mut(program)
         .unwrap_or_else(|| panic!("no program {program}"))
@@ -68,7 +75,8 @@ pub fn run(bpf: &mut Ebpf, program: &str, frame: &[u8]) -> Outcome {
         .unwrap();
     let fd = prog.fd().unwrap().as_fd().as_raw_fd();
     let mut out = vec![0u8; frame.len() + 256];
-    let ctx_in = [0u8; SK_BUFF_BYTES];
+    let mut ctx_in = [0u8; SK_BUFF_BYTES];
+    ctx_in[SK_BUFF_IFINDEX..SK_BUFF_IFINDEX + 4].copy_from_slice(&ifindex.to_ne_bytes());
     let mut ctx_out = [0u8; SK_BUFF_BYTES];
     let mut attr = TestRunAttr {
         prog_fd: fd as u32,

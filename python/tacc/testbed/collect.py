@@ -5,7 +5,7 @@ rates.csv. Rates are as measured (scaled); `testbed.rate_scale` says by how much
 Sources: the traffic processes' records (bytes per goodput bin, completion, tcp_info),
 the port qdiscs' counters (`tc -s -j qdisc show`: the root htb's packets, bytes, drops and
 backlog; drops in clsact are the agents', i.e. the AQM's or a host shim's), the switch agents' port
-counters (`time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,phantom_bytes`, cumulative, ports
+counters (`time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,queue_bytes`, cumulative but the last, ports
 by name: the marks) and the host agents' rates (already in rates.csv's columns). The
 agents' times count from their own start and are moved onto the flows' clock
 (`agent_offset_s`).

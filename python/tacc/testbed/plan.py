@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     Plan = dict[str, Any]
 
 # A queue limit given in packets holds that many full packets: 1500 B each, as htb and bfifo
-# count them on a veth (their IP bytes), and as the switch agent sizes its phantom queue.
+# count them on a veth (their IP bytes), and as the switch agent sizes K and the buffer.
 PACKET_BYTES = 1500
 DEFAULT_RATE_CAP_BPS = 100_000_000
 
