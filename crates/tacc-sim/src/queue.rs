@@ -55,6 +55,17 @@ impl Qdisc {
     pub const HOT_BYTES: usize = std::mem::offset_of!(Qdisc, kind) + 1;
 
     pub fn new(kind: QueueKind, limit: Size, k: Size, red: RedParams) -> Qdisc {
+        // RED's average never exceeds the buffer (each sample is a queue the buffer held), so
+        // with its minimum threshold beyond the buffer it can never mark or drop early: it
+        // admits as drop-tail, without keeping an average it would never act on (the SICC
+        // papers' baseline queues are configured so).
+        let limit_units = match limit {
+            Size::Packets(n) | Size::Bytes(n) => n as f64,
+        };
+        let kind = match kind {
+            QueueKind::Red if limit_units < red.min_th => QueueKind::Droptail,
+            kind => kind,
+        };
         Qdisc {
             kind,
             limit,
@@ -225,6 +236,31 @@ mod tests {
         // pb = 0.05; with the count correction marks are uniform over 1/pb: rate ~ 2 pb / (1 + pb) ~ 0.095
         let rate = marks as f64 / n as f64;
         assert!((0.06..0.11).contains(&rate), "rate {rate}");
+    }
+
+    #[test]
+    fn classic_red_with_its_minimum_threshold_beyond_the_buffer_admits_as_drop_tail() {
+        // The average follows the queue at once (weight 1), and still cannot reach min_th.
+        let p = RedParams {
+            min_th: 101.0,
+            max_th: 300.0,
+            max_p: 1.0,
+            weight: 1.0,
+            ecn: true,
+            pkt_time_ns: 1,
+        };
+        let mut q = Qdisc::new(QueueKind::Red, Size::Packets(100), Size::Packets(0), p);
+        let mut rng = Rng::new(5);
+        for pkts in 0..100 {
+            for ecn in [Ecn::Ect0, Ecn::NotEct] {
+                assert_eq!(q.admit(0, pkts, 0, 1500, ecn, &mut rng), Verdict::Enqueue);
+            }
+        }
+        assert_eq!(
+            q.admit(0, 100, 0, 1500, Ecn::Ect0, &mut rng),
+            Verdict::DropOverflow
+        );
+        assert_eq!(rng.uniform(), Rng::new(5).uniform(), "no random draw");
     }
 
     #[test]
