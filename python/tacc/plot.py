@@ -116,7 +116,9 @@ def _draw(result: Result, kind: str, ylabel: str, series: dict[str, pd.Series]) 
     else:
         ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center")
     path = result.dir / f"{kind}.png"
-    fig.savefig(path, bbox_inches="tight")
+    # The figure's extent with the legend beside the axes, measured without drawing:
+    # `bbox_inches="tight"` drew the whole figure twice.
+    fig.savefig(path, bbox_inches=fig.get_tightbbox(fig.canvas.get_renderer()).padded(0.1))
     return path
 
 
