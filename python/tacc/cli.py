@@ -11,9 +11,11 @@ each, a testbed missing several things one `tacc: error: testbed: ...` line for 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import shlex
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -201,10 +203,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.engine or args.jobs or args.cluster_tolerance is not None or args.passes:
         return _fail_lines(["--engine, --jobs, --cluster-tolerance and --passes apply only "
                             "with --approx"], 2)
-    written = tacc.run_dir(
-        args.scenario, seed=args.seed, sets=args.sets, out=out,
-        progress=not args.quiet,
-    )
+    # The plotting libraries take most of a second to import: a thread imports them while
+    # the engine, which lets go of the interpreter, simulates.
+    plotting = None if args.no_plot else threading.Thread(target=importlib.import_module,
+                                                          args=("tacc.plot",), daemon=True)
+    if plotting is not None:
+        plotting.start()
+    try:
+        written = tacc.run_dir(
+            args.scenario, seed=args.seed, sets=args.sets, out=out,
+            progress=not args.quiet,
+        )
+    finally:
+        if plotting is not None:
+            plotting.join()
     return _present(written, args)
 
 
