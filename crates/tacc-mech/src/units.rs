@@ -117,7 +117,13 @@ impl Size {
         Bytes::parse(t).map(|b| Size::Bytes(b.0))
     }
     pub fn is_zero(self) -> bool {
-        matches!(self, Size::Packets(0) | Size::Bytes(0))
+        self.count() == 0
+    }
+    /// The number in its own unit (packets or bytes).
+    pub fn count(self) -> u64 {
+        match self {
+            Size::Packets(n) | Size::Bytes(n) => n,
+        }
     }
 }
 

@@ -677,9 +677,7 @@ impl Fabric for ModelFabric<'_> {
 /// Classic RED's parameters from the queue table, with their defaults (the packet time is
 /// each port's own).
 pub(crate) fn red_params(q: &QueueCfg) -> RedParams {
-    let size = |s: Size| match s {
-        Size::Packets(n) | Size::Bytes(n) => n as f64,
-    };
+    let size = |s: Size| s.count() as f64;
     RedParams {
         min_th: q.min_th.map_or(5.0, size),
         max_th: q.max_th.map_or(15.0, size),

@@ -59,11 +59,8 @@ impl Qdisc {
         // with its minimum threshold beyond the buffer it can never mark or drop early: it
         // admits as drop-tail, without keeping an average it would never act on (the SICC
         // papers' baseline queues are configured so).
-        let limit_units = match limit {
-            Size::Packets(n) | Size::Bytes(n) => n as f64,
-        };
         let kind = match kind {
-            QueueKind::Red if limit_units < red.min_th => QueueKind::Droptail,
+            QueueKind::Red if (limit.count() as f64) < red.min_th => QueueKind::Droptail,
             kind => kind,
         };
         Qdisc {
