@@ -69,8 +69,6 @@ struct PortConfig {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 struct PortState {
-    lock: u32,
-    pad: u32,
     queue_bytes: u64,
     last_ns: u64,
     tx_packets: u64,
@@ -79,7 +77,7 @@ struct PortState {
     drops: u64,
 }
 
-// SAFETY: plain C structs; the padding is explicit.
+// SAFETY: plain C structs of u64 fields, without padding.
 unsafe impl aya::Pod for PortConfig {}
 unsafe impl aya::Pod for PortState {}
 
