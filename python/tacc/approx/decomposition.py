@@ -156,6 +156,8 @@ class Decomposition:
     visits: list[list[tuple[int, Chain | None]]] = field(default_factory=list)
     # Each clustered port's simulated port (a simulated port is its own).
     cluster_of: dict[int, int] = field(default_factory=dict)
+    # The flows (indices) crossing each port.
+    crossing: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
     full_chains: list[Chain] = field(default_factory=list)
     pruned: list[str] = field(default_factory=list)
     # Host NIC ports, simulated as feeders of the switch ports their flows reach first.
@@ -315,27 +317,19 @@ def _cluster(ports: Sequence[Port], loaded: list[int], host_fed: set[int],
     return cluster_of
 
 
-def _crossing(workload: Sequence[dict[str, Any]]) -> dict[int, list[int]]:
-    """The flows (indices) crossing each port."""
-    crossing: dict[int, list[int]] = defaultdict(list)
-    for i, f in enumerate(workload):
-        for p in f["ports"]:
-            crossing[p].append(i)
-    return crossing
-
-
 def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str,
                user_sets: Sequence[tuple[str, str]], prune_below: float,
                cluster_tolerance: float = 0.0) -> Decomposition:
     """The link tasks of a workload, the ideal-time runs their paths need, the pruned links
     and the clusters."""
     ports = fabric.ports
-    crossing = _crossing(workload)
+    dec = Decomposition(visits=[[] for _ in workload])
+    crossing = dec.crossing
     offered: dict[int, int] = defaultdict(int)
     for i, f in enumerate(workload):
         for p in f["ports"]:
+            crossing[p].append(i)
             offered[p] += f["bytes"]
-    dec = Decomposition(visits=[[] for _ in workload])
     dec.full_chains = [tuple((ports[p].rate_bps, ports[p].delay_ns) for p in f["ports"])
                        for f in workload]
     loaded = []
@@ -560,12 +554,11 @@ def _second_pass(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomp
                  caps: dict[tuple[int, int], int]) -> list[Task]:
     """The simulated links' tasks again, each flow's own access link slowed to its cap (a
     flow fed by its host's NIC shares it with the host's other flows, and is not capped)."""
-    crossing = _crossing(workload)
     names = {port.name: p for p, port in enumerate(fabric.ports)}
     tasks = []
     for t in dec.tasks:
         p = names[t.key]
-        task, _, capped = _port_task(p, crossing[p], fabric, workload, dec.full_chains,
+        task, _, capped = _port_task(p, dec.crossing[p], fabric, workload, dec.full_chains,
                                      scenario, user_sets, caps)
         tasks.append(task)
         dec.capped[t.key] = capped
