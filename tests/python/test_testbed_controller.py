@@ -195,9 +195,13 @@ def test_sicc_clamps_every_sender_in_an_incast_and_the_elephants_keep_the_link(
     elephant_ons = min(ons[f"s{i}"] for i in range(4))
     assert all(1 <= ons[f"s{i}"] <= elephant_ons for i in range(4, 20)), ons
     assert sum(a["control_forged"] + a["control_replayed"] for a in agents.values()) == 0
-    # Every sender's ACKs were clamped in its hypervisor's datapath (the receiver's are not).
+    # The clamps reached the datapaths: every elephant's ACKs were rewritten in its
+    # hypervisor (an elephant's ACKs flow all through a clamp), and some mice's; the
+    # receiver's never. Not every mouse host's: an ON that comes after a host's mice got
+    # their last ACKs finds none to rewrite (a CI run had 4 mouse hosts of 16 with none).
     rewrites = {h: a["rwnd_rewrites"] for h, a in agents.items()}
-    assert all(rewrites[f"s{i}"] > 0 for i in range(20)) and rewrites["r0"] == 0, rewrites
+    assert all(rewrites[f"s{i}"] > 0 for i in range(4)), rewrites
+    assert sum(rewrites[f"s{i}"] for i in range(4, 20)) > 0 and rewrites["r0"] == 0, rewrites
     sent = summary["mechanism"]["control_messages"]
     assert sent["packet_in"] >= 52 and sent["host_message"] > 0, sent  # a SYN per flow
 
