@@ -54,14 +54,36 @@ def assert_checksums_correct(out: Path) -> None:
     assert not bad, f"checksum errors: {bad}"
 
 
-def goodput(out: Path, flow: str, start: float, end: float) -> float:
-    """Mean goodput of `flow` over [start, end) s, at the scenario's rates (Mb/s)."""
+def goodput_bins(out: Path, flow: str, start: float, end: float) -> list[float]:
+    """The goodput of `flow` in each bin of [start, end) s, at the scenario's rates (Mb/s)."""
+    scale = read_summary(out)["testbed"]["rate_scale"]
     with (out / "goodput.csv").open(newline="") as f:
-        bins = [float(r["goodput_mbps"]) for r in csv.DictReader(f)
+        bins = [float(r["goodput_mbps"]) / scale for r in csv.DictReader(f)
                 if r["flow"] == flow and start <= float(r["time_s"]) < end]
     assert bins, f"no goodput bins of {flow} in [{start}, {end})"
-    scale = read_summary(out)["testbed"]["rate_scale"]
-    return sum(bins) / len(bins) / scale
+    return bins
+
+
+def goodput(out: Path, flow: str, start: float, end: float) -> float:
+    """Mean goodput of `flow` over [start, end) s, at the scenario's rates (Mb/s)."""
+    bins = goodput_bins(out, flow, start, end)
+    return sum(bins) / len(bins)
+
+
+def assert_tcp_held(out: Path, limit: float, start: float, end: float) -> None:
+    """The tagged TCP flow's goodput over [start, end) s held at `limit` (payload Mb/s at the
+    scenario's rates): its median 100 ms bin within 3%, and its mean never above that and at
+    most 15% below. The flow is limited by its receive window (100 segments), almost all of
+    it queued in the limiter: a receiver stalled longer than that queue's 20 ms leaves the
+    limiter idle, as a loaded 2-core machine may (a CI run lost 8.5% of [3, 6) s with the
+    UDP limit held). Such bins are the host's; a limiter off its rate is off in every bin."""
+    bins = sorted(goodput_bins(out, "tagged", start, end))
+    median, mean = bins[len(bins) // 2], sum(bins) / len(bins)
+    tagged = next(f for f in read_summary(out)["flows"] if f["name"] == "tagged")
+    seen = (f"TCP median {median:.1f}, mean {mean:.1f}, lowest bins {[round(b) for b in bins[:3]]}, limit "
+            f"{limit:.1f}; {tagged['retransmits']} retransmits, {tagged['timeouts']} timeouts")
+    assert abs(median - limit) <= 0.03 * limit, seen
+    assert 0.85 * limit <= mean <= 1.03 * limit, seen
 
 
 def assert_udp_held(out: Path, limit: float, start: float, end: float) -> None:
@@ -102,8 +124,7 @@ def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Pa
     udp_payload = 500.0 * 1472 / PACKET
     tcp_payload = 500.0 * 1448 / PACKET  # Linux carries TCP timestamps: 1448 B a segment
     assert_udp_held(out, udp_payload, 1.0, 6.0)
-    both = goodput(out, "tagged", 3.0, 6.0)
-    assert abs(both - tcp_payload) <= 0.03 * tcp_payload, f"TCP {both:.1f}, limit {tcp_payload:.1f}"
+    assert_tcp_held(out, tcp_payload, 3.0, 6.0)
 
 
 def test_the_bpf_limiter_holds_the_rate_by_dropping(testbed_machine: None,
@@ -136,10 +157,9 @@ def test_killing_the_agents_leaves_the_last_rates_in_force(testbed_machine: None
         run_on_testbed(tmp_path, [STATIC_500], keep_going=True, during=kill_host_agents)
     out = tmp_path / "out"
     assert len(killed) == 3
-    both = goodput(out, "tagged", 3.0, 6.0)
     udp_payload, tcp_payload = 500.0 * 1472 / PACKET, 500.0 * 1448 / PACKET
     assert_udp_held(out, udp_payload, 3.0, 6.0)  # after the kill
-    assert abs(both - tcp_payload) <= 0.03 * tcp_payload, f"TCP {both:.1f} after the kill"
+    assert_tcp_held(out, tcp_payload, 3.0, 6.0)
 
 
 FORGER = """
