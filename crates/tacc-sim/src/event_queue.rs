@@ -141,7 +141,7 @@ impl<T: Copy + Default> EventQueue<T> {
     /// Adds an event at time `at`, after every event already queued at that time.
     ///
     /// Panics if `at` is before the last popped time: the simulation would go back in time.
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, at: u64, item: T) {
         assert!(
             at >= self.last,
@@ -156,14 +156,22 @@ impl<T: Copy + Default> EventQueue<T> {
         } else if slot - self.now_slot < SLOTS as u64 {
             self.append(slot, entry);
         } else {
-            self.later_seq += 1;
-            self.later.push(Later {
-                at,
-                seq: self.later_seq,
-                item,
-            });
-            self.later_min = self.later_min.min(at);
+            self.push_later(at, item);
         }
+    }
+
+    /// An event beyond the wheel's reach: rare (timers, flow starts), kept out of `push`'s
+    /// inlined body.
+    #[cold]
+    #[inline(never)]
+    fn push_later(&mut self, at: u64, item: T) {
+        self.later_seq += 1;
+        self.later.push(Later {
+            at,
+            seq: self.later_seq,
+            item,
+        });
+        self.later_min = self.later_min.min(at);
     }
 
     /// Removes and returns the earliest event if its time is at most `end`.

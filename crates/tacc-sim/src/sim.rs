@@ -23,7 +23,7 @@ use tacc_mech::headers::{ip_proto, Ecn};
 use tacc_mech::rate_alloc::EgressVerdict;
 use tacc_mech::roles::IngressVerdict;
 
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub enum EvKind {
     /// A port finished serializing its head packet.
     TxDone(u32),
@@ -42,14 +42,73 @@ pub enum EvKind {
     CtrlDeliver,
     /// A VM's vNIC finished serializing its head packet (or a held head is offered again).
     VnicDone(u32),
-    /// (The default only fills the event queue's unused room.)
-    #[default]
     Sample,
+}
+
+/// An `EvKind` packed in one word: the kind in the top 4 bits, an arrival's port in the 28
+/// below and its packet in the low 32, any other kind's index in the low 32. The event queue's
+/// entries are then two words, built and moved in registers: an enum of three 4-byte fields
+/// was written to the stack piece by piece and read back whole, a store that cannot be
+/// forwarded to the load, at every push: half the samples of `schedule`, itself a sixth of
+/// the 288-server SICC tree's time. Packed, that tree runs in 0.96 of the time.
+#[derive(Clone, Copy, Default)]
+struct Ev(u64);
+
+/// Ports an arrival can name (`Ev`): far beyond any fabric that fits in memory.
+const MAX_PORTS: usize = 1 << 28;
+
+impl From<EvKind> for Ev {
+    #[inline(always)]
+    fn from(kind: EvKind) -> Ev {
+        let (tag, a, b): (u64, u32, u32) = match kind {
+            EvKind::TxDone(p) => (0, 0, p),
+            EvKind::Arrive(p, id) => (1, p, id),
+            EvKind::EpTimer(x) => (2, 0, x),
+            EvKind::FlowStart(x) => (3, 0, x),
+            EvKind::FlowStop(x) => (4, 0, x),
+            EvKind::UdpSend(x) => (5, 0, x),
+            EvKind::IncastEpoch(x) => (6, 0, x),
+            EvKind::TrafficArrival(x) => (7, 0, x),
+            EvKind::InstallRule(x) => (8, 0, x),
+            EvKind::ShimTimer(x) => (9, 0, x),
+            EvKind::SwitchTimer(x) => (10, 0, x),
+            EvKind::CtrlTimer => (11, 0, 0),
+            EvKind::CtrlDeliver => (12, 0, 0),
+            EvKind::VnicDone(x) => (13, 0, x),
+            EvKind::Sample => (14, 0, 0),
+        };
+        debug_assert!((a as usize) < MAX_PORTS);
+        Ev(tag << 60 | (a as u64) << 32 | b as u64)
+    }
+}
+
+impl From<Ev> for EvKind {
+    #[inline(always)]
+    fn from(ev: Ev) -> EvKind {
+        let (a, b) = ((ev.0 >> 32) as u32 & (MAX_PORTS as u32 - 1), ev.0 as u32);
+        match ev.0 >> 60 {
+            0 => EvKind::TxDone(b),
+            1 => EvKind::Arrive(a, b),
+            2 => EvKind::EpTimer(b),
+            3 => EvKind::FlowStart(b),
+            4 => EvKind::FlowStop(b),
+            5 => EvKind::UdpSend(b),
+            6 => EvKind::IncastEpoch(b),
+            7 => EvKind::TrafficArrival(b),
+            8 => EvKind::InstallRule(b),
+            9 => EvKind::ShimTimer(b),
+            10 => EvKind::SwitchTimer(b),
+            11 => EvKind::CtrlTimer,
+            12 => EvKind::CtrlDeliver,
+            13 => EvKind::VnicDone(b),
+            _ => EvKind::Sample,
+        }
+    }
 }
 
 pub struct Sim {
     pub now: u64,
-    queue: EventQueue<EvKind>,
+    queue: EventQueue<Ev>,
     pub pkts: Arena,
     pub m: Model,
     /// Counts and time series for the result files.
@@ -69,6 +128,11 @@ const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
 
 impl Sim {
     pub fn new(m: Model) -> Sim {
+        assert!(
+            m.ports.len() <= MAX_PORTS,
+            "{} ports: an event names at most {MAX_PORTS}",
+            m.ports.len()
+        );
         let mut s = Sim {
             now: 0,
             queue: EventQueue::default(),
@@ -110,14 +174,16 @@ impl Sim {
         s
     }
 
+    #[inline(always)]
     pub fn schedule(&mut self, at: u64, kind: EvKind) {
-        self.queue.push(at, kind);
+        self.queue.push(at, Ev::from(kind));
     }
 
     /// Runs to the end; `progress(now, end)` is called every 2^20 events.
     pub fn run(&mut self, progress: &mut dyn FnMut(u64, u64)) {
         let end = self.m.duration;
-        while let Some((at, kind)) = self.queue.pop_until(end) {
+        while let Some((at, ev)) = self.queue.pop_until(end) {
+            let kind = EvKind::from(ev);
             self.now = at;
             self.rec.events += 1;
             if self.rec.events & 0xF_FFFF == 0 {
@@ -125,7 +191,10 @@ impl Sim {
             }
             if self.prefetching {
                 let (next, after) = self.queue.peek_hint();
-                let (next, after) = (next.copied(), after.copied());
+                let (next, after) = (
+                    next.map(|&e| EvKind::from(e)),
+                    after.map(|&e| EvKind::from(e)),
+                );
                 if let Some(after) = after {
                     self.prefetch(after);
                 }
