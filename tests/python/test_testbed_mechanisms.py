@@ -80,8 +80,9 @@ def assert_tcp_held(out: Path, limit: float, start: float, end: float) -> None:
     bins = sorted(goodput_bins(out, "tagged", start, end))
     median, mean = bins[len(bins) // 2], sum(bins) / len(bins)
     tagged = next(f for f in read_summary(out)["flows"] if f["name"] == "tagged")
-    seen = (f"TCP median {median:.1f}, mean {mean:.1f}, lowest bins {[round(b) for b in bins[:3]]}, limit "
-            f"{limit:.1f}; {tagged['retransmits']} retransmits, {tagged['timeouts']} timeouts")
+    seen = (f"TCP median {median:.1f}, mean {mean:.1f}, lowest bins "
+            f"{[round(b) for b in bins[:3]]}, limit {limit:.1f}; "
+            f"{tagged['retransmits']} retransmits, {tagged['timeouts']} timeouts")
     assert abs(median - limit) <= 0.03 * limit, seen
     assert 0.85 * limit <= mean <= 1.03 * limit, seen
 
