@@ -31,6 +31,17 @@ def run(
     simulated time reached and the run's end. The first exception it raises stops the
     calls and is raised when the run is over (the run itself goes on to the end)."""
 
+def run_summary(
+    path: str,
+    *,
+    seed: int | None = None,
+    sets: list[tuple[str, str]] = ...,
+    ports: list[str] = ...,
+) -> str:
+    """Run the scenario as `run` does without writing a result directory; returns the JSON
+    its summary.json would hold (per-flow results included), `ports` narrowed to those
+    named."""
+
 def validate(path: str, *, sets: list[tuple[str, str]] = ...) -> _ScenarioInfo:
     """Check the scenario as `run` would, without running it."""
 

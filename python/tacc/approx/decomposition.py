@@ -53,16 +53,15 @@ which in the fabric it does not. The second pass's delays are the ones summed.
 
 from __future__ import annotations
 
-import csv
+import functools
 import hashlib
 import io
 import json
 import os
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -132,6 +131,8 @@ class TaskResult:
     port: dict[str, Any] | None
     events: int
     conservation: dict[str, Any]
+    # Its wall time in its worker: the scenario read, the run, its summary decoded.
+    seconds: float
 
 
 @dataclass
@@ -206,6 +207,7 @@ def _ser_ns(nbytes: int, rate_bps: int) -> float:
     return nbytes * 8 * NS / rate_bps
 
 
+@functools.cache  # a fabric's flows cross a handful of distinct paths
 def _base_rtt_ns(chain: Chain, mss: int) -> float:
     """Propagation both ways plus a full data packet's and an ACK's serialization per hop."""
     return sum(2 * d + _ser_ns(mss + IP_TCP_HEADERS, r) + _ser_ns(IP_TCP_HEADERS, r)
@@ -218,33 +220,41 @@ def _task_seed(seed: int, key: str) -> int:
     return int.from_bytes(digest[:8], "big") >> 1
 
 
-def _literal(value: Any) -> str:
-    """A TOML literal (strings, booleans, integers, lists and inline tables)."""
+def _literal(value: str | bool | list[str]) -> str:
+    """A TOML literal: a string, a boolean or a list of strings."""
+    if isinstance(value, str):
+        # Names: quoted as they are unless they need escapes.
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return f'"{value}"'
+        return json.dumps(value)
     if isinstance(value, bool):
         return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_literal(v)}" for k, v in value.items()) + "}"
     return "[" + ", ".join(_literal(v) for v in value) + "]"
 
 
-def _link(a: str, b: str, rate_bps: int, delay_ns: int) -> dict[str, str]:
-    return {"a": a, "b": b, "rate": f"{rate_bps}bps", "delay": f"{delay_ns}ns"}
+# A task's links and flows are written straight as TOML inline tables: a large fabric has
+# thousands of tasks, and going through `_literal` for each of their fields was most of the
+# time spent building them.
+def _link(a: str, b: str, rate_bps: int, delay_ns: int) -> str:
+    """A link between two of a task's nodes (names of its own, never quoted)."""
+    return f'{{a = "{a}", b = "{b}", rate = "{rate_bps}bps", delay = "{delay_ns}ns"}}'
 
 
-def _scenario_sets(hosts: list[str], switches: list[str], links: list[dict[str, str]],
-                   flows: list[dict[str, Any]], duration_ns: int | None = None,
-                   ) -> tuple[tuple[str, str], ...]:
-    """Overrides that turn the scenario into an explicit topology with explicit flows; its
-    [tcp], [queue] and [nic] tables stay as they are."""
+def _flow(name: str, src: str, dst: str, start_ns: int, nbytes: int, cc: str, ecn: bool,
+          ) -> str:
+    return (f'{{name = {_literal(name)}, src = "{src}", dst = "{dst}", start = "{start_ns}ns", '
+            f'bytes = "{nbytes}B", cc = {_literal(cc)}, ecn = {_literal(ecn)}}}')
+
+
+def _scenario_sets(hosts: list[str], switches: list[str], links: list[str], flows: list[str],
+                   duration_ns: int | None = None) -> tuple[tuple[str, str], ...]:
+    """Overrides that turn the scenario into an explicit topology with explicit flows (`_link`,
+    `_flow`); its [tcp], [queue] and [nic] tables stay as they are."""
     sets = [
-        ("topology", _literal({"kind": "explicit", "hosts": hosts, "switches": switches,
-                               "links": links})),
+        ("topology", f'{{kind = "explicit", hosts = {_literal(hosts)}, '
+                     f'switches = {_literal(switches)}, links = [{", ".join(links)}]}}'),
         ("traffic", "[]"),
-        ("flows", _literal(flows)),
+        ("flows", f'[{", ".join(flows)}]'),
         ("output.ports", "[]"),
     ]
     if duration_ns is not None:
@@ -271,8 +281,7 @@ def _ladder_task(chain: Chain, scenario: str, user_sets: Sequence[tuple[str, str
     rtt = _base_rtt_ns(chain, fabric.mss)
     flows, start = [], 0
     for size in _ladder_sizes(fabric.mss, largest):
-        flows.append({"name": f"ideal.{size}", "src": "a", "dst": "b", "start": f"{start}ns",
-                      "bytes": f"{size}B", "cc": cc, "ecn": ecn})
+        flows.append(_flow(f"ideal.{size}", "a", "b", start, size, cc, ecn))
         wire = -(-size // fabric.mss) * (fabric.mss + IP_TCP_HEADERS)
         start += int(2 * _ser_ns(wire, slowest) + 50 * rtt) + 1_000_000
     key = "ideal " + " ".join(f"{r}bps/{d}ns" for r, d in chain)
@@ -427,9 +436,7 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
         if not port.to_host:
             hosts.append(dst)
             links.append(_link(far, dst, *chain[-1]))
-        entries.append({"name": f["name"], "src": src, "dst": dst,
-                        "start": f"{f['start_ns']}ns", "bytes": f"{f['bytes']}B",
-                        "cc": f["cc"], "ecn": f["ecn"]})
+        entries.append(_flow(f["name"], src, dst, f["start_ns"], f["bytes"], f["cc"], f["ecn"]))
         visits.append((i, tuple(chain)))
     task = Task(port.name, scenario, tuple(user_sets) + _scenario_sets(
         hosts, switches, links, entries), _task_seed(fabric.seed, port.name), f"{near}->{far}")
@@ -440,19 +447,17 @@ def run_task(task: Task) -> TaskResult:
     """One engine run (in a worker): the flows' results and the bottleneck port's counters."""
     from tacc import _core as core
 
-    with tempfile.TemporaryDirectory(prefix="tacc-approx-") as tmp:
-        core.run(task.scenario, seed=task.seed, sets=list(task.sets), out=tmp)
-        with open(Path(tmp) / "flows.csv", newline="") as fh:
-            flows = {
-                row["name"]: (round(float(row["fct"]) * NS) if row["fct"] else None,
-                              int(row["bytes_delivered"]), int(row["retransmits"]),
-                              int(row["fast_retransmits"]), int(row["timeouts"]),
-                              int(row["ecn_reductions"]))
-                for row in csv.DictReader(fh)
-            }
-        summary = json.loads((Path(tmp) / "summary.json").read_text())
-    port = next((p for p in summary["ports"] if p["name"] == task.bottleneck), None)
-    return TaskResult(flows, port, summary["events"], summary["conservation"])
+    t0 = time.perf_counter()
+    summary = json.loads(core.run_summary(task.scenario, seed=task.seed, sets=list(task.sets),
+                                          ports=[task.bottleneck]))
+    flows = {
+        f["name"]: (None if f["fct"] is None else round(f["fct"] * NS), f["bytes_delivered"],
+                    f["retransmits"], f["fast_retransmits"], f["timeouts"], f["ecn_reductions"])
+        for f in summary["flows"]
+    }
+    port = next(iter(summary["ports"]), None)
+    return TaskResult(flows, port, summary["events"], summary["conservation"],
+                      time.perf_counter() - t0)
 
 
 def execute(tasks: Sequence[Task], options: Options,
@@ -467,13 +472,13 @@ def execute(tasks: Sequence[Task], options: Options,
             step(1)
         return results
     results = {}
+    # Tasks go to the workers in chunks: a large fabric has thousands of small ones, each of
+    # which would otherwise be a round trip to the parent.
+    chunk = max(1, len(tasks) // (options.jobs * 16))
     with ProcessPoolExecutor(max_workers=options.jobs) as pool:
-        pending = {pool.submit(run_task, t): t.key for t in tasks}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for future in done:
-                results[pending.pop(future)] = future.result()
-                step(1)
+        for t, result in zip(tasks, pool.map(run_task, tasks, chunksize=chunk), strict=True):
+            results[t.key] = result
+            step(1)
     return results
 
 
@@ -553,15 +558,18 @@ def _second_pass(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomp
                  scenario: str, user_sets: Sequence[tuple[str, str]],
                  caps: dict[tuple[int, int], int]) -> list[Task]:
     """The simulated links' tasks again, each flow's own access link slowed to its cap (a
-    flow fed by its host's NIC shares it with the host's other flows, and is not capped)."""
+    flow fed by its host's NIC shares it with the host's other flows, and is not capped).
+    A link none of whose flows is held would run its first task again, seed and all, to the
+    same result: it is left out and keeps its first pass."""
     names = {port.name: p for p, port in enumerate(fabric.ports)}
     tasks = []
     for t in dec.tasks:
         p = names[t.key]
         task, _, capped = _port_task(p, dec.crossing[p], fabric, workload, dec.full_chains,
                                      scenario, user_sets, caps)
-        tasks.append(task)
-        dec.capped[t.key] = capped
+        if capped:
+            tasks.append(task)
+            dec.capped[t.key] = capped
     return tasks
 
 
@@ -577,7 +585,7 @@ def _uncap(result: TaskResult, workload: Sequence[dict[str, Any]],
         if fct is not None:
             slower = workload[i]["bytes"] * 8 * NS * (1 / cap - 1 / rate)
             flows[name] = (max(0, round(fct - slower)), *rest)
-    return TaskResult(flows, result.port, result.events, result.conservation)
+    return TaskResult(flows, result.port, result.events, result.conservation, result.seconds)
 
 
 def run_link_decomposition(scenario: str, *, seed: int | None = None,
@@ -609,8 +617,9 @@ def run_link_decomposition(scenario: str, *, seed: int | None = None,
         ladders = {chain: _ideal(results, task) for chain, task in dec.ladders.items()}
         if options.passes == 2:
             caps = _caps(fabric, workload, dec, results, ladders)
-            second = execute(_second_pass(fabric, workload, dec, scenario, sets, caps),
-                             options, step)
+            again = _second_pass(fabric, workload, dec, scenario, sets, caps)
+            step(len(dec.tasks) - len(again))
+            second = execute(again, options, step)
             for key, result in second.items():
                 dec.first_pass[key] = results[key]
                 results[key] = _uncap(result, workload, dec.capped[key])
@@ -775,6 +784,8 @@ def _write(out: Path, scenario: str, fabric: Fabric,
             "passes": options.passes,
             # (flow, link) pairs of the second pass whose flow was held to its rate elsewhere.
             "capped_flows": sum(len(c) for c in dec.capped.values()),
+            # Link tasks the second pass ran again (the others held no flow).
+            "second_pass_tasks": len(dec.first_pass),
             "ideal_runs": len(dec.ladders),
             "pruned_links": dec.pruned,
             "nic_links_as_feeders": len(dec.nics),
@@ -787,6 +798,11 @@ def _write(out: Path, scenario: str, fabric: Fabric,
             "jobs": options.jobs,
             "link_events": sum(r.events for r in link_results)
             + sum(r.events for r in dec.first_pass.values()),
+            # The time of every run (link tasks and ideal-time runs) in its worker, summed,
+            # and the longest's: on W workers the runs take at least the larger of their sum
+            # over W and the longest.
+            "task_seconds": sum(r.seconds for r in every),
+            "longest_task_seconds": max(r.seconds for r in every),
             # Each path's ideal completion times by size (alone on the idle path).
             "ideal": [{"path": [list(hop) for hop in chain],
                        "bytes": ladder[0].astype(int).tolist(),
