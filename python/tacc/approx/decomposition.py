@@ -460,6 +460,18 @@ def run_task(task: Task) -> TaskResult:
                       time.perf_counter() - t0)
 
 
+def run_tasks(tasks: Sequence[Task]) -> list[TaskResult]:
+    """A chunk of tasks, one after another (in a worker)."""
+    return [run_task(t) for t in tasks]
+
+
+def _chunks(tasks: Sequence[Task], workers: int) -> list[Sequence[Task]]:
+    """Tasks in chunks, about 16 a worker: a large fabric has thousands of small ones, each of
+    which would otherwise be a round trip between the parent and a worker."""
+    size = max(1, len(tasks) // (workers * 16))
+    return [tasks[i:i + size] for i in range(0, len(tasks), size)]
+
+
 def execute(tasks: Sequence[Task], options: Options,
             step: Callable[[int], None] = lambda _: None) -> dict[str, TaskResult]:
     """Runs the tasks serially, in a process pool or on Ray; results by task key."""
@@ -472,13 +484,11 @@ def execute(tasks: Sequence[Task], options: Options,
             step(1)
         return results
     results = {}
-    # Tasks go to the workers in chunks: a large fabric has thousands of small ones, each of
-    # which would otherwise be a round trip to the parent.
-    chunk = max(1, len(tasks) // (options.jobs * 16))
     with ProcessPoolExecutor(max_workers=options.jobs) as pool:
-        for t, result in zip(tasks, pool.map(run_task, tasks, chunksize=chunk), strict=True):
-            results[t.key] = result
-            step(1)
+        chunks = _chunks(tasks, options.jobs)
+        for chunk, done in zip(chunks, pool.map(run_tasks, chunks), strict=True):
+            results.update((t.key, r) for t, r in zip(chunk, done, strict=True))
+            step(len(chunk))
     return results
 
 
@@ -487,13 +497,16 @@ def _execute_ray(tasks: Sequence[Task], step: Callable[[int], None]) -> dict[str
 
     if not ray.is_initialized():
         ray.init(address=os.environ.get("RAY_ADDRESS") or None, log_to_driver=False)
-    remote = ray.remote(run_task)
-    refs = {remote.remote(t): t.key for t in tasks}
+    remote = ray.remote(run_tasks)
+    workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+    refs = {remote.remote(chunk): chunk for chunk in _chunks(tasks, workers)}
     results, pending = {}, list(refs)
     while pending:
-        done, pending = ray.wait(pending, num_returns=1)
-        results[refs[done[0]]] = ray.get(done[0])
-        step(1)
+        done, pending = ray.wait(pending, num_returns=len(pending), timeout=0.1)
+        for ref in done:
+            chunk = refs[ref]
+            results.update((t.key, r) for t, r in zip(chunk, ray.get(ref), strict=True))
+            step(len(chunk))
     return results
 
 
