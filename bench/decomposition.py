@@ -118,13 +118,28 @@ def _by_link(approx_dir: Path) -> tuple[dict[str, dict[str, float]], pd.DataFram
 
 
 def _decompose(sets: list[tuple[str, str]], out: Path, tolerance: float, jobs: int,
-               passes: int = Options().passes) -> float:
+               passes: int = Options().passes, engine: str = "local") -> float:
     """One decomposition run; its wall time."""
     t = time.perf_counter()
     run_link_decomposition(str(SCENARIO), sets=sets, out=out,
-                           options=Options(engine="local", jobs=jobs,
+                           options=Options(engine=engine, jobs=jobs,
                                            cluster_tolerance=tolerance, passes=passes))
     return time.perf_counter() - t
+
+
+def _on_ray(sets: list[tuple[str, str]], out: Path, tolerance: float) -> dict:
+    """The default decomposition on a local Ray instance of 2 CPUs: the instance's start-up,
+    then the run's wall time."""
+    import ray
+
+    t = time.perf_counter()
+    ray.init(num_cpus=2, log_to_driver=False, include_dashboard=False)
+    start = time.perf_counter() - t
+    try:
+        wall = _decompose(sets, out, tolerance, 2, engine="ray")
+    finally:
+        ray.shutdown()
+    return {"start_s": start, "wall_s": wall}
 
 
 def measure(k: int, work: Path, duration: str | None = None) -> dict:
@@ -136,9 +151,10 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
     full_wall = time.perf_counter() - t
     tol = Options().cluster_tolerance
     walls = {jobs: _decompose(sets, approx_dir / f"jobs{jobs}", tol, jobs) for jobs in (2, 1)}
+    ray = _on_ray(sets, approx_dir / "ray", tol)
     summary = json.loads((approx_dir / "jobs1" / "summary.json").read_text())
-    same = ((approx_dir / "jobs1" / "flows.csv").read_bytes()
-            == (approx_dir / "jobs2" / "flows.csv").read_bytes())
+    same = all((approx_dir / "jobs1" / "flows.csv").read_bytes()
+               == (approx_dir / other / "flows.csv").read_bytes() for other in ("jobs2", "ray"))
     ideal = _full_path_ideal(summary)
     full_flows = pd.read_csv(full_dir / "flows.csv")
     full = _buckets(_slowdowns(full_flows, ideal, k))
@@ -171,16 +187,24 @@ def measure(k: int, work: Path, duration: str | None = None) -> dict:
         "relative_error": relative, "per_flow_ratio": per_flow,
         "approx_worst_link_only": worst_link,
         "delay_by_link_class": classes,
-        "wall_s": {"full": full_wall, "approx_serial": walls[1], "approx_2_workers": walls[2]},
-        "speedup": {"serial": full_wall / walls[1], "2_workers": full_wall / walls[2]},
+        "wall_s": {"full": full_wall, "approx_serial": walls[1], "approx_2_workers": walls[2],
+                   "approx_ray_2_cpus": ray["wall_s"], "ray_start": ray["start_s"]},
+        "speedup": {"serial": full_wall / walls[1], "2_workers": full_wall / walls[2],
+                    "ray_2_cpus": full_wall / ray["wall_s"]},
         "cluster_tolerance": tol, "tolerance_sweep": sweep, "passes": passes,
         "link_tasks": info["link_tasks"], "clustered_links": info["clustered_links"],
         "pruned_links": len(info["pruned_links"]),
         "nic_links_as_feeders": info["nic_links_as_feeders"],
-        "ideal_runs": info["ideal_runs"], "events": {
+        "ideal_runs": info["ideal_runs"], "second_pass_tasks": info["second_pass_tasks"],
+        # Serially: the time of all runs (each as its worker spends it), of the longest, and
+        # the rest (the parent's own: the workload, building the tasks, combining delays).
+        "task_seconds": info["task_seconds"],
+        "longest_task_seconds": info["longest_task_seconds"],
+        "parent_seconds": walls[1] - info["task_seconds"],
+        "events": {
             "full": json.loads((full_dir / "summary.json").read_text())["events"],
             "approx": summary["events"]},
-        "same_output_serial_and_2_workers": same,
+        "same_output_serial_2_workers_and_ray": same,
         "flows": {"full": len(full_flows),
                   "approx": len(summary["flows"])},
         "load_average_1m": {"before": load_before, "after": os.getloadavg()[0]},
@@ -289,15 +313,25 @@ def markdown(results: list[dict]) -> str:
         w, s = r["wall_s"], r["speedup"]
         lines += ["", f"Wall time: packet-level {w['full']:.1f} s, decomposition serial "
                       f"{w['approx_serial']:.1f} s (speed-up {s['serial']:.2f}), with 2 workers "
-                      f"{w['approx_2_workers']:.1f} s (speed-up {s['2_workers']:.2f}); "
+                      f"{w['approx_2_workers']:.1f} s (speed-up {s['2_workers']:.2f}), on "
+                      f"Ray with 2 CPUs {w['approx_ray_2_cpus']:.1f} s (speed-up "
+                      f"{s['ray_2_cpus']:.2f}; the instance's start-up, "
+                      f"{w['ray_start']:.1f} s, not counted); "
                       f"{r['link_tasks']} link tasks ({r['clustered_links']} links clustered "
                       f"with them; host NICs as their feeders: {r['nic_links_as_feeders']}), "
                       f"{r['pruned_links']} links pruned, "
-                      f"{r['ideal_runs']} ideal-time runs; events {r['events']['full']:,} "
+                      f"{r['ideal_runs']} ideal-time runs, {r['second_pass_tasks']} links "
+                      f"run again in the second pass; events {r['events']['full']:,} "
                       f"(packet-level) vs {r['events']['approx']:,} (all tasks); load "
                       f"average {r['load_average_1m']['before']:.1f} before, "
                       f"{r['load_average_1m']['after']:.1f} after on {os.cpu_count()} "
-                      "cores.", ""]
+                      "cores.", "",
+                      f"Serially, the runs took {r['task_seconds']:.1f} s in all (the "
+                      f"longest run {r['longest_task_seconds']:.2f} s) and the rest took "
+                      f"{r['parent_seconds']:.1f} s (the workload, the tasks, their "
+                      "combination): on W workers the decomposition takes at least "
+                      f"{r['parent_seconds']:.1f} s + max({r['task_seconds']:.1f} s / W, "
+                      f"{r['longest_task_seconds']:.2f} s).", ""]
     return "\n".join(lines)
 
 
