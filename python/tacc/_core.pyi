@@ -45,9 +45,16 @@ def run_summary(
 def validate(path: str, *, sets: list[tuple[str, str]] = ...) -> _ScenarioInfo:
     """Check the scenario as `run` would, without running it."""
 
-def plan(path: str, *, seed: int | None = None, sets: list[tuple[str, str]] = ...) -> str:
+def plan(
+    path: str,
+    *,
+    seed: int | None = None,
+    sets: list[tuple[str, str]] = ...,
+    routes: bool = True,
+) -> str:
     """The scenario's built world as JSON (`tacc_mech::plan::Plan`): what `tacc testbed`
-    builds from namespaces and veths, and what its agents build the mechanism from."""
+    builds from namespaces and veths, and what its agents build the mechanism from.
+    `routes=False` leaves `routes` empty (most of a large fabric's plan)."""
 
 class _WorkloadFlow(TypedDict):
     name: str

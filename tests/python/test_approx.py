@@ -286,6 +286,15 @@ def test_second_pass_runs_again_only_links_that_hold_a_flow(engine: None, tmp_pa
         assert execute([task], Options(jobs=1))[key].flows == results[key].flows
 
 
+def test_plan_without_routes_is_the_plan_less_its_routes(engine: None, tmp_path: Path) -> None:
+    from tacc import _core as core
+
+    path = str(_scenario(tmp_path))
+    full, lean = (json.loads(core.plan(path, routes=r)) for r in (True, False))
+    assert full["routes"] and lean["routes"] == []
+    assert {**full, "routes": []} == lean
+
+
 def test_run_summary_is_the_summary_a_run_writes(engine: None, tmp_path: Path) -> None:
     from tacc import _core as core
 

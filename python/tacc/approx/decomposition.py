@@ -53,6 +53,7 @@ which in the fabric it does not. The second pass's delays are the ones summed.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import hashlib
 import io
@@ -176,7 +177,7 @@ def _fabric(scenario: str, seed: int | None, sets: Sequence[tuple[str, str]]) ->
     if info["topology"] != "fat-tree":
         raise ApproxError(f"{METHOD} needs topology.kind = \"fat-tree\", "
                           f"not {info['topology']!r}")
-    plan = json.loads(core.plan(scenario, seed=seed, sets=list(sets)))
+    plan = json.loads(core.plan(scenario, seed=seed, sets=list(sets), routes=False))
     problems = []
     if plan["flows"]:
         problems.append("[[flows]]")
@@ -309,18 +310,30 @@ def _cluster(ports: Sequence[Port], loaded: list[int], host_fed: set[int],
     (rate, delay, toward a host or not, fed by hosts or not) within `tolerance` (relative load
     and size-distribution distance), else is simulated."""
     cluster_of: dict[int, int] = {}
-    heads: dict[tuple[int, int, bool, bool], list[int]] = defaultdict(list)  # rows of `loaded`
+    # Per kind, its simulated ports (rows of `loaded`) in the order they were taken, and their
+    # loads sorted with their places in that order: only those whose load is within the
+    # tolerance can be within it, and a large fabric has thousands of ports of a kind.
+    heads: dict[tuple[int, int, bool, bool], tuple[list[int], list[tuple[float, int]]]] = (
+        defaultdict(lambda: ([], [])))
     loads = np.array([utilization[ports[p].name] for p in loaded])
     for n, p in enumerate(loaded):
         port = ports[p]
-        kind = heads[(port.rate_bps, port.delay_ns, port.to_host, p in host_fed)]
+        kind, by_load = heads[(port.rate_bps, port.delay_ns, port.to_host, p in host_fed)]
         if kind and tolerance > 0:
-            distance = np.maximum(np.abs(loads[n] - loads[kind]) / loads[kind],
-                                  np.abs(cdfs[kind] - cdfs[n]).max(axis=1))
-            best = int(np.argmin(distance))
-            if distance[best] <= tolerance:
-                cluster_of[p] = loaded[kind[best]]
-                continue
+            # |load - head| <= tolerance * head: widened a little, the exact test follows.
+            lo = bisect.bisect_left(by_load, (loads[n] / (1 + tolerance) * (1 - 1e-9), -1))
+            hi = bisect.bisect_right(by_load, (loads[n] / max(1e-12, 1 - tolerance)
+                                               * (1 + 1e-9), len(kind)))
+            near = sorted(place for _, place in by_load[lo:hi])
+            if near:
+                rows = [kind[i] for i in near]
+                distance = np.maximum(np.abs(loads[n] - loads[rows]) / loads[rows],
+                                      np.abs(cdfs[rows] - cdfs[n]).max(axis=1))
+                best = int(np.argmin(distance))
+                if distance[best] <= tolerance:
+                    cluster_of[p] = loaded[rows[best]]
+                    continue
+        bisect.insort(by_load, (float(loads[n]), len(kind)))
         kind.append(n)
         cluster_of[p] = p
     return cluster_of
@@ -524,11 +537,15 @@ def _ideal(results: dict[str, TaskResult], task: Task) -> tuple[np.ndarray, np.n
 def ideal_fct_ns(ladder: tuple[np.ndarray, np.ndarray], size: int) -> float:
     """A flow's ideal completion time, interpolated in its path's ladder (linearly
     extrapolated beyond the largest size)."""
-    sizes, fcts = ladder
-    if size <= sizes[-1]:
-        return float(np.interp(size, sizes, fcts))
-    slope = (fcts[-1] - fcts[-2]) / (sizes[-1] - sizes[-2])
-    return float(fcts[-1] + slope * (size - sizes[-1]))
+    return float(_ideal_fcts_ns(ladder, np.array([size]))[0])
+
+
+def _ideal_fcts_ns(ladder: tuple[np.ndarray, np.ndarray], sizes: np.ndarray) -> np.ndarray:
+    """`ideal_fct_ns` of many sizes on one path."""
+    steps, fcts = ladder
+    slope = (fcts[-1] - fcts[-2]) / (steps[-1] - steps[-2])
+    return np.where(sizes <= steps[-1], np.interp(sizes, steps, fcts),
+                    fcts[-1] + slope * (sizes - steps[-1]))
 
 
 # A flow is held to its rate elsewhere only if it is bandwidth-bound: at least this many of its
@@ -676,16 +693,22 @@ def _outcomes(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
     simulated link its own; at a clustered one, that of a flow of its simulated link's of
     about its size, drawn by a hash of the two names and the seed."""
     own: dict[tuple[int, int], Outcome] = {}
+    # Ideal times looked up a path at a time.
+    on_chain: dict[Chain, list[tuple[int, int]]] = defaultdict(list)
+    for i in range(len(workload)):
+        for p, chain in dec.visits[i]:
+            if chain is not None:
+                on_chain[chain].append((i, p))
+    for chain, pairs in on_chain.items():
+        ideal = _ideal_fcts_ns(ladders[chain], np.array([workload[i]["bytes"] for i, _ in pairs]))
+        for (i, p), ideal_ns in zip(pairs, ideal.tolist(), strict=True):
+            fct, got, *more = results[fabric.ports[p].name].flows[workload[i]["name"]]
+            own[(i, p)] = (None if fct is None else fct - ideal_ns, got, more)
     by_link: dict[int, list[tuple[int, Outcome]]] = defaultdict(list)
     for i, f in enumerate(workload):
-        size = f["bytes"]
         for p, chain in dec.visits[i]:
-            if chain is None:
-                continue
-            fct, got, *more = results[fabric.ports[p].name].flows[f["name"]]
-            here = None if fct is None else fct - ideal_fct_ns(ladders[chain], size)
-            own[(i, p)] = (here, got, more)
-            by_link[p].append((size, own[(i, p)]))
+            if chain is not None:
+                by_link[p].append((f["bytes"], own[(i, p)]))
     by_size = {}
     for p, outcomes in by_link.items():
         outcomes.sort(key=lambda o: o[0])
