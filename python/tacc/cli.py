@@ -74,9 +74,9 @@ def _parser() -> argparse.ArgumentParser:
                           "from a simulated link's take their delays from it (default 0.1; "
                           "0 simulates every link)")
     run.add_argument("--passes", type=int, choices=(1, 2), metavar="N",
-                     help="with --approx: 2 (default) simulates the links again with each "
-                          "long flow held to its rate at its other links; 1 once, each flow "
-                          "free to fill each link alone (half the work)")
+                     help="with --approx: 2 (default) simulates the links again where a "
+                          "long flow is held to its rate at its other links; 1 once, each "
+                          "flow free to fill each link alone")
     run.set_defaults(command=_run)
 
     validate = commands.add_parser("validate", help="check a scenario without running it")

@@ -45,8 +45,8 @@ simulated link's flows nearest to it in size (in the manner of Parsimon's sampli
 per-size-bucket delay distributions; a link here often carries tens of flows, too few for
 buckets).
 
-With two passes (`Options.passes`, the default) the simulated links run again, each
-bandwidth-bound flow's own access link slowed to the slowest rate its other links gave it in
+With two passes (`Options.passes`, the default) the simulated links where such a flow is held
+run again, each bandwidth-bound flow's own access link slowed to the slowest rate its other links gave it in
 the first (`_caps`): alone with a link a flow fills it as if nothing held it back elsewhere,
 which in the fabric it does not. The second pass's delays are the ones summed.
 """
@@ -98,7 +98,7 @@ class Options:
     # Links whose workload is this alike to a simulated link's take delays from it (0: every
     # link is simulated).
     cluster_tolerance: float = 0.1
-    # 2: the links are simulated again with each bandwidth-bound flow held to the rate it got
+    # 2: the links are simulated again where a bandwidth-bound flow is held to the rate it got
     # at its other links (`_caps`); 1: once, every flow free to fill each link alone.
     passes: int = 2
 
@@ -322,8 +322,8 @@ def _cluster(ports: Sequence[Port], loaded: list[int], host_fed: set[int],
         if kind and tolerance > 0:
             # |load - head| <= tolerance * head: widened a little, the exact test follows.
             lo = bisect.bisect_left(by_load, (loads[n] / (1 + tolerance) * (1 - 1e-9), -1))
-            hi = bisect.bisect_right(by_load, (loads[n] / max(1e-12, 1 - tolerance)
-                                               * (1 + 1e-9), len(kind)))
+            top = loads[n] / (1 - tolerance) * (1 + 1e-9) if tolerance < 1 else np.inf
+            hi = bisect.bisect_right(by_load, (top, len(kind)))
             near = sorted(place for _, place in by_load[lo:hi])
             if near:
                 rows = [kind[i] for i in near]
