@@ -348,6 +348,11 @@ impl Model {
             slot.queue_events = hook.as_ref().is_some_and(|h| h.queue_events());
             slot.hook = hook;
         }
+        for p in &mut m.ports {
+            if let NodeRef::Switch(sw) = p.from {
+                p.departs_by_event = m.switch_mech[sw as usize].hook.is_some();
+            }
+        }
         m.control.app = inst.controller;
         m.control.latency = inst.control_latency;
         for f in inst.initial_rules {
@@ -543,6 +548,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             queue_bytes: 0,
             qdisc,
             busy: false,
+            departs_by_event: false,
             stats: PortStats::default(),
             drops: PortDrops::default(),
             noise: (jitter_ns > 0).then(|| LinkNoise::new(jitter_ns)),

@@ -91,9 +91,10 @@ impl LinkNoise {
 /// a port a packet touches is then a load from memory.
 #[repr(C, align(64))]
 pub struct Port {
-    pub queue: VecDeque<PktId>,
+    /// The packets admitted and not yet being serialized, first to leave first.
+    pub queue: VecDeque<Waiting>,
     pub queue_bytes: u64,
-    /// When the packet being serialized (if any) has left.
+    /// When the port has serialized every packet it holds.
     pub busy_until: u64,
     /// Serialization cost in picoseconds per byte (8e12 / rate, rounded).
     pub ps_per_byte: u64,
@@ -103,16 +104,68 @@ pub struct Port {
     pub from: NodeRef,
     /// Boxed: switch ports have none, and it stays out of the port's hot lines.
     pub noise: Option<Box<LinkNoise>>,
+    /// A completion event is pending (ports that depart by event).
     pub busy: bool,
+    /// Whether queued packets leave at a completion event each, for a switch hook that sees
+    /// every departure as it happens or reads queues on its own timer. Elsewhere a queued
+    /// packet's arrival is scheduled when it is admitted, its start being already known (the
+    /// end of the packet ahead of it), and it leaves the queue when the port is next looked
+    /// at (`settle`): no event for its departure at all.
+    pub departs_by_event: bool,
     pub qdisc: Qdisc,
     pub drops: PortDrops,
     pub rate_bps: u64,
     pub name: String,
 }
 
+/// A packet in a port's queue.
+#[derive(Clone, Copy, Debug)]
+pub struct Waiting {
+    pub id: PktId,
+    pub len: u32,
+    /// When its serialization starts: the end of the packet ahead of it (FIFO, work-conserving).
+    pub start: u64,
+}
+
 impl Port {
     /// The cache lines at its start that a packet's passage touches.
     pub const HOT_LINES: usize = 3;
+
+    /// Serialization time of `len` bytes, from the port's picoseconds per byte.
+    #[inline]
+    pub fn ser(&self, len: u32) -> u64 {
+        (len as u64 * self.ps_per_byte).div_ceil(1000)
+    }
+
+    /// Counts a packet whose serialization starts now.
+    #[inline]
+    pub fn count_tx(&mut self, len: u32) {
+        self.stats.tx_bytes += len as u64;
+        self.stats.tx_pkts += 1;
+    }
+
+    /// Takes out of the queue the packets whose serialization has begun by `now` (their
+    /// arrivals are already scheduled), accounting each as of its start: the queue and its
+    /// counters are then as the port holds them at `now`. Every read of a port's queue or
+    /// transmit counters settles it first. Ports that depart by event need nothing.
+    #[inline]
+    pub fn settle(&mut self, now: u64) {
+        if self.departs_by_event {
+            return;
+        }
+        while let Some(&w) = self.queue.front() {
+            if w.start > now {
+                return;
+            }
+            self.stats.advance(w.start, self.queue.len() as u64);
+            self.queue.pop_front();
+            self.queue_bytes -= w.len as u64;
+            self.count_tx(w.len);
+            if self.queue.is_empty() {
+                self.qdisc.on_idle(w.start + self.ser(w.len));
+            }
+        }
+    }
 }
 
 // The hot fields end within those lines (the queue discipline's admission fields are its

@@ -6,7 +6,7 @@
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
 use crate::event_queue::EventQueue;
-use crate::model::{App, EpKind, Model, Port};
+use crate::model::{App, EpKind, Model, Port, Waiting};
 use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::prefetch;
@@ -206,8 +206,8 @@ impl Sim {
         }
         self.now = end;
         progress(end, end);
-        for p in 0..self.m.ports.len() {
-            let port = &mut self.m.ports[p];
+        for port in &mut self.m.ports {
+            port.settle(end);
             port.stats.advance(end, port.queue.len() as u64);
         }
         self.rec.in_flight = self.in_flight();
@@ -337,17 +337,12 @@ impl Sim {
 
     // ------------------------------------------------------------------ network
 
-    /// Serialization time of `len` bytes on a port, from its picoseconds per byte.
-    #[inline]
-    fn port_ser(ps_per_byte: u64, len: u32) -> u64 {
-        (len as u64 * ps_per_byte).div_ceil(1000)
-    }
-
-    /// A packet offered to a port's queue: AQM admission, then transmission at once if the
-    /// port is idle (no completion event is needed for a packet that waits for nothing).
+    /// A packet offered to a port's queue: AQM admission, then its transmission, at once if
+    /// the port is idle, else after the packets ahead of it.
     fn enqueue(&mut self, port: u32, id: PktId) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
+        p.settle(now);
         let (len, ecn) = {
             let pk = self.pkts.get(id);
             (pk.len, pk.ecn)
@@ -374,33 +369,34 @@ impl Sim {
             Verdict::Enqueue => {}
         }
         p.stats.enqueued += 1;
-        if backlog == 0 && now >= p.busy_until {
-            self.transmit(port, id);
+        let start = now.max(p.busy_until);
+        let end = start + p.ser(len);
+        p.busy_until = end;
+        if start == now {
+            // The port is idle (so is its queue): no completion event for a packet that
+            // waits for nothing.
+            p.count_tx(len);
+            p.qdisc.on_idle(end);
+            self.launch(port, id, end);
             return;
         }
         p.stats.advance(now, backlog);
-        p.queue.push_back(id);
+        p.queue.push_back(Waiting { id, len, start });
         p.queue_bytes += len as u64;
         p.stats.max_backlog = p.stats.max_backlog.max(p.queue.len() as u64);
-        if !p.busy {
+        if !p.departs_by_event {
+            self.launch(port, id, end);
+        } else if !p.busy {
             p.busy = true;
-            let at = p.busy_until;
-            self.schedule(at, EvKind::TxDone(port));
+            self.schedule(start, EvKind::TxDone(port));
         }
     }
 
-    /// Starts serializing `id` now; it arrives at the far end after serialization and delay.
-    fn transmit(&mut self, port: u32, id: PktId) {
-        let now = self.now;
+    /// A packet whose serialization ends at `end` arrives at the far end a link delay later
+    /// (plus the host's timing noise), unless the link loses it.
+    fn launch(&mut self, port: u32, id: PktId, end: u64) {
         let p = &mut self.m.ports[port as usize];
-        let len = self.pkts.get(id).len;
-        p.busy_until = now + Self::port_ser(p.ps_per_byte, len);
-        p.stats.tx_bytes += len as u64;
-        p.stats.tx_pkts += 1;
-        let mut at = p.busy_until + p.delay_ns;
-        if p.queue.is_empty() {
-            p.qdisc.on_idle(p.busy_until);
-        }
+        let mut at = end + p.delay_ns;
         if let Some(noise) = p.noise.as_deref_mut() {
             if noise.jitter_ns > 0 {
                 // Host transmit timing noise; arrivals stay in FIFO order.
@@ -417,28 +413,35 @@ impl Sim {
         self.schedule(at, EvKind::Arrive(port, id));
     }
 
-    /// The port finished a packet and has others waiting: start the next one.
+    /// A port that departs by event reached its head packet's start: send it, and wait for
+    /// the next one's.
     fn tx_done(&mut self, port: u32) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
         p.busy = false;
         let backlog = p.queue.len() as u64;
         p.stats.advance(now, backlog);
-        let Some(id) = p.queue.pop_front() else {
+        let Some(w) = p.queue.pop_front() else {
             return;
         };
-        p.queue_bytes -= self.pkts.get(id).len as u64;
+        debug_assert_eq!(w.start, now, "a head packet leaves at its start");
+        p.queue_bytes -= w.len as u64;
+        p.count_tx(w.len);
+        let end = now + p.ser(w.len);
+        if p.queue.is_empty() {
+            p.qdisc.on_idle(end);
+        }
         if let NodeRef::Switch(s) = p.from {
             let sm = &mut self.m.switch_mech[s as usize];
             if let (true, Some(hook)) = (sm.queue_events, &mut sm.hook) {
                 hook.on_dequeue(now, port, p.queue_bytes);
             }
         }
-        self.transmit(port, id);
+        self.launch(port, w.id, end);
         let p = &mut self.m.ports[port as usize];
-        if !p.queue.is_empty() {
+        if let Some(next) = p.queue.front() {
             p.busy = true;
-            let at = p.busy_until;
+            let at = next.start;
             self.schedule(at, EvKind::TxDone(port));
         }
     }
@@ -623,8 +626,7 @@ impl Sim {
         let v = &mut self.m.vms[vm as usize];
         v.vnic.pop_front();
         let nic = self.m.hosts[host as usize].nic_port;
-        let ps = self.m.ports[nic as usize].ps_per_byte;
-        v.vnic_free_at = now + Self::port_ser(ps, self.pkts.get(id).len);
+        v.vnic_free_at = now + self.m.ports[nic as usize].ser(self.pkts.get(id).len);
         if !v.vnic.is_empty() {
             v.vnic_busy = true;
             let at = v.vnic_free_at;
@@ -832,6 +834,19 @@ impl Sim {
         match msg {
             // --- at a switch
             ControlMessage::StatsRequest(r) => {
+                match r {
+                    StatsRequest::PortMarks { .. } => {}
+                    StatsRequest::QueueLength { port, .. } => {
+                        self.m.ports[port as usize].settle(now)
+                    }
+                    StatsRequest::Switch { switch } => {
+                        for p in &mut self.m.ports {
+                            if p.from == NodeRef::Switch(switch) {
+                                p.settle(now);
+                            }
+                        }
+                    }
+                }
                 out.push(ControlMessage::StatsReply(self.stats_reply(r)))
             }
             ControlMessage::FlowMod(f) => self.flow_mod(f),
@@ -863,7 +878,8 @@ impl Sim {
         self.sync_ctrl_timer();
     }
 
-    /// A switch answers a statistics request with its counters as they are now.
+    /// A switch answers a statistics request with its counters as they are now (the ports
+    /// it reads settled).
     fn stats_reply(&self, r: StatsRequest) -> StatsReply {
         let ports = &self.m.ports;
         match r {
@@ -1106,7 +1122,8 @@ impl Sim {
             }
         }
         for &p in &self.m.sampled_ports {
-            let port = &self.m.ports[p as usize];
+            let port = &mut self.m.ports[p as usize];
+            port.settle(now);
             let pkts = port.queue.len() as u32;
             self.rec
                 .queue_sample(now, p, &port.name, pkts, port.queue_bytes);
