@@ -235,6 +235,9 @@ pub struct EpSlot {
     pub in_host: u32,
     /// Most packets the endpoint may keep in the vNIC queue.
     pub tsq_limit: u32,
+    /// The flow's `return_delay`, on its receiving end: what it sends reaches the sender
+    /// this long after, outside the network.
+    pub return_delay: Option<u64>,
 }
 
 pub struct UdpState {
@@ -755,6 +758,7 @@ impl Model {
                 last_delivered: 0,
                 in_host: 0,
                 tsq_limit,
+                return_delay: None,
             });
         }
         self.flows.push(Flow {

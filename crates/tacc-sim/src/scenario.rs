@@ -346,6 +346,10 @@ pub struct FlowCfg {
     /// TCP: data segments (numbered from 0) whose first transmission is dropped at the sender's NIC.
     #[serde(default)]
     pub drop_segments: Vec<u64>,
+    /// TCP: the receiver's packets (its ACKs) skip its vNIC and the network and reach the
+    /// sender this long after leaving its stack: a path whose way back is of no interest (a
+    /// link decomposition's task), one event a packet instead of one a hop.
+    pub return_delay: Option<Duration>,
     /// UDP: the packets carry a signal only a shim may send (an attack on the mechanism).
     pub forge: Option<Forge>,
     /// UDP: the source address the packets carry, another VM's (default: the sender's own).

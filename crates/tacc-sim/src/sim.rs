@@ -43,6 +43,8 @@ pub enum EvKind {
     /// A VM's vNIC finished serializing its head packet (or a held head is offered again).
     VnicDone(u32),
     Sample,
+    /// A packet of a flow's receiving end with a `return_delay` reaches the sender.
+    Return(PktId),
 }
 
 /// An `EvKind` packed in one word: the kind in the top 4 bits, an arrival's port in the 28
@@ -76,6 +78,7 @@ impl From<EvKind> for Ev {
             EvKind::CtrlDeliver => (12, 0, 0),
             EvKind::VnicDone(x) => (13, 0, x),
             EvKind::Sample => (14, 0, 0),
+            EvKind::Return(id) => (15, 0, id),
         };
         debug_assert!((a as usize) < MAX_PORTS);
         Ev(tag << 60 | (a as u64) << 32 | b as u64)
@@ -101,7 +104,8 @@ impl From<Ev> for EvKind {
             11 => EvKind::CtrlTimer,
             12 => EvKind::CtrlDeliver,
             13 => EvKind::VnicDone(b),
-            _ => EvKind::Sample,
+            14 => EvKind::Sample,
+            _ => EvKind::Return(b),
         }
     }
 }
@@ -332,6 +336,7 @@ impl Sim {
                 self.m.tables[sw as usize].install(rule);
             }
             EvKind::Sample => self.sample(),
+            EvKind::Return(id) => self.deliver(id),
         }
     }
 
@@ -449,14 +454,17 @@ impl Sim {
     fn arrive(&mut self, port: u32, id: PktId) {
         match self.m.ports[port as usize].to {
             NodeRef::Switch(s) => self.switch_forward(s, port, id),
-            NodeRef::Host(_) => {
-                self.rec.cons.delivered += 1;
-                let tcp_ep = self.host_ingress(id);
-                self.pkts.free(id);
-                if let Some(ep) = tcp_ep {
-                    self.pump(ep);
-                }
-            }
+            NodeRef::Host(_) => self.deliver(id),
+        }
+    }
+
+    /// A packet reached its host.
+    fn deliver(&mut self, id: PktId) {
+        self.rec.cons.delivered += 1;
+        let tcp_ep = self.host_ingress(id);
+        self.pkts.free(id);
+        if let Some(ep) = tcp_ep {
+            self.pump(ep);
         }
     }
 
@@ -563,8 +571,18 @@ impl Sim {
                 self.schedule(at.max(now), EvKind::EpTimer(ep));
             }
         }
-        for &id in &sent {
-            self.vm_send(vm, id, ep);
+        match self.m.eps[ep as usize].return_delay {
+            None => {
+                for &id in &sent {
+                    self.vm_send(vm, id, ep);
+                }
+            }
+            Some(delay) => {
+                self.rec.cons.sent += sent.len() as u64;
+                for &id in &sent {
+                    self.schedule(now + delay, EvKind::Return(id));
+                }
+            }
         }
         sent.clear();
         self.sent_buf = sent;

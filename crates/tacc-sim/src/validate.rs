@@ -471,6 +471,7 @@ fn transport(r: &mut Report, fi: usize, fc: &FlowCfg) {
                 ("bytes", fc.bytes.is_some()),
                 ("cc", fc.cc.is_some()),
                 ("drop_segments", !fc.drop_segments.is_empty()),
+                ("return_delay", fc.return_delay.is_some()),
             ] {
                 if present {
                     r.error(&path(k), "only applies to TCP flows");

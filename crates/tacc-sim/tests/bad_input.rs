@@ -57,6 +57,16 @@ fn each_kind_of_bad_input_is_reported_with_its_location() {
             "bad.toml:18: flows[0].rate: expected a rate such as",
         ),
         (
+            base(&format!(
+                "{FLOW}transport = \"udp\"\nrate = \"1Mbps\"\nreturn_delay = \"50us\"\n"
+            )),
+            "bad.toml:19: flows[0].return_delay: only applies to TCP flows",
+        ),
+        (
+            base(&format!("{FLOW}return_delay = \"50\"\n")),
+            "bad.toml:17: flows[0].return_delay: expected a duration",
+        ),
+        (
             base(&format!("{FLOW}forge = \"ipr\"\n")),
             "bad.toml:17: flows[0].forge: only applies to UDP flows",
         ),

@@ -179,3 +179,25 @@ fn departures_computed_on_admission_match_one_event_per_departure() {
     close("drops", a.dropped as f64, b.dropped as f64, 0.03);
     assert!(a.max_backlog_pkts.abs_diff(b.max_backlog_pkts) <= 2);
 }
+
+/// A flow's receiver with a `return_delay` equal to its ACKs' way back through the network (two
+/// hops of 25 us plus a 40-byte ACK's 320 ns at 1 Gb/s each) completes the flow at the same
+/// nanosecond: its ACKs met no queue and the vNIC passes the first of a burst at once. Each ACK
+/// is then one event instead of one per hop.
+#[test]
+fn a_return_delay_equal_to_the_ack_path_keeps_the_completion_time() {
+    let text = |rest: &str| {
+        star(
+            1,
+            "1s",
+            &format!("[nic]\njitter = \"0ns\"\n[[flows]]\nname = \"f\"\nsrc = \"s0\"\ndst = \"r0\"\nbytes = \"1MB\"\n{rest}"),
+        )
+    };
+    let (_, through) = run(&text(""));
+    let (_, returned) = run(&text("return_delay = \"50640ns\"\n"));
+    let fct = |s: &tacc_sim::output::Summary| flow(s, "f").fct.expect("completed");
+    assert_eq!(fct(&through), fct(&returned));
+    assert!(returned.events < through.events * 9 / 10);
+    // ACKs no longer cross the receiver's NIC.
+    assert_eq!(port(&returned, "r0->sw0").tx_bytes, 0);
+}
