@@ -17,7 +17,7 @@ import pytest
 
 import tacc
 from tacc.approx import Options, link_tasks, run_link_decomposition
-from tacc.approx.decomposition import _base_rtt_ns, _fabric
+from tacc.approx.decomposition import _base_rtt_ns, _fabric, _one_way_ns
 
 from test_cli import assert_one_line_error, tacc_cli
 
@@ -112,12 +112,14 @@ def test_each_link_task_holds_the_flows_crossing_it_at_their_round_trip(
         in_task = {name for name in crossing[task.key] if f'name = "{name}"' in sets["flows"]}
         assert in_task == crossing[task.key]
         assert sets["flows"].count("name = ") == len(in_task)
+        assert sets["flows"].count("return_delay = ") == len(in_task)
     for i, f in enumerate(flows):
         assert sorted(p for p, _ in dec.visits[i]) == sorted(f["ports"][1:])
-        for _, chain in dec.visits[i]:
-            # Every flow keeps its path's base round trip in every task (to the nanosecond
-            # each way, by rounding).
-            assert abs(_base_rtt_ns(chain, fabric.mss)
+        for _, (chain, return_ns) in dec.visits[i]:
+            # Every flow keeps its path's base round trip in every task (to the nanosecond, by
+            # rounding): its data path there one way, and its ACKs outside the network.
+            assert return_ns > 0
+            assert abs(_one_way_ns(chain, fabric.mss) + return_ns
                        - _base_rtt_ns(dec.full_chains[i], fabric.mss)) <= 1
     # Task seeds differ by link and follow the scenario's seed.
     assert len({t.seed for t in dec.tasks}) == len(dec.tasks)
@@ -215,10 +217,10 @@ def test_local_and_ray_agree_and_estimate_the_packet_level_run(
     done = approx[approx["completed"]]
     assert (done["fct"] >= done["ideal_fct"] - 1e-9).all()  # to the nanosecond
 
-    # The fabric's paths (every hop alike), not the link tasks' (a delay added to one hop).
+    # The fabric's paths (every hop alike, ACKs back along them), not the link tasks'.
     ideal = {len(i["path"]): (np.array(i["bytes"], float), np.array(i["fct_ns"], float))
              for i in summary["approximate"]["ideal"]
-             if all(hop == i["path"][0] for hop in i["path"])}
+             if i["return_delay_ns"] == 0 and all(hop == i["path"][0] for hop in i["path"])}
     assert sorted(ideal) == [2, 4, 6]
     run = tacc.load(tacc.run_dir(path, out=tmp_path / "full")).flows
     # The decomposition's flows are the run's very flows, not another draw of its traffic.

@@ -82,6 +82,17 @@ impl LinkNoise {
             loss: None,
         })
     }
+
+    /// When a packet due at `at` arrives with the host's transmit timing noise; arrivals stay
+    /// in the order they were sent.
+    pub fn jitter(&mut self, at: u64, rng: &mut Rng) -> u64 {
+        if self.jitter_ns == 0 {
+            return at;
+        }
+        let at = (at + rng.below(self.jitter_ns + 1)).max(self.last_arrival);
+        self.last_arrival = at;
+        at
+    }
 }
 
 /// `repr(C)`, aligned to a cache line: what a packet's passage reads and writes is in the

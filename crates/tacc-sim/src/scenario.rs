@@ -347,8 +347,9 @@ pub struct FlowCfg {
     #[serde(default)]
     pub drop_segments: Vec<u64>,
     /// TCP: the receiver's packets (its ACKs) skip its vNIC and the network and reach the
-    /// sender this long after leaving its stack: a path whose way back is of no interest (a
-    /// link decomposition's task), one event a packet instead of one a hop.
+    /// sender this long after leaving its stack (plus its host's transmit timing noise): a
+    /// path whose way back is of no interest (a link decomposition's task), one event a
+    /// packet instead of one a hop.
     pub return_delay: Option<Duration>,
     /// UDP: the packets carry a signal only a shim may send (an attack on the mechanism).
     pub forge: Option<Forge>,

@@ -403,11 +403,7 @@ impl Sim {
         let p = &mut self.m.ports[port as usize];
         let mut at = end + p.delay_ns;
         if let Some(noise) = p.noise.as_deref_mut() {
-            if noise.jitter_ns > 0 {
-                // Host transmit timing noise; arrivals stay in FIFO order.
-                at = (at + self.m.rng.below(noise.jitter_ns + 1)).max(noise.last_arrival);
-                noise.last_arrival = at;
-            }
+            at = noise.jitter(at, &mut self.m.rng);
             if noise.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng)) {
                 p.drops.loss += 1;
                 self.rec.cons.dropped += 1;
@@ -578,9 +574,16 @@ impl Sim {
                 }
             }
             Some(delay) => {
+                // With its host's transmit timing noise, as if they had left by its NIC.
+                let host = self.m.vms[vm as usize].host;
+                let nic = self.m.hosts[host as usize].nic_port;
                 self.rec.cons.sent += sent.len() as u64;
                 for &id in &sent {
-                    self.schedule(now + delay, EvKind::Return(id));
+                    let at = match self.m.ports[nic as usize].noise.as_deref_mut() {
+                        Some(noise) => noise.jitter(now + delay, &mut self.m.rng),
+                        None => now + delay,
+                    };
+                    self.schedule(at, EvKind::Return(id));
                 }
             }
         }

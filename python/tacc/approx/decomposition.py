@@ -22,9 +22,12 @@ switch queues downstream keep down in the fabric; and the same queue would be co
 as the feeder of the first switch port. Contention at the NIC between flows of one host that
 leave by different switch ports is what this leaves out.
 
-Each flow's own access link (its sender's, else its receiver's) gets extra delay so that the
-flow's base round trip in the task (propagation, plus a full packet's and an ACK's
-serialization per hop) equals its path's; flows' ACKs return on idle links.
+A flow's ACKs do not cross the task's links back: they reach the sender outside the network
+(the engine's `return_delay`), after its full path's base round trip (propagation, plus a full
+packet's and an ACK's serialization per hop) less the task's data path one way, so that its
+base round trip in the task is its path's. In the fabric they would cross other links' queues
+on their way back, which a link's task leaves to those links' tasks anyway; here they cost
+one event each instead of one a hop.
 
 A flow's delay at a link is its completion time in the link's task minus its ideal one on the
 task's path (alone, idle); its estimated completion time is its ideal one on its full path
@@ -83,6 +86,9 @@ NEIGHBOURS = 3
 CDF_POINTS = 48  # points of the log grid on which links' flow-size distributions are compared
 
 Chain = tuple[tuple[int, int], ...]  # a path as its ports' (rate b/s, delay ns), sender first
+# A path and how its ACKs come back: after a return delay (ns) outside the network (a link
+# task's flows), or along the path itself where the delay is 0 (the fabric's paths).
+Route = tuple[Chain, int]
 
 
 class ApproxError(ValueError):
@@ -151,11 +157,11 @@ class Decomposition:
     """The link tasks and ideal-time runs of a workload, and what was left out."""
 
     tasks: list[Task] = field(default_factory=list)
-    ladders: dict[Chain, Task] = field(default_factory=dict)
-    # Per flow index, for every port of its path that is not pruned: (port, chain of the flow
-    # in that port's task), the chain None where the port takes its delays from its cluster's
+    ladders: dict[Route, Task] = field(default_factory=dict)
+    # Per flow index, for every port of its path that is not pruned: (port, route of the flow
+    # in that port's task), the route None where the port takes its delays from its cluster's
     # simulated port.
-    visits: list[list[tuple[int, Chain | None]]] = field(default_factory=list)
+    visits: list[list[tuple[int, Route | None]]] = field(default_factory=list)
     # Each clustered port's simulated port (a simulated port is its own).
     cluster_of: dict[int, int] = field(default_factory=dict)
     # The flows (indices) crossing each port.
@@ -215,6 +221,11 @@ def _base_rtt_ns(chain: Chain, mss: int) -> float:
                for r, d in chain)
 
 
+def _one_way_ns(chain: Chain, mss: int) -> float:
+    """Propagation plus a full data packet's serialization per hop."""
+    return sum(d + _ser_ns(mss + IP_TCP_HEADERS, r) for r, d in chain)
+
+
 def _task_seed(seed: int, key: str) -> int:
     """Each task's seed, from the scenario's seed and the task (a port's name, a path)."""
     digest = hashlib.sha256(f"{seed}/{key}".encode()).digest()
@@ -242,9 +253,10 @@ def _link(a: str, b: str, rate_bps: int, delay_ns: int) -> str:
 
 
 def _flow(name: str, src: str, dst: str, start_ns: int, nbytes: int, cc: str, ecn: bool,
-          ) -> str:
+          return_ns: int) -> str:
+    back = f', return_delay = "{return_ns}ns"' if return_ns else ""
     return (f'{{name = {_literal(name)}, src = "{src}", dst = "{dst}", start = "{start_ns}ns", '
-            f'bytes = "{nbytes}B", cc = {_literal(cc)}, ecn = {_literal(ecn)}}}')
+            f'bytes = "{nbytes}B", cc = {_literal(cc)}, ecn = {_literal(ecn)}{back}}}')
 
 
 def _scenario_sets(hosts: list[str], switches: list[str], links: list[str], flows: list[str],
@@ -270,22 +282,25 @@ def _ladder_sizes(mss: int, largest: int) -> list[int]:
     return sizes
 
 
-def _ladder_task(chain: Chain, scenario: str, user_sets: Sequence[tuple[str, str]],
+def _ladder_task(route: Route, scenario: str, user_sets: Sequence[tuple[str, str]],
                  fabric: Fabric, largest: int, cc: str, ecn: bool) -> Task:
-    """Flows of every ladder size alone on the path `chain`, one after another: each starts
-    when the one before has surely finished (its bytes at the slowest rate twice over, 50
-    round trips, 1 ms)."""
+    """Flows of every ladder size alone on `route`, one after another: each starts when the
+    one before has surely finished (its bytes at the slowest rate twice over, 50 round trips,
+    1 ms)."""
+    chain, return_ns = route
     switches = [f"w{i}" for i in range(1, len(chain))]
     nodes = ["a", *switches, "b"]
     links = [_link(nodes[i], nodes[i + 1], r, d) for i, (r, d) in enumerate(chain)]
     slowest = min(r for r, _ in chain)
-    rtt = _base_rtt_ns(chain, fabric.mss)
+    rtt = _base_rtt_ns(chain, fabric.mss) if not return_ns else (
+        _one_way_ns(chain, fabric.mss) + return_ns)
     flows, start = [], 0
     for size in _ladder_sizes(fabric.mss, largest):
-        flows.append(_flow(f"ideal.{size}", "a", "b", start, size, cc, ecn))
+        flows.append(_flow(f"ideal.{size}", "a", "b", start, size, cc, ecn, return_ns))
         wire = -(-size // fabric.mss) * (fabric.mss + IP_TCP_HEADERS)
         start += int(2 * _ser_ns(wire, slowest) + 50 * rtt) + 1_000_000
-    key = "ideal " + " ".join(f"{r}bps/{d}ns" for r, d in chain)
+    key = "ideal " + " ".join(f"{r}bps/{d}ns" for r, d in chain) + (
+        f" back {return_ns}ns" if return_ns else "")
     return Task(key, scenario, tuple(user_sets) + _scenario_sets(
         ["a", "b"], switches, links, flows, duration_ns=start), _task_seed(fabric.seed, key))
 
@@ -374,8 +389,8 @@ def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str
             task, visits, _ = _port_task(p, crossing[p], fabric, workload, dec.full_chains,
                                          scenario, user_sets)
             dec.tasks.append(task)
-            for i, chain in visits:
-                dec.visits[i].append((p, chain))
+            for i, route in visits:
+                dec.visits[i].append((p, route))
         else:
             for i in crossing[p]:
                 dec.visits[i].append((p, None))
@@ -385,9 +400,10 @@ def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str
         raise ApproxError(f"{METHOD} takes traffic of one congestion control (and ECN "
                           f"setting); the scenario's sources differ: {sorted(transports)}")
     first = workload[0]
-    chains = set(dec.full_chains) | {c for v in dec.visits for _, c in v if c is not None}
-    for chain in sorted(chains):
-        dec.ladders[chain] = _ladder_task(chain, scenario, user_sets, fabric, largest,
+    routes = {(c, 0) for c in dec.full_chains} | {
+        r for v in dec.visits for _, r in v if r is not None}
+    for route in sorted(routes):
+        dec.ladders[route] = _ladder_task(route, scenario, user_sets, fabric, largest,
                                           first["cc"], first["ecn"])
     return dec
 
@@ -395,9 +411,9 @@ def link_tasks(fabric: Fabric, workload: Sequence[dict[str, Any]], scenario: str
 def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict[str, Any]],
                full_chains: Sequence[Chain], scenario: str,
                user_sets: Sequence[tuple[str, str]], caps: dict[tuple[int, int], int] | None = None,
-               ) -> tuple[Task, list[tuple[int, Chain]], list[tuple[int, int, int]]]:
-    """Port `p`'s task; each flow's chain in it (sender first, as its ideal time is looked
-    up); and the flows whose own access link `caps` ((flow, port) -> b/s) slowed: (flow,
+               ) -> tuple[Task, list[tuple[int, Route]], list[tuple[int, int, int]]]:
+    """Port `p`'s task; each flow's route in it (its chain sender first, as its ideal time
+    is looked up); and the flows whose own access link `caps` ((flow, port) -> b/s) slowed: (flow,
     capped rate, the link's own rate)."""
     ports = fabric.ports
     port = ports[p]
@@ -409,7 +425,7 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
     here = (port.rate_bps, port.delay_ns)
     feeders: dict[int, str] = {}
     entries = []
-    visits: list[tuple[int, Chain]] = []
+    visits: list[tuple[int, Route]] = []
     capped: list[tuple[int, int, int]] = []
     for n, i in enumerate(flows):
         f = workload[i]
@@ -430,13 +446,9 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
             src = f"s{n}"
             sender_side.insert(0, full[0])
         receiver_side = [] if port.to_host else [full[-1]]
-        chain = [*sender_side, here, *receiver_side]
-        # The flow's own access link (its sender's, else its receiver's) takes the delay
-        # that brings its base round trip to its path's.
-        extra = max(0, round((_base_rtt_ns(full, fabric.mss)
-                              - _base_rtt_ns(tuple(chain), fabric.mss)) / 2))
-        access = 0 if own_sender else len(chain) - 1
-        chain[access] = (chain[access][0], chain[access][1] + extra)
+        chain = (*sender_side, here, *receiver_side)
+        # Its ACKs come back outside the network, its base round trip its path's.
+        return_ns = round(_base_rtt_ns(full, fabric.mss) - _one_way_ns(chain, fabric.mss))
         if own_sender:
             hosts.append(src)
             rate, delay = chain[0]
@@ -449,8 +461,9 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
         if not port.to_host:
             hosts.append(dst)
             links.append(_link(far, dst, *chain[-1]))
-        entries.append(_flow(f["name"], src, dst, f["start_ns"], f["bytes"], f["cc"], f["ecn"]))
-        visits.append((i, tuple(chain)))
+        entries.append(_flow(f["name"], src, dst, f["start_ns"], f["bytes"], f["cc"], f["ecn"],
+                             return_ns))
+        visits.append((i, (chain, return_ns)))
     task = Task(port.name, scenario, tuple(user_sets) + _scenario_sets(
         hosts, switches, links, entries), _task_seed(fabric.seed, port.name), f"{near}->{far}")
     return task, visits, capped
@@ -556,7 +569,7 @@ BANDWIDTH_BOUND_BDPS = 10
 
 
 def _caps(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
-          results: dict[str, TaskResult], ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
+          results: dict[str, TaskResult], ladders: dict[Route, tuple[np.ndarray, np.ndarray]],
           ) -> dict[tuple[int, int], int]:
     """(flow, port) -> the rate (b/s) a bandwidth-bound flow is held to in the port's second
     task: the slowest of its rates at its other links in the first pass (a clustered link's
@@ -644,7 +657,7 @@ def run_link_decomposition(scenario: str, *, seed: int | None = None,
     with task_bar(len(tasks) + len(dec.tasks) * (options.passes - 1), desc=METHOD,
                   stream=None if progress else _quiet()) as step:
         results = execute(tasks, options, step)
-        ladders = {chain: _ideal(results, task) for chain, task in dec.ladders.items()}
+        ladders = {route: _ideal(results, task) for route, task in dec.ladders.items()}
         if options.passes == 2:
             caps = _caps(fabric, workload, dec, results, ladders)
             again = _second_pass(fabric, workload, dec, scenario, sets, caps)
@@ -687,27 +700,27 @@ def _nearest(sizes: np.ndarray, size: int) -> np.ndarray:
 
 def _outcomes(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
               results: dict[str, TaskResult],
-              ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
+              ladders: dict[Route, tuple[np.ndarray, np.ndarray]],
               ) -> dict[tuple[int, int], Outcome]:
     """(flow, port) -> the flow's outcome at each link of its path that is not pruned. At a
     simulated link its own; at a clustered one, that of a flow of its simulated link's of
     about its size, drawn by a hash of the two names and the seed."""
     own: dict[tuple[int, int], Outcome] = {}
     # Ideal times looked up a path at a time.
-    on_chain: dict[Chain, list[tuple[int, int]]] = defaultdict(list)
+    on_route: dict[Route, list[tuple[int, int]]] = defaultdict(list)
     for i in range(len(workload)):
-        for p, chain in dec.visits[i]:
-            if chain is not None:
-                on_chain[chain].append((i, p))
-    for chain, pairs in on_chain.items():
-        ideal = _ideal_fcts_ns(ladders[chain], np.array([workload[i]["bytes"] for i, _ in pairs]))
+        for p, route in dec.visits[i]:
+            if route is not None:
+                on_route[route].append((i, p))
+    for route, pairs in on_route.items():
+        ideal = _ideal_fcts_ns(ladders[route], np.array([workload[i]["bytes"] for i, _ in pairs]))
         for (i, p), ideal_ns in zip(pairs, ideal.tolist(), strict=True):
             fct, got, *more = results[fabric.ports[p].name].flows[workload[i]["name"]]
             own[(i, p)] = (None if fct is None else fct - ideal_ns, got, more)
     by_link: dict[int, list[tuple[int, Outcome]]] = defaultdict(list)
     for i, f in enumerate(workload):
-        for p, chain in dec.visits[i]:
-            if chain is not None:
+        for p, route in dec.visits[i]:
+            if route is not None:
                 by_link[p].append((f["bytes"], own[(i, p)]))
     by_size = {}
     for p, outcomes in by_link.items():
@@ -717,8 +730,8 @@ def _outcomes(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
     every = {}
     for i, f in enumerate(workload):
         size = f["bytes"]
-        for p, chain in dec.visits[i]:
-            if chain is not None:
+        for p, route in dec.visits[i]:
+            if route is not None:
                 every[(i, p)] = own[(i, p)]
             else:
                 sizes, outcomes = by_size[dec.cluster_of[p]]
@@ -732,7 +745,7 @@ def _outcomes(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
 
 def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposition,
               results: dict[str, TaskResult],
-              ladders: dict[Chain, tuple[np.ndarray, np.ndarray]],
+              ladders: dict[Route, tuple[np.ndarray, np.ndarray]],
               ) -> tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]]:
     """Each flow's row: ideal time on its path plus its delays over its links (their sum may
     be negative by the noise of transmit jitter; the estimate is never below ideal); and the
@@ -741,7 +754,7 @@ def _estimate(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
     rows, delays = [], []
     for i, f in enumerate(workload):
         size = f["bytes"]
-        ideal = ideal_fct_ns(ladders[dec.full_chains[i]], size)
+        ideal = ideal_fct_ns(ladders[(dec.full_chains[i], 0)], size)
         delay, done, delivered = 0.0, True, size
         counts = [0, 0, 0, 0]
         for p, _ in dec.visits[i]:
@@ -789,7 +802,7 @@ FLOW_COLUMNS = ("name", "group", "src", "dst", "transport", "cc", "ecn", "bytes_
 def _write(out: Path, scenario: str, fabric: Fabric,
            estimate: tuple[list[dict[str, Any]], list[tuple[str, str, float | None]]],
            dec: Decomposition, results: dict[str, TaskResult],
-           ladders: dict[Chain, tuple[np.ndarray, np.ndarray]], options: Options,
+           ladders: dict[Route, tuple[np.ndarray, np.ndarray]], options: Options,
            wall: float) -> None:
     flows, delays = estimate
     link_results = [results[t.key] for t in dec.tasks]
@@ -839,11 +852,13 @@ def _write(out: Path, scenario: str, fabric: Fabric,
             # over W and the longest.
             "task_seconds": sum(r.seconds for r in every),
             "longest_task_seconds": max(r.seconds for r in every),
-            # Each path's ideal completion times by size (alone on the idle path).
+            # Each path's ideal completion times by size (alone on the idle path; ACKs back
+            # along it, or outside it after a return delay: a link task's paths).
             "ideal": [{"path": [list(hop) for hop in chain],
+                       "return_delay_ns": return_ns,
                        "bytes": ladder[0].astype(int).tolist(),
                        "fct_ns": ladder[1].astype(int).tolist()}
-                      for chain, ladder in sorted(ladders.items())],
+                      for (chain, return_ns), ladder in sorted(ladders.items())],
             "note": "a run's very flows (its traffic sources' own random streams); each "
                     "link simulated alone, then again with each bandwidth-bound flow held to "
                     "its rate at its other links (passes = 2); a flow's completion time is "
