@@ -574,16 +574,19 @@ impl Sim {
                 }
             }
             Some(delay) => {
-                // With its host's transmit timing noise, as if they had left by its NIC.
+                // With its host's transmit timing noise, as if they had left by its NIC: in
+                // the order they leave it (whatever flow they are of), each then `delay` on.
                 let host = self.m.vms[vm as usize].host;
-                let nic = self.m.hosts[host as usize].nic_port;
+                let nic = &mut self.m.ports[self.m.hosts[host as usize].nic_port as usize];
                 self.rec.cons.sent += sent.len() as u64;
                 for &id in &sent {
-                    let at = match self.m.ports[nic as usize].noise.as_deref_mut() {
-                        Some(noise) => noise.jitter(now + delay, &mut self.m.rng),
-                        None => now + delay,
+                    let left = match nic.noise.as_deref_mut() {
+                        Some(noise) => {
+                            noise.jitter(now + nic.delay_ns, &mut self.m.rng) - nic.delay_ns
+                        }
+                        None => now,
                     };
-                    self.schedule(at, EvKind::Return(id));
+                    self.queue.push(left + delay, Ev::from(EvKind::Return(id)));
                 }
             }
         }

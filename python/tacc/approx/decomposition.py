@@ -8,8 +8,8 @@ flows that cross it are there, each on a path of its own:
 
 the switch the port leaves, fed by one link per link that feeds it in the fabric (at that
 link's rate, so that arrivals come no faster than they can), each flow's sender behind its
-feeder (a feeder that is a host's NIC is that host, shared by its flows), and one receiver per
-flow unless the port reaches a host.
+feeder (a feeder that is a host's NIC is that host, shared by its flows), and at the port's
+far end one host receiving every flow.
 
 The feeders carry only the flows that cross the port, a part of what they carry in the
 fabric; whatever queue they build counts as the port's.
@@ -23,11 +23,12 @@ as the feeder of the first switch port. Contention at the NIC between flows of o
 leave by different switch ports is what this leaves out.
 
 A flow's ACKs do not cross the task's links back: they reach the sender outside the network
-(the engine's `return_delay`), after its full path's base round trip (propagation, plus a full
-packet's and an ACK's serialization per hop) less the task's data path one way, so that its
-base round trip in the task is its path's. In the fabric they would cross other links' queues
-on their way back, which a link's task leaves to those links' tasks anyway; here they cost
-one event each instead of one a hop.
+(the engine's `return_delay`, with the receiving host's timing noise), after its full path's
+base round trip (propagation, plus a full packet's and an ACK's serialization per hop) less the
+task's data path one way, so that its base round trip in the task is its path's. In the fabric
+they would cross other links' queues on their way back, which a link's task leaves to those
+links' tasks anyway; here they cost one event each instead of one a hop, and the flows can
+share one receiving host without their ACKs queueing there together.
 
 A flow's delay at a link is its completion time in the link's task minus its ideal one on the
 task's path (alone, idle); its estimated completion time is its ideal one on its full path
@@ -417,10 +418,10 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
     capped rate, the link's own rate)."""
     ports = fabric.ports
     port = ports[p]
-    # The link's ends: switch "u", and the real host or switch "v".
-    near, far = "u", "dst" if port.to_host else "v"
-    hosts = [far] if port.to_host else []
-    switches = [near] if port.to_host else [near, far]
+    # The link's ends: switch "u", and the host that receives every flow (their ACKs go back
+    # outside the network, so they meet nowhere else).
+    near, far = "u", "dst"
+    hosts, switches = [far], [near]
     links = [_link(near, far, port.rate_bps, port.delay_ns)]
     here = (port.rate_bps, port.delay_ns)
     feeders: dict[int, str] = {}
@@ -445,8 +446,7 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
         if own_sender:
             src = f"s{n}"
             sender_side.insert(0, full[0])
-        receiver_side = [] if port.to_host else [full[-1]]
-        chain = (*sender_side, here, *receiver_side)
+        chain = (*sender_side, here)
         # Its ACKs come back outside the network, its base round trip its path's.
         return_ns = round(_base_rtt_ns(full, fabric.mss) - _one_way_ns(chain, fabric.mss))
         if own_sender:
@@ -457,11 +457,7 @@ def _port_task(p: int, flows: list[int], fabric: Fabric, workload: Sequence[dict
                 capped.append((i, cap, rate))
                 rate = cap
             links.append(_link(src, feeders[f["ports"][at - 1]], rate, delay))
-        dst = far if port.to_host else f"d{n}"
-        if not port.to_host:
-            hosts.append(dst)
-            links.append(_link(far, dst, *chain[-1]))
-        entries.append(_flow(f["name"], src, dst, f["start_ns"], f["bytes"], f["cc"], f["ecn"],
+        entries.append(_flow(f["name"], src, far, f["start_ns"], f["bytes"], f["cc"], f["ecn"],
                              return_ns))
         visits.append((i, (chain, return_ns)))
     task = Task(port.name, scenario, tuple(user_sets) + _scenario_sets(
