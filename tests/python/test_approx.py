@@ -157,8 +157,8 @@ def test_clustered_links_take_delays_from_a_simulated_link_alike(
         ratio = dec.utilization[a.name] / dec.utilization[b.name]
         assert 0.8 <= ratio <= 1.2
     for i, f in enumerate(flows):
-        for p, chain in dec.visits[i]:
-            assert (chain is None) == (p in clustered)
+        for p, route in dec.visits[i]:
+            assert (route is None) == (p in clustered)
 
     # In a run, a clustered link's flow takes the delay of one of the 3 flows of its simulated
     # link nearest to it in size.
@@ -269,7 +269,7 @@ def test_second_pass_runs_again_only_links_that_hold_a_flow(engine: None, tmp_pa
     flows = core.workload(path)
     dec = link_tasks(fabric, flows, path, [], prune_below=0.05)
     results = execute([*dec.ladders.values(), *dec.tasks], Options(jobs=2))
-    ladders = {chain: _ideal(results, task) for chain, task in dec.ladders.items()}
+    ladders = {route: _ideal(results, task) for route, task in dec.ladders.items()}
     caps = _caps(fabric, flows, dec, results, ladders)
     again = {t.key for t in _second_pass(fabric, flows, dec, path, [], caps)}
     # Some links hold a flow and run again; a ToR's uplinks, whose flows all come straight

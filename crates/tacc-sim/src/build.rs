@@ -176,6 +176,7 @@ impl Model {
             hosts.push(Host {
                 name: name.clone(),
                 nic_port: nic,
+                returned_last: 0,
             });
         }
         let nic_limit_pkts = match s.nic.limit {

@@ -93,7 +93,7 @@ pub struct EventQueue<T> {
     summary: u64,
     /// Drained overflow arrays, reused (last drained first: it is the one still in the cache)
     /// when a slot without one overflows. A large topology fills hundreds of events into
-    /// each slot, and arrays that size kept in all 1024 slots would not stay in the cache.
+    /// each slot, and arrays that size kept in every slot would not stay in the cache.
     spare: Vec<Vec<Entry<T>>>,
     /// Reused by `sort_current`.
     scratch: Vec<Entry<T>>,

@@ -83,16 +83,20 @@ impl LinkNoise {
         })
     }
 
-    /// When a packet due at `at` arrives with the host's transmit timing noise; arrivals stay
-    /// in the order they were sent.
+    /// When a packet due at `at` arrives with the host's transmit timing noise.
     pub fn jitter(&mut self, at: u64, rng: &mut Rng) -> u64 {
-        if self.jitter_ns == 0 {
-            return at;
-        }
-        let at = (at + rng.below(self.jitter_ns + 1)).max(self.last_arrival);
-        self.last_arrival = at;
-        at
+        jittered(at, self.jitter_ns, &mut self.last_arrival, rng)
     }
+}
+
+/// `at` plus up to `jitter_ns` of noise, no earlier than `last` (the one before it): packets
+/// stay in the order they were sent.
+pub fn jittered(at: u64, jitter_ns: u64, last: &mut u64, rng: &mut Rng) -> u64 {
+    if jitter_ns == 0 {
+        return at;
+    }
+    *last = (at + rng.below(jitter_ns + 1)).max(*last);
+    *last
 }
 
 /// `repr(C)`, aligned to a cache line: what a packet's passage reads and writes is in the
@@ -117,8 +121,9 @@ pub struct Port {
     pub noise: Option<Box<LinkNoise>>,
     /// A completion event is pending (ports that depart by event).
     pub busy: bool,
-    /// Whether queued packets leave at a completion event each, for a switch hook that sees
-    /// every departure as it happens or reads queues on its own timer. Elsewhere a queued
+    /// Whether queued packets leave at a completion event each: ports of a switch with a
+    /// mechanism's hook (SICC in the switch sees every departure as it happens, RWNDQ reads
+    /// queues on its own timer). Elsewhere a queued
     /// packet's arrival is scheduled when it is admitted, its start being already known (the
     /// end of the packet ahead of it), and it leaves the queue when the port is next looked
     /// at (`settle`): no event for its departure at all.
@@ -132,6 +137,8 @@ pub struct Port {
 /// A packet in a port's queue.
 #[derive(Clone, Copy, Debug)]
 pub struct Waiting {
+    /// Its packet, for a port that departs by event. Elsewhere its arrival is already
+    /// scheduled, and the link may have lost it (freed, the id free for another packet).
     pub id: PktId,
     pub len: u32,
     /// When its serialization starts: the end of the packet ahead of it (FIFO, work-conserving).
@@ -193,6 +200,9 @@ pub struct PortSubset {
 pub struct Host {
     pub name: String,
     pub nic_port: u32,
+    /// When the last packet its flows' `return_delay` sent back left, noise included: they
+    /// leave in order, apart from what its NIC sends.
+    pub returned_last: u64,
 }
 
 pub struct Vm {

@@ -6,7 +6,7 @@
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
 use crate::event_queue::EventQueue;
-use crate::model::{App, EpKind, Model, Port, Waiting};
+use crate::model::{jittered, App, EpKind, Model, Port, Waiting};
 use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::prefetch;
@@ -25,7 +25,8 @@ use tacc_mech::roles::IngressVerdict;
 
 #[derive(Clone, Copy, Debug)]
 pub enum EvKind {
-    /// A port finished serializing its head packet.
+    /// A port that departs by event finished serializing a packet: its next waiting one
+    /// starts.
     TxDone(u32),
     /// A packet reaches the far end of a port's link.
     Arrive(u32, PktId),
@@ -575,17 +576,15 @@ impl Sim {
             }
             Some(delay) => {
                 // With its host's transmit timing noise, as if they had left by its NIC: in
-                // the order they leave it (whatever flow they are of), each then `delay` on.
-                let host = self.m.vms[vm as usize].host;
-                let nic = &mut self.m.ports[self.m.hosts[host as usize].nic_port as usize];
+                // the order they leave (whatever flow they are of), each then `delay` on.
+                let host = &mut self.m.hosts[self.m.vms[vm as usize].host as usize];
+                let jitter_ns = self.m.ports[host.nic_port as usize]
+                    .noise
+                    .as_ref()
+                    .map_or(0, |n| n.jitter_ns);
                 self.rec.cons.sent += sent.len() as u64;
                 for &id in &sent {
-                    let left = match nic.noise.as_deref_mut() {
-                        Some(noise) => {
-                            noise.jitter(now + nic.delay_ns, &mut self.m.rng) - nic.delay_ns
-                        }
-                        None => now,
-                    };
+                    let left = jittered(now, jitter_ns, &mut host.returned_last, &mut self.m.rng);
                     self.queue.push(left + delay, Ev::from(EvKind::Return(id)));
                 }
             }

@@ -12,6 +12,7 @@ use crate::scenario::{
 use crate::tcp::TcpConfig;
 use crate::topology::{self, Graph, NodeRef};
 use std::collections::{HashMap, HashSet};
+use tacc_mech::MechanismConfig;
 
 /// Output tables are dense over the run: bound them before a typo asks for billions of rows.
 const MAX_GOODPUT_BINS: u64 = 1_000_000;
@@ -384,6 +385,13 @@ fn flows(r: &mut Report, s: &Scenario, names: Option<&Names>) {
         r.time(s, &path("start"), fc.start.0);
         if fc.stop.is_some_and(|stop| stop.0 <= fc.start.0) {
             r.error(&path("stop"), "must be after start");
+        }
+        if fc.return_delay.is_some() && !matches!(s.mechanism, MechanismConfig::None(_)) {
+            // Its ACKs would skip the receiver's egress shim and reach the sender's ingress.
+            r.error(
+                &path("return_delay"),
+                "cannot be combined with a [mechanism]",
+            );
         }
         if fc.jitter.0 > 0 && fc.stop.is_some() {
             r.error(

@@ -63,6 +63,12 @@ fn each_kind_of_bad_input_is_reported_with_its_location() {
             "bad.toml:19: flows[0].return_delay: only applies to TCP flows",
         ),
         (
+            base(&format!(
+                "{FLOW}return_delay = \"50us\"\n[mechanism]\nkind = \"static-rate\"\nrate = \"500Mbps\"\n"
+            )),
+            "bad.toml:17: flows[0].return_delay: cannot be combined with a [mechanism]",
+        ),
+        (
             base(&format!("{FLOW}return_delay = \"50\"\n")),
             "bad.toml:17: flows[0].return_delay: expected a duration",
         ),

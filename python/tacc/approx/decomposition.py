@@ -23,19 +23,20 @@ as the feeder of the first switch port. Contention at the NIC between flows of o
 leave by different switch ports is what this leaves out.
 
 A flow's ACKs do not cross the task's links back: they reach the sender outside the network
-(the engine's `return_delay`, with the receiving host's timing noise), after its full path's
-base round trip (propagation, plus a full packet's and an ACK's serialization per hop) less the
-task's data path one way, so that its base round trip in the task is its path's. In the fabric
-they would cross other links' queues on their way back, which a link's task leaves to those
-links' tasks anyway; here they cost one event each instead of one a hop, and the flows can
-share one receiving host without their ACKs queueing there together.
+(the engine's `return_delay`, with the timing noise of the receiving host, whose NIC runs at
+the port's rate), after its full path's base round trip (propagation, plus a full packet's
+and an ACK's serialization per hop) less the task's data path one way, so that its base round
+trip in the task is its path's. In the fabric they would cross other links' queues on their
+way back, which a link's task leaves to those links' tasks anyway; here they cost one event
+each instead of one a hop, and the flows can share one receiving host without their ACKs
+queueing there together.
 
 A flow's delay at a link is its completion time in the link's task minus its ideal one on the
 task's path (alone, idle); its estimated completion time is its ideal one on its full path
 plus the sum of its delays over its links (each flow's own measured delay, not Parsimon's
 sampling from per-size-bucket distributions). Ideal times come from the engine too: per
-distinct path (the ports' rates and delays), one run of flows of a ladder of sizes, one after
-another, interpolated linearly between sizes.
+distinct route (the ports' rates and delays, and a task's return delay), one run of flows of a
+ladder of sizes, one after another, interpolated linearly between sizes.
 
 Links whose offered load is below `Options.prune_below` of their rate are not simulated: their
 delay is taken as zero.
@@ -702,7 +703,7 @@ def _outcomes(fabric: Fabric, workload: Sequence[dict[str, Any]], dec: Decomposi
     simulated link its own; at a clustered one, that of a flow of its simulated link's of
     about its size, drawn by a hash of the two names and the seed."""
     own: dict[tuple[int, int], Outcome] = {}
-    # Ideal times looked up a path at a time.
+    # Ideal times looked up a route at a time.
     on_route: dict[Route, list[tuple[int, int]]] = defaultdict(list)
     for i in range(len(workload)):
         for p, route in dec.visits[i]:
