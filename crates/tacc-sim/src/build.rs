@@ -550,7 +550,6 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             queue: VecDeque::new(),
             queue_bytes: 0,
             qdisc,
-            busy: false,
             departs_by_event: false,
             stats: PortStats::default(),
             drops: PortDrops::default(),

@@ -119,11 +119,9 @@ pub struct Port {
     pub from: NodeRef,
     /// Boxed: switch ports have none, and it stays out of the port's hot lines.
     pub noise: Option<Box<LinkNoise>>,
-    /// A completion event is pending (ports that depart by event).
-    pub busy: bool,
-    /// Whether queued packets leave at a completion event each: ports of a switch with a
-    /// mechanism's hook (SICC in the switch sees every departure as it happens, RWNDQ reads
-    /// queues on its own timer). Elsewhere a queued
+    /// Whether queued packets leave at a completion event each (pending while the queue
+    /// holds any): ports of a switch with a mechanism's hook (SICC in the switch sees every
+    /// departure as it happens, RWNDQ reads queues on its own timer). Elsewhere a queued
     /// packet's arrival is scheduled when it is admitted, its start being already known (the
     /// end of the packet ahead of it), and it leaves the queue when the port is next looked
     /// at (`settle`): no event for its departure at all.

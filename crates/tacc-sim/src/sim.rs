@@ -392,8 +392,8 @@ impl Sim {
         p.stats.max_backlog = p.stats.max_backlog.max(p.queue.len() as u64);
         if !p.departs_by_event {
             self.launch(port, id, end);
-        } else if !p.busy {
-            p.busy = true;
+        } else if p.queue.len() == 1 {
+            // The first to wait: its start is the port's next completion.
             self.schedule(start, EvKind::TxDone(port));
         }
     }
@@ -420,7 +420,6 @@ impl Sim {
     fn tx_done(&mut self, port: u32) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
-        p.busy = false;
         let backlog = p.queue.len() as u64;
         p.stats.advance(now, backlog);
         let Some(w) = p.queue.pop_front() else {
@@ -442,7 +441,6 @@ impl Sim {
         self.launch(port, w.id, end);
         let p = &mut self.m.ports[port as usize];
         if let Some(next) = p.queue.front() {
-            p.busy = true;
             let at = next.start;
             self.schedule(at, EvKind::TxDone(port));
         }
@@ -561,14 +559,14 @@ impl Sim {
         let poll = t.poll_at();
         // Only an end just found closed and idle makes its flow's two ends worth a look.
         let closed = poll.is_none() && t.is_closed();
-        let (vm, flow) = (slot.vm, slot.flow);
+        let (vm, flow, return_delay) = (slot.vm, slot.flow, slot.return_delay);
         if let Some(at) = poll {
             if slot.timer_at.is_none_or(|t| at < t) {
                 slot.timer_at = Some(at);
                 self.schedule(at.max(now), EvKind::EpTimer(ep));
             }
         }
-        match self.m.eps[ep as usize].return_delay {
+        match return_delay {
             None => {
                 for &id in &sent {
                     self.vm_send(vm, id, ep);
@@ -577,15 +575,16 @@ impl Sim {
             Some(delay) => {
                 // With its host's transmit timing noise, as if they had left by its NIC: in
                 // the order they leave (whatever flow they are of), each then `delay` on.
-                let host = &mut self.m.hosts[self.m.vms[vm as usize].host as usize];
-                let jitter_ns = self.m.ports[host.nic_port as usize]
+                let host = self.m.vms[vm as usize].host as usize;
+                let jitter_ns = self.m.ports[self.m.hosts[host].nic_port as usize]
                     .noise
                     .as_ref()
                     .map_or(0, |n| n.jitter_ns);
                 self.rec.cons.sent += sent.len() as u64;
                 for &id in &sent {
-                    let left = jittered(now, jitter_ns, &mut host.returned_last, &mut self.m.rng);
-                    self.queue.push(left + delay, Ev::from(EvKind::Return(id)));
+                    let last = &mut self.m.hosts[host].returned_last;
+                    let left = jittered(now, jitter_ns, last, &mut self.m.rng);
+                    self.schedule(left + delay, EvKind::Return(id));
                 }
             }
         }
@@ -857,19 +856,6 @@ impl Sim {
         match msg {
             // --- at a switch
             ControlMessage::StatsRequest(r) => {
-                match r {
-                    StatsRequest::PortMarks { .. } => {}
-                    StatsRequest::QueueLength { port, .. } => {
-                        self.m.ports[port as usize].settle(now)
-                    }
-                    StatsRequest::Switch { switch } => {
-                        for p in &mut self.m.ports {
-                            if p.from == NodeRef::Switch(switch) {
-                                p.settle(now);
-                            }
-                        }
-                    }
-                }
                 out.push(ControlMessage::StatsReply(self.stats_reply(r)))
             }
             ControlMessage::FlowMod(f) => self.flow_mod(f),
@@ -903,19 +889,24 @@ impl Sim {
 
     /// A switch answers a statistics request with its counters as they are now (the ports
     /// it reads settled).
-    fn stats_reply(&self, r: StatsRequest) -> StatsReply {
-        let ports = &self.m.ports;
+    fn stats_reply(&mut self, r: StatsRequest) -> StatsReply {
+        let now = self.now;
+        let ports = &mut self.m.ports;
         match r {
             StatsRequest::PortMarks { switch, port } => StatsReply::PortMarks {
                 switch,
                 port,
                 marks: ports[port as usize].stats.marked,
             },
-            StatsRequest::QueueLength { switch, port } => StatsReply::QueueLength {
-                switch,
-                port,
-                pkts: ports[port as usize].queue.len() as u32,
-            },
+            StatsRequest::QueueLength { switch, port } => {
+                let p = &mut ports[port as usize];
+                p.settle(now);
+                StatsReply::QueueLength {
+                    switch,
+                    port,
+                    pkts: p.queue.len() as u32,
+                }
+            }
             StatsRequest::Switch { switch } => {
                 let mut flows = Vec::new();
                 if let Some(hook) = &self.m.switch_mech[switch as usize].hook {
@@ -924,13 +915,16 @@ impl Sim {
                 StatsReply::Switch {
                     switch,
                     ports: ports
-                        .iter()
+                        .iter_mut()
                         .enumerate()
                         .filter(|(_, p)| p.from == NodeRef::Switch(switch))
-                        .map(|(i, p)| PortSample {
-                            switch,
-                            port: i as u32,
-                            tx_bytes: p.stats.tx_bytes,
+                        .map(|(i, p)| {
+                            p.settle(now);
+                            PortSample {
+                                switch,
+                                port: i as u32,
+                                tx_bytes: p.stats.tx_bytes,
+                            }
                         })
                         .collect(),
                     flows,
