@@ -556,6 +556,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             noise: (jitter_ns > 0).then(|| LinkNoise::new(jitter_ns)),
             ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
             busy_until: 0,
+            head_start: u64::MAX,
         });
     }
     let port_index: HashMap<String, u32> = ports

@@ -101,7 +101,7 @@ pub fn jittered(at: u64, jitter_ns: u64, last: &mut u64, rng: &mut Rng) -> u64 {
 
 /// `repr(C)`, aligned to a cache line: what a packet's passage reads and writes is in the
 /// first three lines of the struct (queue and serialization; per-packet counters and where
-/// the link goes; where it comes from, the busy flag and the queue discipline's admission
+/// the link goes; the link's noise, how packets depart and the queue discipline's admission
 /// fields), the rest after. A large fabric's ports do not fit in the cache, and each line of
 /// a port a packet touches is then a load from memory.
 #[repr(C, align(64))]
@@ -111,12 +111,15 @@ pub struct Port {
     pub queue_bytes: u64,
     /// When the port has serialized every packet it holds.
     pub busy_until: u64,
+    /// The start of the queue's head (`u64::MAX` when empty), kept here so that settling a
+    /// port whose head has not started yet reads none of the queue's buffer: at k = 16 that
+    /// buffer's load was 29% of an admission's samples.
+    pub head_start: u64,
     /// Serialization cost in picoseconds per byte (8e12 / rate, rounded).
     pub ps_per_byte: u64,
     pub delay_ns: u64,
     pub stats: PortStats,
     pub to: NodeRef,
-    pub from: NodeRef,
     /// Boxed: switch ports have none, and it stays out of the port's hot lines.
     pub noise: Option<Box<LinkNoise>>,
     /// Whether queued packets leave at a completion event each (pending while the queue
@@ -127,6 +130,8 @@ pub struct Port {
     /// at (`settle`): no event for its departure at all.
     pub departs_by_event: bool,
     pub qdisc: Qdisc,
+    /// Read only where a switch's mechanism sees departures, so out of the hot lines.
+    pub from: NodeRef,
     pub drops: PortDrops,
     pub rate_bps: u64,
     pub name: String,
@@ -169,18 +174,29 @@ impl Port {
         if self.departs_by_event {
             return;
         }
-        while let Some(&w) = self.queue.front() {
-            if w.start > now {
-                return;
-            }
-            self.stats.advance(w.start, self.queue.len() as u64);
-            self.queue.pop_front();
+        while self.head_start <= now {
+            let w = self.queue.pop_front().expect("a head start is a queued packet's");
+            self.stats.advance(w.start, self.queue.len() as u64 + 1);
             self.queue_bytes -= w.len as u64;
             self.count_tx(w.len);
-            if self.queue.is_empty() {
-                self.qdisc.on_idle(w.start + self.ser(w.len));
+            match self.queue.front() {
+                Some(next) => self.head_start = next.start,
+                None => {
+                    self.head_start = u64::MAX;
+                    self.qdisc.on_idle(w.start + self.ser(w.len));
+                }
             }
         }
+    }
+
+    /// Queues a packet behind those waiting (its start is the end of the one ahead).
+    #[inline]
+    pub fn push_waiting(&mut self, w: Waiting) {
+        if self.queue.is_empty() {
+            self.head_start = w.start;
+        }
+        self.queue.push_back(w);
+        self.queue_bytes += w.len as u64;
     }
 }
 

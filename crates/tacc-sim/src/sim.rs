@@ -387,8 +387,7 @@ impl Sim {
             return;
         }
         p.stats.advance(now, backlog);
-        p.queue.push_back(Waiting { id, len, start });
-        p.queue_bytes += len as u64;
+        p.push_waiting(Waiting { id, len, start });
         p.stats.max_backlog = p.stats.max_backlog.max(p.queue.len() as u64);
         if !p.departs_by_event {
             self.launch(port, id, end);
@@ -429,6 +428,7 @@ impl Sim {
         p.queue_bytes -= w.len as u64;
         p.count_tx(w.len);
         let end = now + p.ser(w.len);
+        p.head_start = p.queue.front().map_or(u64::MAX, |next| next.start);
         if p.queue.is_empty() {
             p.qdisc.on_idle(end);
         }
