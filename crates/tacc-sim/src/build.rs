@@ -197,6 +197,7 @@ impl Model {
                 vnic_free_at: 0,
                 vnic_busy: false,
                 vnic_limit: nic_limit_pkts,
+                vnic_in_nic: false,
             })
             .collect();
         let switch_salt = (0..graph.switches.len() as u64)
@@ -263,6 +264,7 @@ impl Model {
             m.pending_rules.push(rule);
         }
         m.install_mechanism(s, &vm_index);
+        m.put_vnics_in_nics();
         Ok(m)
     }
 
@@ -551,6 +553,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             queue_bytes: 0,
             qdisc,
             departs_by_event: false,
+            holds_vnic: false,
             stats: PortStats::default(),
             drops: PortDrops::default(),
             noise: (jitter_ns > 0).then(|| LinkNoise::new(jitter_ns)),

@@ -5,7 +5,7 @@
 use crate::cc::CcKind;
 use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
-use crate::packet::{flow_hash, Packet, PktId};
+use crate::packet::{flow_hash, Packet, PktId, NO_EP};
 use crate::queue::Qdisc;
 use crate::rng::Rng;
 use crate::rules::{FlowTable, Rule};
@@ -129,6 +129,10 @@ pub struct Port {
     /// end of the packet ahead of it), and it leaves the queue when the port is next looked
     /// at (`settle`): no event for its departure at all.
     pub departs_by_event: bool,
+    /// A host NIC whose queue is its one VM's vNIC (see `Vm::vnic_in_nic`): its waiting
+    /// packets are the vNIC's, so the NIC's own queue, as reported, stays empty, and each
+    /// packet that leaves leaves its endpoint's small queue.
+    pub holds_vnic: bool,
     pub qdisc: Qdisc,
     /// Read only where a switch's mechanism sees departures, so out of the hot lines.
     pub from: NodeRef,
@@ -140,8 +144,9 @@ pub struct Port {
 /// A packet in a port's queue.
 #[derive(Clone, Copy, Debug)]
 pub struct Waiting {
-    /// Its packet, for a port that departs by event. Elsewhere its arrival is already
-    /// scheduled, and the link may have lost it (freed, the id free for another packet).
+    /// Its packet, for a port that departs by event; its sending endpoint (or `NO_EP`), for a
+    /// NIC that holds its VM's vNIC. Elsewhere unused: its arrival is already scheduled, and
+    /// the link may have lost it (freed, the id free for another packet).
     pub id: PktId,
     pub len: u32,
     /// When its serialization starts: the end of the packet ahead of it (FIFO, work-conserving).
@@ -166,17 +171,26 @@ impl Port {
     }
 
     /// Takes out of the queue the packets whose serialization has begun by `now` (their
-    /// arrivals are already scheduled), accounting each as of its start: the queue and its
+    /// arrivals are already scheduled), accounting each as of its start, and tells `left`
+    /// the sending endpoint of each that leaves a NIC holding its VM's vNIC: the queue and its
     /// counters are then as the port holds them at `now`. Every read of a port's queue or
-    /// transmit counters settles it first. Ports that depart by event need nothing.
+    /// transmit counters settles it first (`Model::settle`). Ports that depart by event need
+    /// nothing.
     #[inline]
-    pub fn settle(&mut self, now: u64) {
+    pub fn settle(&mut self, now: u64, mut left: impl FnMut(u32)) {
         if self.departs_by_event {
             return;
         }
         while self.head_start <= now {
             let w = self.queue.pop_front().expect("a head start is a queued packet's");
-            self.stats.advance(w.start, self.queue.len() as u64 + 1);
+            // The queue as it held until then (with this packet); a NIC's own, none.
+            let held = if self.holds_vnic {
+                left(w.id);
+                0
+            } else {
+                self.queue.len() as u64 + 1
+            };
+            self.stats.advance(w.start, held);
             self.queue_bytes -= w.len as u64;
             self.count_tx(w.len);
             match self.queue.front() {
@@ -186,6 +200,17 @@ impl Port {
                     self.qdisc.on_idle(w.start + self.ser(w.len));
                 }
             }
+        }
+    }
+
+    /// The packets and bytes in the port's own queue: none at a NIC holding its VM's vNIC,
+    /// whose waiting packets are still in the VM.
+    #[inline]
+    pub fn backlog(&self) -> (u32, u64) {
+        if self.holds_vnic {
+            (0, 0)
+        } else {
+            (self.queue.len() as u32, self.queue_bytes)
         }
     }
 
@@ -234,6 +259,12 @@ pub struct Vm {
     pub vnic_free_at: u64,
     /// Drop-tail limit of the vNIC queue, in packets.
     pub vnic_limit: u64,
+    /// The VM's vNIC is its host NIC's queue (`Port::holds_vnic`): the VM is alone on its
+    /// host, with no shim between them (and no scripted drops in the run). The vNIC, a FIFO
+    /// at the NIC's rate in front of a NIC it alone feeds, never leaves the NIC a packet to
+    /// queue; a packet's start at the NIC is then known when the VM sends it, and its arrival
+    /// is scheduled at once, with no event for it leaving the vNIC.
+    pub vnic_in_nic: bool,
 }
 
 pub enum EpKind {
@@ -685,6 +716,33 @@ pub const TCP_DPORT: u16 = 5001;
 pub(crate) const PORTS_PER_VM: u32 = u16::MAX as u32 + 1 - FIRST_PORT as u32;
 
 impl Model {
+    /// Settles port `port` at `now` (`Port::settle`): the packets that left a NIC holding its
+    /// VM's vNIC leave their endpoints' small queues.
+    #[inline]
+    pub fn settle(&mut self, port: u32, now: u64) {
+        let eps = &mut self.eps;
+        self.ports[port as usize].settle(now, |ep| {
+            if ep != NO_EP {
+                eps[ep as usize].in_host -= 1;
+            }
+        });
+    }
+
+    /// Makes the vNIC of every VM alone on its host, with no shim there, its NIC's queue
+    /// (`Vm::vnic_in_nic`), once the mechanism is in place.
+    pub(crate) fn put_vnics_in_nics(&mut self) {
+        if self.graph.vms_per_host != 1 || self.scripted_drops {
+            return;
+        }
+        for v in &mut self.vms {
+            let host = v.host as usize;
+            if self.shims[host].shim.is_none() {
+                v.vnic_in_nic = true;
+                self.ports[self.hosts[host].nic_port as usize].holds_vnic = true;
+            }
+        }
+    }
+
     /// The output port switch `s` forwards `p` to by routing (ECMP by 5-tuple hash).
     #[inline]
     pub fn route(&self, s: u32, p: &Packet) -> Option<u32> {

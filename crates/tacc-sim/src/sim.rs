@@ -211,9 +211,10 @@ impl Sim {
         }
         self.now = end;
         progress(end, end);
-        for port in &mut self.m.ports {
-            port.settle(end);
-            port.stats.advance(end, port.queue.len() as u64);
+        for i in 0..self.m.ports.len() {
+            self.m.settle(i as u32, end);
+            let port = &mut self.m.ports[i];
+            port.stats.advance(end, port.backlog().0 as u64);
         }
         self.rec.in_flight = self.in_flight();
     }
@@ -348,7 +349,8 @@ impl Sim {
     fn enqueue(&mut self, port: u32, id: PktId) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
-        p.settle(now);
+        debug_assert!(!p.holds_vnic, "a NIC holding its VM's vNIC is fed by vnic_in_nic_send");
+        p.settle(now, |_| {});
         let (len, ecn) = {
             let pk = self.pkts.get(id);
             (pk.len, pk.ecn)
@@ -544,6 +546,12 @@ impl Sim {
     /// Lets a TCP endpoint transmit, accounts its deliveries and re-arms its timer.
     fn pump(&mut self, ep: u32) {
         let now = self.now;
+        let vm = self.m.eps[ep as usize].vm as usize;
+        if self.m.vms[vm].vnic_in_nic {
+            // Its packets that left the vNIC by now are out of its small queue.
+            let nic = self.m.hosts[self.m.vms[vm].host as usize].nic_port;
+            self.m.settle(nic, now);
+        }
         let slot = &mut self.m.eps[ep as usize];
         let Some(t) = slot.kind.tcp_mut(&mut self.m.closed) else {
             return;
@@ -602,6 +610,9 @@ impl Sim {
     /// `id` is in the arena; `ep` is the sending endpoint or `NO_EP`.
     fn vm_send(&mut self, vm: u32, id: PktId, ep: u32) {
         let v = &mut self.m.vms[vm as usize];
+        if v.vnic_in_nic {
+            return self.vnic_in_nic_send(vm, id, ep);
+        }
         if v.vnic.len() as u64 >= v.vnic_limit {
             self.rec.vnic_dropped += 1;
             self.pkts.free(id);
@@ -679,6 +690,64 @@ impl Sim {
             if slot.in_host + 1 >= slot.tsq_limit {
                 // The small-queue budget just reopened.
                 self.pump(ep);
+            }
+        }
+    }
+
+    /// `vm_send` where the vNIC is the NIC's queue (`Vm::vnic_in_nic`): the packet's start is
+    /// the end of the one ahead, its arrival is scheduled now, and it leaves the vNIC (and
+    /// its endpoint's small queue) when the NIC is next settled. The vNIC's rules hold: a
+    /// drop-tail limit on the packets waiting, and an endpoint whose small-queue budget is
+    /// spent is woken as its oldest waiting packet leaves (an `EpTimer` then).
+    fn vnic_in_nic_send(&mut self, vm: u32, id: PktId, ep: u32) {
+        let now = self.now;
+        let (host, limit) = {
+            let v = &self.m.vms[vm as usize];
+            (v.host, v.vnic_limit)
+        };
+        let nic = self.m.hosts[host as usize].nic_port;
+        self.m.settle(nic, now);
+        let p = &mut self.m.ports[nic as usize];
+        debug_assert!(p.holds_vnic && !p.departs_by_event);
+        if p.queue.len() as u64 >= limit {
+            self.rec.vnic_dropped += 1;
+            self.pkts.free(id);
+            return;
+        }
+        self.rec.cons.sent += 1;
+        let len = self.pkts.get(id).len;
+        // The NIC's own queue is empty (the vNIC feeds it no faster than it sends): its
+        // drop-tail admits every packet.
+        p.stats.enqueued += 1;
+        let start = now.max(p.busy_until);
+        let end = start + p.ser(len);
+        p.busy_until = end;
+        if start == now {
+            p.count_tx(len);
+            p.qdisc.on_idle(end);
+            self.launch(nic, id, end);
+            if ep != NO_EP {
+                // In and out of the vNIC at once: a spent budget reopens as it leaves.
+                let slot = &self.m.eps[ep as usize];
+                if slot.in_host + 1 >= slot.tsq_limit {
+                    self.pump(ep);
+                }
+            }
+            return;
+        }
+        p.push_waiting(Waiting { id: ep, len, start });
+        self.launch(nic, id, end);
+        if ep != NO_EP {
+            let slot = &mut self.m.eps[ep as usize];
+            slot.in_host += 1;
+            if slot.in_host >= slot.tsq_limit {
+                let first = self.m.ports[nic as usize]
+                    .queue
+                    .iter()
+                    .find(|w| w.id == ep)
+                    .expect("the endpoint's packet just queued");
+                let at = first.start;
+                self.schedule(at, EvKind::EpTimer(ep));
             }
         }
     }
@@ -900,7 +969,7 @@ impl Sim {
             },
             StatsRequest::QueueLength { switch, port } => {
                 let p = &mut ports[port as usize];
-                p.settle(now);
+                p.settle(now, |_| {});
                 StatsReply::QueueLength {
                     switch,
                     port,
@@ -919,7 +988,7 @@ impl Sim {
                         .enumerate()
                         .filter(|(_, p)| p.from == NodeRef::Switch(switch))
                         .map(|(i, p)| {
-                            p.settle(now);
+                            p.settle(now, |_| {});
                             PortSample {
                                 switch,
                                 port: i as u32,
@@ -1138,12 +1207,12 @@ impl Sim {
                 shim.rates(&mut |vm, dst, bps| samples.push((now, vm, dst, bps)));
             }
         }
-        for &p in &self.m.sampled_ports {
-            let port = &mut self.m.ports[p as usize];
-            port.settle(now);
-            let pkts = port.queue.len() as u32;
-            self.rec
-                .queue_sample(now, p, &port.name, pkts, port.queue_bytes);
+        for i in 0..self.m.sampled_ports.len() {
+            let p = self.m.sampled_ports[i];
+            self.m.settle(p, now);
+            let port = &self.m.ports[p as usize];
+            let (pkts, bytes) = port.backlog();
+            self.rec.queue_sample(now, p, &port.name, pkts, bytes);
         }
         let next = now + self.m.queue_sample;
         self.schedule(next, EvKind::Sample);
