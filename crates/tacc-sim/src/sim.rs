@@ -968,12 +968,11 @@ impl Sim {
                 marks: ports[port as usize].stats.marked,
             },
             StatsRequest::QueueLength { switch, port } => {
-                let p = &mut ports[port as usize];
-                p.settle(now, |_| {});
+                self.m.settle(port, now);
                 StatsReply::QueueLength {
                     switch,
                     port,
-                    pkts: p.queue.len() as u32,
+                    pkts: self.m.ports[port as usize].backlog().0,
                 }
             }
             StatsRequest::Switch { switch } => {
