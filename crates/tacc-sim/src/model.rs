@@ -182,7 +182,10 @@ impl Port {
             return;
         }
         while self.head_start <= now {
-            let w = self.queue.pop_front().expect("a head start is a queued packet's");
+            let w = self
+                .queue
+                .pop_front()
+                .expect("a head start is a queued packet's");
             // The queue as it held until then (with this packet); a NIC's own, none.
             let held = if self.holds_vnic {
                 left(w.id);
@@ -212,6 +215,22 @@ impl Port {
         } else {
             (self.queue.len() as u32, self.queue_bytes)
         }
+    }
+
+    /// Takes an admitted packet of `len` bytes: its start (now if the port is idle, else the
+    /// end of the packet ahead of it) and end of serialization. A packet that starts at once
+    /// is counted as sent; one that waits is for the caller to queue (`push_waiting`).
+    #[inline]
+    pub fn admit(&mut self, now: u64, len: u32) -> (u64, u64) {
+        self.stats.enqueued += 1;
+        let start = now.max(self.busy_until);
+        let end = start + self.ser(len);
+        self.busy_until = end;
+        if start == now {
+            self.count_tx(len);
+            self.qdisc.on_idle(end);
+        }
+        (start, end)
     }
 
     /// Queues a packet behind those waiting (its start is the end of the one ahead).

@@ -349,7 +349,10 @@ impl Sim {
     fn enqueue(&mut self, port: u32, id: PktId) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
-        debug_assert!(!p.holds_vnic, "a NIC holding its VM's vNIC is fed by vnic_in_nic_send");
+        debug_assert!(
+            !p.holds_vnic,
+            "a NIC holding its VM's vNIC is fed by vnic_in_nic_send"
+        );
         p.settle(now, |_| {});
         let (len, ecn) = {
             let pk = self.pkts.get(id);
@@ -376,15 +379,10 @@ impl Sim {
             }
             Verdict::Enqueue => {}
         }
-        p.stats.enqueued += 1;
-        let start = now.max(p.busy_until);
-        let end = start + p.ser(len);
-        p.busy_until = end;
+        let (start, end) = p.admit(now, len);
         if start == now {
             // The port is idle (so is its queue): no completion event for a packet that
             // waits for nothing.
-            p.count_tx(len);
-            p.qdisc.on_idle(end);
             self.launch(port, id, end);
             return;
         }
@@ -718,13 +716,8 @@ impl Sim {
         let len = self.pkts.get(id).len;
         // The NIC's own queue is empty (the vNIC feeds it no faster than it sends): its
         // drop-tail admits every packet.
-        p.stats.enqueued += 1;
-        let start = now.max(p.busy_until);
-        let end = start + p.ser(len);
-        p.busy_until = end;
+        let (start, end) = p.admit(now, len);
         if start == now {
-            p.count_tx(len);
-            p.qdisc.on_idle(end);
             self.launch(nic, id, end);
             if ep != NO_EP {
                 // In and out of the vNIC at once: a spent budget reopens as it leaves.
