@@ -264,7 +264,7 @@ impl Model {
             m.pending_rules.push(rule);
         }
         m.install_mechanism(s, &vm_index);
-        m.put_vnics_in_nics();
+        m.put_vnics_in_nics(true);
         Ok(m)
     }
 

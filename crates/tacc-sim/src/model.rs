@@ -182,28 +182,33 @@ impl Port {
             return;
         }
         while self.head_start <= now {
-            let w = self
-                .queue
-                .pop_front()
-                .expect("a head start is a queued packet's");
-            // The queue as it held until then (with this packet); a NIC's own, none.
-            let held = if self.holds_vnic {
+            let w = self.send_head();
+            if self.holds_vnic {
                 left(w.id);
-                0
-            } else {
-                self.queue.len() as u64 + 1
-            };
-            self.stats.advance(w.start, held);
-            self.queue_bytes -= w.len as u64;
-            self.count_tx(w.len);
-            match self.queue.front() {
-                Some(next) => self.head_start = next.start,
-                None => {
-                    self.head_start = u64::MAX;
-                    self.qdisc.on_idle(w.start + self.ser(w.len));
-                }
             }
         }
+    }
+
+    /// The queue's head starts (at `head_start`): accounted as sent, out of the queue, and
+    /// returned, with the next one's start in `head_start`.
+    #[inline]
+    pub fn send_head(&mut self) -> Waiting {
+        let (held, _) = self.backlog();
+        self.stats.advance(self.head_start, held as u64);
+        let w = self
+            .queue
+            .pop_front()
+            .expect("a head start is a queued packet's");
+        self.queue_bytes -= w.len as u64;
+        self.count_tx(w.len);
+        match self.queue.front() {
+            Some(next) => self.head_start = next.start,
+            None => {
+                self.head_start = u64::MAX;
+                self.qdisc.on_idle(w.start + self.ser(w.len));
+            }
+        }
+        w
     }
 
     /// The packets and bytes in the port's own queue: none at a NIC holding its VM's vNIC,
@@ -747,18 +752,16 @@ impl Model {
         });
     }
 
-    /// Makes the vNIC of every VM alone on its host, with no shim there, its NIC's queue
-    /// (`Vm::vnic_in_nic`), once the mechanism is in place.
-    pub(crate) fn put_vnics_in_nics(&mut self) {
-        if self.graph.vms_per_host != 1 || self.scripted_drops {
-            return;
-        }
+    /// With `on`, makes the vNIC of every VM alone on its host, with no shim there, its NIC's
+    /// queue (`Vm::vnic_in_nic`, `Port::holds_vnic`), once the mechanism is in place (as a run
+    /// is built); without, gives every vNIC an event per packet leaving it (a reference for
+    /// tests). Before the run only.
+    pub fn put_vnics_in_nics(&mut self, on: bool) {
+        let alone = self.graph.vms_per_host == 1 && !self.scripted_drops;
         for v in &mut self.vms {
             let host = v.host as usize;
-            if self.shims[host].shim.is_none() {
-                v.vnic_in_nic = true;
-                self.ports[self.hosts[host].nic_port as usize].holds_vnic = true;
-            }
+            v.vnic_in_nic = on && alone && self.shims[host].shim.is_none();
+            self.ports[self.hosts[host].nic_port as usize].holds_vnic = v.vnic_in_nic;
         }
     }
 

@@ -419,19 +419,9 @@ impl Sim {
     fn tx_done(&mut self, port: u32) {
         let now = self.now;
         let p = &mut self.m.ports[port as usize];
-        let backlog = p.queue.len() as u64;
-        p.stats.advance(now, backlog);
-        let Some(w) = p.queue.pop_front() else {
-            return;
-        };
-        debug_assert_eq!(w.start, now, "a head packet leaves at its start");
-        p.queue_bytes -= w.len as u64;
-        p.count_tx(w.len);
+        debug_assert_eq!(p.head_start, now, "a head packet leaves at its start");
+        let w = p.send_head();
         let end = now + p.ser(w.len);
-        p.head_start = p.queue.front().map_or(u64::MAX, |next| next.start);
-        if p.queue.is_empty() {
-            p.qdisc.on_idle(end);
-        }
         if let NodeRef::Switch(s) = p.from {
             let sm = &mut self.m.switch_mech[s as usize];
             if let (true, Some(hook)) = (sm.queue_events, &mut sm.hook) {
@@ -439,10 +429,9 @@ impl Sim {
             }
         }
         self.launch(port, w.id, end);
-        let p = &mut self.m.ports[port as usize];
-        if let Some(next) = p.queue.front() {
-            let at = next.start;
-            self.schedule(at, EvKind::TxDone(port));
+        let next = self.m.ports[port as usize].head_start;
+        if next != u64::MAX {
+            self.schedule(next, EvKind::TxDone(port));
         }
     }
 

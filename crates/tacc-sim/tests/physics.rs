@@ -229,12 +229,7 @@ fn a_return_delay_equal_to_the_ack_path_keeps_the_completion_time() {
 fn vnic_both_ways(text: &str, seed: u64) -> (tacc_sim::output::Summary, tacc_sim::output::Summary) {
     let load = || tacc_sim::load(text, "test.toml", &[], Some(seed)).unwrap();
     let mut by_event = load();
-    for v in &mut by_event.model.vms {
-        v.vnic_in_nic = false;
-    }
-    for p in &mut by_event.model.ports {
-        p.holds_vnic = false;
-    }
+    by_event.model.put_vnics_in_nics(false);
     let (_, in_nic) = tacc_sim::run(load(), &mut |_, _| {});
     let (_, by_event) = tacc_sim::run(by_event, &mut |_, _| {});
     assert!(in_nic.events < by_event.events);
