@@ -176,6 +176,11 @@ impl Sim {
         }
         s.sync_ctrl_timer();
         s.schedule(0, EvKind::Sample);
+        if s.prefetching {
+            // What the run allocates from here on (endpoints, packets, the wheel's arrays)
+            // is read at random across a heap too large for the TLB's small pages.
+            crate::heap::grow_in_large_steps();
+        }
         s
     }
 
@@ -187,11 +192,13 @@ impl Sim {
     /// Runs to the end; `progress(now, end)` is called every 2^20 events.
     pub fn run(&mut self, progress: &mut dyn FnMut(u64, u64)) {
         let end = self.m.duration;
+        crate::heap::advise();
         while let Some((at, ev)) = self.queue.pop_until(end) {
             let kind = EvKind::from(ev);
             self.now = at;
             self.rec.events += 1;
             if self.rec.events & 0xF_FFFF == 0 {
+                crate::heap::advise();
                 progress(self.now, end);
             }
             if self.prefetching {
