@@ -163,6 +163,9 @@ impl Model {
         let s = &l.scenario;
         let graph = topology::build(&s.topology).map_err(|(k, m)| l.error(&k, m))?;
         let duration = s.duration.0;
+        if Port::outgrow_l2(graph.links.len() * 2) {
+            crate::heap::use_huge_pages();
+        }
         let (ports, port_index) = build_ports(s, &graph);
         // A host's NIC is the port leaving it (topology::build gives every host one link).
         let mut nics = vec![u32::MAX; graph.hosts.len()];

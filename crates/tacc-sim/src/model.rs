@@ -157,6 +157,12 @@ impl Port {
     /// The cache lines at its start that a packet's passage touches.
     pub const HOT_LINES: usize = 3;
 
+    /// Whether `n` ports outgrow a core's L2 cache (1 MB on the development machine): a
+    /// fabric whose events then mostly wait for memory, where prefetching and huge pages pay.
+    pub fn outgrow_l2(n: usize) -> bool {
+        n * std::mem::size_of::<Port>() > 1 << 20
+    }
+
     /// Serialization time of `len` bytes, from the port's picoseconds per byte.
     #[inline]
     pub fn ser(&self, len: u32) -> u64 {

@@ -128,9 +128,6 @@ pub struct Sim {
     prefetching: bool,
 }
 
-/// Port state above which the loop prefetches (see `Sim::prefetching`).
-const PREFETCH_ABOVE_BYTES: usize = 1 << 20;
-
 impl Sim {
     pub fn new(m: Model) -> Sim {
         assert!(
@@ -142,7 +139,7 @@ impl Sim {
             now: 0,
             queue: EventQueue::default(),
             pkts: Arena::default(),
-            prefetching: m.ports.len() * std::mem::size_of::<Port>() > PREFETCH_ABOVE_BYTES,
+            prefetching: Port::outgrow_l2(m.ports.len()),
             m,
             rec: Recorded::default(),
             next_rate_sample: 0,
@@ -176,11 +173,6 @@ impl Sim {
         }
         s.sync_ctrl_timer();
         s.schedule(0, EvKind::Sample);
-        if s.prefetching {
-            // What the run allocates from here on (endpoints, packets, the wheel's arrays)
-            // is read at random across a heap too large for the TLB's small pages.
-            crate::heap::grow_in_large_steps();
-        }
         s
     }
 

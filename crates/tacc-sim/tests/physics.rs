@@ -274,3 +274,29 @@ fn a_vnic_in_the_nic_queue_keeps_the_aggregates_of_an_event_per_packet_leaving_i
     let nic = port(&in_nic, "s0->sw0");
     assert_eq!((nic.max_backlog_pkts, nic.dropped), (0, 0));
 }
+
+/// A fabric large enough for the engine's large-fabric paths (prefetching; the heap on huge
+/// pages) carries a lone flow exactly as a small one does: two hosts on one edge switch, the
+/// same two links, no timing noise, so the same completion to the nanosecond.
+#[test]
+fn a_lone_flow_crosses_a_large_fat_tree_as_it_crosses_a_small_one() {
+    let text = |k: u32| {
+        format!(
+            "name = \"ft\"\nduration = \"50ms\"\n[topology]\nkind = \"fat-tree\"\nk = {k}\n\
+             link_rate = \"1Gbps\"\nlink_delay = \"1us\"\n[nic]\njitter = \"0ns\"\n\
+             [[flows]]\nname = \"f\"\nsrc = \"h0\"\ndst = \"h1\"\nbytes = \"1MB\"\n"
+        )
+    };
+    let (small_sim, small) = run(&text(4));
+    let (large_sim, large) = run(&text(16));
+    assert!(!tacc_sim::model::Port::outgrow_l2(small_sim.m.ports.len()));
+    assert!(tacc_sim::model::Port::outgrow_l2(large_sim.m.ports.len()));
+    let fct = |s: &tacc_sim::output::Summary| flow(s, "f").fct.expect("completed");
+    assert_eq!(fct(&large), fct(&small));
+    // 1 MB at 1 Gb/s is 8 ms on the wire, plus the handshake and slow start.
+    assert!(
+        fct(&small) > 0.008 && fct(&small) < 0.012,
+        "{}",
+        fct(&small)
+    );
+}
