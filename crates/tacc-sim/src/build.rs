@@ -557,6 +557,7 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
             qdisc,
             departs_by_event: false,
             holds_vnic: false,
+            plain_far_end: false,
             stats: PortStats::default(),
             drops: PortDrops::default(),
             noise: (jitter_ns > 0).then(|| LinkNoise::new(jitter_ns)),

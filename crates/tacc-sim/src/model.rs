@@ -133,6 +133,10 @@ pub struct Port {
     /// packets are the vNIC's, so the NIC's own queue, as reported, stays empty, and each
     /// packet that leaves leaves its endpoint's small queue.
     pub holds_vnic: bool,
+    /// The link ends at a switch that forwards by its routing table alone: no mechanism's
+    /// hook and no flow table that can ever hold a rule. A packet's output port there is then
+    /// known as it leaves this port (routes are fixed), and its arrival is a `Forward`.
+    pub plain_far_end: bool,
     pub qdisc: Qdisc,
     /// Read only where a switch's mechanism sees departures, so out of the hot lines.
     pub from: NodeRef,

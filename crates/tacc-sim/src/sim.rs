@@ -30,6 +30,11 @@ pub enum EvKind {
     TxDone(u32),
     /// A packet reaches the far end of a port's link.
     Arrive(u32, PktId),
+    /// A packet reaches a switch that forwards by its routing table alone
+    /// (`Port::plain_far_end`), and goes into the output port it was routed to as it left
+    /// the port before: the event names the port it reads first, so the loop can ask the
+    /// cache for it two events ahead, without first loading the packet and the route.
+    Forward(u32, PktId),
     EpTimer(u32),
     FlowStart(u32),
     FlowStop(u32),
@@ -49,7 +54,8 @@ pub enum EvKind {
 }
 
 /// An `EvKind` packed in one word: the kind in the top 4 bits, an arrival's port in the 28
-/// below and its packet in the low 32, any other kind's index in the low 32. The event queue's
+/// below (a forward's with `FORWARD` set) and its packet in the low 32, any other kind's
+/// index in the low 32. The event queue's
 /// entries are then two words, built and moved in registers: an enum of three 4-byte fields
 /// was written to the stack piece by piece and read back whole, a store that cannot be
 /// forwarded to the load, at every push: half the samples of `schedule`, itself a sixth of
@@ -58,7 +64,9 @@ pub enum EvKind {
 struct Ev(u64);
 
 /// Ports an arrival can name (`Ev`): far beyond any fabric that fits in memory.
-const MAX_PORTS: usize = 1 << 28;
+const MAX_PORTS: usize = 1 << 27;
+/// Marks a forward among the arrivals (`Ev`).
+const FORWARD: u32 = MAX_PORTS as u32;
 
 impl From<EvKind> for Ev {
     #[inline(always)]
@@ -66,6 +74,7 @@ impl From<EvKind> for Ev {
         let (tag, a, b): (u64, u32, u32) = match kind {
             EvKind::TxDone(p) => (0, 0, p),
             EvKind::Arrive(p, id) => (1, p, id),
+            EvKind::Forward(p, id) => (1, p | FORWARD, id),
             EvKind::EpTimer(x) => (2, 0, x),
             EvKind::FlowStart(x) => (3, 0, x),
             EvKind::FlowStop(x) => (4, 0, x),
@@ -81,7 +90,7 @@ impl From<EvKind> for Ev {
             EvKind::Sample => (14, 0, 0),
             EvKind::Return(id) => (15, 0, id),
         };
-        debug_assert!((a as usize) < MAX_PORTS);
+        debug_assert!((a & !FORWARD) < FORWARD);
         Ev(tag << 60 | (a as u64) << 32 | b as u64)
     }
 }
@@ -89,9 +98,10 @@ impl From<EvKind> for Ev {
 impl From<Ev> for EvKind {
     #[inline(always)]
     fn from(ev: Ev) -> EvKind {
-        let (a, b) = ((ev.0 >> 32) as u32 & (MAX_PORTS as u32 - 1), ev.0 as u32);
+        let (a, b) = ((ev.0 >> 32) as u32 & (2 * FORWARD - 1), ev.0 as u32);
         match ev.0 >> 60 {
             0 => EvKind::TxDone(b),
+            1 if a & FORWARD != 0 => EvKind::Forward(a & !FORWARD, b),
             1 => EvKind::Arrive(a, b),
             2 => EvKind::EpTimer(b),
             3 => EvKind::FlowStart(b),
@@ -129,12 +139,23 @@ pub struct Sim {
 }
 
 impl Sim {
-    pub fn new(m: Model) -> Sim {
+    pub fn new(mut m: Model) -> Sim {
         assert!(
             m.ports.len() <= MAX_PORTS,
             "{} ports: an event names at most {MAX_PORTS}",
             m.ports.len()
         );
+        // A switch's table gets rules only from the script or from a controller app.
+        let mut plain: Vec<bool> = m.switch_mech.iter().map(|sm| sm.hook.is_none()).collect();
+        if m.control.app.is_some() {
+            plain.fill(false);
+        }
+        for &(sw, _, _) in &m.pending_rules {
+            plain[sw as usize] = false;
+        }
+        for p in &mut m.ports {
+            p.plain_far_end = matches!(p.to, NodeRef::Switch(s) if plain[s as usize]);
+        }
         let mut s = Sim {
             now: 0,
             queue: EventQueue::default(),
@@ -231,6 +252,10 @@ impl Sim {
                 prefetch(self.pkts.as_ptr(id));
             }
             EvKind::TxDone(port) => self.prefetch_port(port),
+            EvKind::Forward(port, id) => {
+                self.prefetch_port(port);
+                prefetch(self.pkts.as_ptr(id));
+            }
             EvKind::EpTimer(ep) => prefetch(self.m.eps.as_ptr().wrapping_add(ep as usize)),
             EvKind::VnicDone(vm) => prefetch(self.m.vms.as_ptr().wrapping_add(vm as usize)),
             _ => {}
@@ -282,6 +307,8 @@ impl Sim {
         match kind {
             EvKind::TxDone(p) => self.tx_done(p),
             EvKind::Arrive(p, pkt) => self.arrive(p, pkt),
+            // `switch_forward` at a switch with no hook and an empty table, routed already.
+            EvKind::Forward(out, pkt) => self.enqueue(out, pkt),
             EvKind::EpTimer(ep) => {
                 let now = self.now;
                 let slot = &mut self.m.eps[ep as usize];
@@ -410,7 +437,16 @@ impl Sim {
                 return;
             }
         }
-        self.schedule(at, EvKind::Arrive(port, id));
+        let p = &self.m.ports[port as usize];
+        let kind = match p.to {
+            NodeRef::Switch(s) if p.plain_far_end => match self.m.route(s, self.pkts.get(id)) {
+                Some(out) => EvKind::Forward(out, id),
+                // Dropped there, when it arrives.
+                None => EvKind::Arrive(port, id),
+            },
+            _ => EvKind::Arrive(port, id),
+        };
+        self.schedule(at, kind);
     }
 
     /// A port that departs by event reached its head packet's start: send it, and wait for
