@@ -23,7 +23,7 @@ use tacc_mech::headers::{ip_proto, Ecn};
 use tacc_mech::rate_alloc::EgressVerdict;
 use tacc_mech::roles::IngressVerdict;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum EvKind {
     /// A port that departs by event finished serializing a packet: its next waiting one
     /// starts.
@@ -1239,5 +1239,39 @@ impl Sim {
     pub fn in_flight(&self) -> u64 {
         let in_vnics: usize = self.m.vms.iter().map(|v| v.vnic.len()).sum();
         self.pkts.live() - in_vnics as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_event_kind_survives_packing_into_one_word() {
+        let last_port = MAX_PORTS as u32 - 1;
+        let kinds = [
+            EvKind::TxDone(u32::MAX),
+            EvKind::Arrive(0, 0),
+            EvKind::Arrive(last_port, u32::MAX),
+            EvKind::Forward(0, 0),
+            EvKind::Forward(last_port, u32::MAX),
+            EvKind::EpTimer(u32::MAX),
+            EvKind::FlowStart(7),
+            EvKind::FlowStop(7),
+            EvKind::UdpSend(7),
+            EvKind::IncastEpoch(7),
+            EvKind::TrafficArrival(7),
+            EvKind::InstallRule(7),
+            EvKind::ShimTimer(7),
+            EvKind::SwitchTimer(7),
+            EvKind::CtrlTimer,
+            EvKind::CtrlDeliver,
+            EvKind::VnicDone(7),
+            EvKind::Sample,
+            EvKind::Return(u32::MAX),
+        ];
+        for kind in kinds {
+            assert_eq!(EvKind::from(Ev::from(kind)), kind);
+        }
     }
 }
