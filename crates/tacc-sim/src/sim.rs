@@ -55,11 +55,11 @@ pub enum EvKind {
 
 /// An `EvKind` packed in one word: the kind in the top 4 bits, an arrival's port in the 28
 /// below (a forward's with `FORWARD` set) and its packet in the low 32, any other kind's
-/// index in the low 32. The event queue's
-/// entries are then two words, built and moved in registers: an enum of three 4-byte fields
-/// was written to the stack piece by piece and read back whole, a store that cannot be
-/// forwarded to the load, at every push: half the samples of `schedule`, itself a sixth of
-/// the 288-server SICC tree's time. Packed, that tree runs in 0.96 of the time.
+/// index in the low 32. The event queue's entries are then two words, built and moved in
+/// registers: an enum of three 4-byte fields was written to the stack piece by piece and read
+/// back whole, a store that cannot be forwarded to the load, at every push: half the samples
+/// of `schedule`, itself a sixth of the 288-server SICC tree's time. Packed, that tree runs in
+/// 0.96 of the time.
 #[derive(Clone, Copy, Default)]
 struct Ev(u64);
 
