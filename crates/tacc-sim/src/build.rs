@@ -268,6 +268,7 @@ impl Model {
         }
         m.install_mechanism(s, &vm_index);
         m.put_vnics_in_nics(true);
+        m.mark_plain_far_ends();
         Ok(m)
     }
 

@@ -134,8 +134,9 @@ pub struct Port {
     /// packet that leaves leaves its endpoint's small queue.
     pub holds_vnic: bool,
     /// The link ends at a switch that forwards by its routing table alone: no mechanism's
-    /// hook and no flow table that can ever hold a rule. A packet's output port there is then
-    /// known as it leaves this port (routes are fixed), and its arrival is a `Forward`.
+    /// hook and no flow table that can ever hold a rule (`Model::mark_plain_far_ends`). A
+    /// packet's output port there is then known as it leaves this port (routes are fixed),
+    /// and its arrival is a `Forward`.
     pub plain_far_end: bool,
     pub qdisc: Qdisc,
     /// Read only where a switch's mechanism sees departures, so out of the hot lines.
@@ -772,6 +773,26 @@ impl Model {
             let host = v.host as usize;
             v.vnic_in_nic = on && alone && self.shims[host].shim.is_none();
             self.ports[self.hosts[host].nic_port as usize].holds_vnic = v.vnic_in_nic;
+        }
+    }
+
+    /// Marks the ports whose link ends at a switch that forwards by its routing table alone
+    /// (`Port::plain_far_end`), once the mechanism and the scripted rules are in place: a
+    /// switch's table gets rules only from the script or from a controller app.
+    pub(crate) fn mark_plain_far_ends(&mut self) {
+        let mut plain: Vec<bool> = self
+            .switch_mech
+            .iter()
+            .map(|sm| sm.hook.is_none())
+            .collect();
+        if self.control.app.is_some() {
+            plain.fill(false);
+        }
+        for &(sw, _, _) in &self.pending_rules {
+            plain[sw as usize] = false;
+        }
+        for p in &mut self.ports {
+            p.plain_far_end = matches!(p.to, NodeRef::Switch(s) if plain[s as usize]);
         }
     }
 

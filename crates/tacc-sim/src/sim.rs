@@ -139,23 +139,12 @@ pub struct Sim {
 }
 
 impl Sim {
-    pub fn new(mut m: Model) -> Sim {
+    pub fn new(m: Model) -> Sim {
         assert!(
             m.ports.len() <= MAX_PORTS,
             "{} ports: an event names at most {MAX_PORTS}",
             m.ports.len()
         );
-        // A switch's table gets rules only from the script or from a controller app.
-        let mut plain: Vec<bool> = m.switch_mech.iter().map(|sm| sm.hook.is_none()).collect();
-        if m.control.app.is_some() {
-            plain.fill(false);
-        }
-        for &(sw, _, _) in &m.pending_rules {
-            plain[sw as usize] = false;
-        }
-        for p in &mut m.ports {
-            p.plain_far_end = matches!(p.to, NodeRef::Switch(s) if plain[s as usize]);
-        }
         let mut s = Sim {
             now: 0,
             queue: EventQueue::default(),
@@ -428,6 +417,10 @@ impl Sim {
     fn launch(&mut self, port: u32, id: PktId, end: u64) {
         let p = &mut self.m.ports[port as usize];
         let mut at = end + p.delay_ns;
+        let plain_switch = match p.to {
+            NodeRef::Switch(s) if p.plain_far_end => Some(s),
+            _ => None,
+        };
         if let Some(noise) = p.noise.as_deref_mut() {
             at = noise.jitter(at, &mut self.m.rng);
             if noise.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng)) {
@@ -437,14 +430,10 @@ impl Sim {
                 return;
             }
         }
-        let p = &self.m.ports[port as usize];
-        let kind = match p.to {
-            NodeRef::Switch(s) if p.plain_far_end => match self.m.route(s, self.pkts.get(id)) {
-                Some(out) => EvKind::Forward(out, id),
-                // Dropped there, when it arrives.
-                None => EvKind::Arrive(port, id),
-            },
-            _ => EvKind::Arrive(port, id),
+        let kind = match plain_switch.and_then(|s| self.m.route(s, self.pkts.get(id))) {
+            Some(out) => EvKind::Forward(out, id),
+            // Elsewhere, or unroutable there (dropped when it arrives).
+            None => EvKind::Arrive(port, id),
         };
         self.schedule(at, kind);
     }
