@@ -35,10 +35,10 @@ const INLINE: usize = 1;
 /// A slot of up to this many events is sorted by comparison: few branches to mispredict.
 const COMPARISON_SORT_MAX: usize = 4;
 /// A slot of up to this many events is sorted by ranking its events' keys (all pairs
-/// compared), a longer one by counting its events per nanosecond. Positions in a ranked slot
-/// fit the low byte of a key, beside the time's offset in the slot.
+/// compared), a longer one by counting its events per nanosecond. A key is the time's offset
+/// in the slot above the event's position (5 bits), in an `i16`: signed, for one vector compare.
 const RANK_SORT_MAX: usize = 32;
-const _: () = assert!(RANK_SORT_MAX <= 256 && SLOT_NS <= 256);
+const _: () = assert!(RANK_SORT_MAX <= 32 && SLOT_NS <= 1 << 10);
 
 #[derive(Clone, Copy)]
 struct Entry<T> {
@@ -274,14 +274,28 @@ impl<T: Copy + Default> EventQueue<T> {
         // modulo the slot's width.
         if n <= RANK_SORT_MAX {
             // (offset, position) keys are distinct: an event's place is the number of keys
-            // below its own, counted with vector compares.
-            let mut keys = [u16::MAX; RANK_SORT_MAX];
+            // below its own. Every place is counted at once, each key against eight others'
+            // in vector lanes: counting each place alone reduced a compare mask per event.
+            let mut keys = [i16::MAX; RANK_SORT_MAX];
             for (i, e) in self.cur.iter().enumerate() {
-                keys[i] = ((e.at % SLOT_NS) as u16) << 8 | i as u16;
+                keys[i] = ((e.at % SLOT_NS) as i16) << 5 | i as i16;
             }
-            for (i, e) in self.cur.iter().enumerate() {
-                let place = keys.iter().filter(|&&k| k < keys[i]).count();
-                self.scratch[place] = *e;
+            let mut places = [0i16; RANK_SORT_MAX];
+            for (lanes, counted) in keys
+                .chunks_exact(8)
+                .zip(places.chunks_exact_mut(8))
+                .take(n.div_ceil(8))
+            {
+                let mut below = [0i16; 8];
+                for &k in &keys[..n] {
+                    for (b, &lane) in below.iter_mut().zip(lanes) {
+                        *b += (k < lane) as i16;
+                    }
+                }
+                counted.copy_from_slice(&below);
+            }
+            for (e, &place) in self.cur.iter().zip(&places) {
+                self.scratch[place as usize] = *e;
             }
         } else {
             // Counted per nanosecond of the slot.
@@ -526,6 +540,31 @@ mod tests {
             }
         }
         assert!(q.is_empty());
+    }
+
+    #[test]
+    fn slots_of_every_size_pop_by_time_then_insertion() {
+        // Each sort a slot may get (comparison, ranking, counting), with times repeated
+        // within the slot and at both of its ends.
+        let mut x = 99u64;
+        for n in 1..=2 * RANK_SORT_MAX {
+            let mut q = EventQueue::default();
+            let slot = 3 + n as u64;
+            let mut want = Vec::new();
+            for i in 0..n {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
+                let offset = match i % 5 {
+                    0 => 0,
+                    1 => SLOT_NS - 1,
+                    _ => (x >> 33) % 8 * (SLOT_NS / 8),
+                };
+                q.push(slot * SLOT_NS + offset, i);
+                want.push((slot * SLOT_NS + offset, i));
+            }
+            want.sort_by_key(|&(at, _)| at);
+            let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+            assert_eq!(got, want, "{n} events in a slot");
+        }
     }
 
     #[test]
