@@ -7,11 +7,11 @@ use crate::cc::CcKind;
 use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
 use crate::model::{
-    vm_address, App, Cdf, EpKind, Fib, Host, Incast, LinkNoise, Model, Port, PortDrops, PortStats,
-    PortSubset, Traffic, UdpState, Vm, FIRST_PORT,
+    vm_address, App, Cdf, EpKind, Fib, Host, Incast, LinkNoise, Model, Port, PortSubset, Traffic,
+    UdpState, Vm, FIRST_PORT,
 };
 use crate::packet::Packet;
-use crate::queue::{Qdisc, RedParams};
+use crate::queue::{Qdisc, Red, RedParams};
 use crate::rng::Rng;
 use crate::rules::{FlowTable, Forward, Rule, RuleActions, RuleMatch};
 use crate::scenario::{
@@ -542,30 +542,18 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
         };
         let (qdisc, jitter_ns) = match from {
             NodeRef::Host(_) => (
-                Qdisc::new(QueueKind::Droptail, s.nic.limit, k, red),
+                Qdisc::new(QueueKind::Droptail, s.nic.limit, k, &red),
                 s.nic.jitter.map(|d| d.0).unwrap_or(pkt_time_ns),
             ),
-            NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, red), 0),
+            NodeRef::Switch(_) => (Qdisc::new(q.kind, q.limit, k, &red), 0),
         };
-        ports.push(Port {
+        ports.push(Port::new(
             name,
-            from,
-            to,
-            rate_bps: link.rate_bps,
-            delay_ns: link.delay_ns,
-            queue: VecDeque::new(),
-            queue_bytes: 0,
-            qdisc,
-            departs_by_event: false,
-            holds_vnic: false,
-            plain_far_end: false,
-            stats: PortStats::default(),
-            drops: PortDrops::default(),
-            noise: (jitter_ns > 0).then(|| LinkNoise::new(jitter_ns)),
-            ps_per_byte: (8_000_000_000_000u64 + link.rate_bps / 2) / link.rate_bps,
-            busy_until: 0,
-            head_start: u64::MAX,
-        });
+            (from, to),
+            (link.rate_bps, link.delay_ns),
+            (qdisc, Red::new(red)),
+            (jitter_ns > 0).then(|| LinkNoise::new(jitter_ns)),
+        ));
     }
     let port_index: HashMap<String, u32> = ports
         .iter()
@@ -579,20 +567,17 @@ fn build_ports(s: &Scenario, graph: &Graph) -> (Vec<Port>, HashMap<String, u32>)
                 qd.kind = kind;
             }
             if let Some(lim) = o.limit {
-                qd.limit = lim;
+                qd.limit = lim.into();
             }
             if let Some(k) = o.k {
-                qd.k = k;
+                qd.k = k.into();
             }
         }
     }
     for cfg in &s.loss {
         for selector in cfg.ports() {
             for port in ports_selected(graph, &port_index, selector) {
-                ports[port as usize]
-                    .noise
-                    .get_or_insert_with(|| LinkNoise::new(0))
-                    .loss = Some(LinkLoss::new(cfg));
+                ports[port as usize].noise_or_default().loss = Some(LinkLoss::new(cfg));
             }
         }
     }
@@ -676,8 +661,8 @@ impl Fabric for ModelFabric<'_> {
                     switch,
                     port: i as u32,
                     rate_bps: p.rate_bps,
-                    buffer: p.qdisc.limit,
-                    to_host: matches!(p.to, NodeRef::Host(_)),
+                    buffer: p.qdisc.limit.size(),
+                    to_host: matches!(p.to(), NodeRef::Host(_)),
                 }),
                 NodeRef::Host(_) => None,
             })

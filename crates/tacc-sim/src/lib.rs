@@ -18,6 +18,7 @@
 pub mod build;
 pub mod cc;
 pub mod event_queue;
+pub mod fifo;
 pub mod heap;
 pub mod loss;
 pub mod mechanism;

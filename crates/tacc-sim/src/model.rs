@@ -3,10 +3,11 @@
 //! scenario [`crate::validate`] has checked.
 
 use crate::cc::CcKind;
+use crate::fifo::Fifo;
 use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
 use crate::packet::{flow_hash, Packet, PktId, NO_EP};
-use crate::queue::Qdisc;
+use crate::queue::{Qdisc, Red};
 use crate::rng::Rng;
 use crate::rules::{FlowTable, Rule};
 use crate::scenario::Forge;
@@ -23,7 +24,8 @@ pub(crate) fn vm_address(vm: u32) -> u32 {
     IP_BASE + 1 + vm
 }
 
-/// The counters a packet's passage updates (`repr(C)`: one cache line of `Port` with `to`).
+/// The counters a packet's passage updates (`repr(C)`: the end of `Port`'s second cache
+/// line). Packets enqueued are those sent and those still queued (`Port::enqueued`).
 #[derive(Clone, Debug, Default)]
 #[repr(C)]
 pub struct PortStats {
@@ -31,10 +33,8 @@ pub struct PortStats {
     /// 10,000 packets queued for 21 days.
     pub backlog_integral: u64,
     last: u64,
-    pub enqueued: u64,
     pub tx_bytes: u64,
     pub tx_pkts: u64,
-    pub max_backlog: u64,
     pub marked: u64,
 }
 
@@ -100,14 +100,14 @@ pub fn jittered(at: u64, jitter_ns: u64, last: &mut u64, rng: &mut Rng) -> u64 {
 }
 
 /// `repr(C)`, aligned to a cache line: what a packet's passage reads and writes is in the
-/// first three lines of the struct (queue and serialization; per-packet counters and where
-/// the link goes; the link's noise, how packets depart and the queue discipline's admission
-/// fields), the rest after. A large fabric's ports do not fit in the cache, and each line of
-/// a port a packet touches is then a load from memory.
+/// first two lines of the struct (the queue and its timing; where the link goes, the queue
+/// discipline's admission fields, how packets leave and the per-packet counters), the rest
+/// after. A large fabric's ports do not fit in the cache, and each line of a port a packet
+/// touches is then a load from memory.
 #[repr(C, align(64))]
 pub struct Port {
     /// The packets admitted and not yet being serialized, first to leave first.
-    pub queue: VecDeque<Waiting>,
+    pub queue: Fifo<Waiting>,
     pub queue_bytes: u64,
     /// When the port has serialized every packet it holds.
     pub busy_until: u64,
@@ -118,10 +118,10 @@ pub struct Port {
     /// Serialization cost in picoseconds per byte (8e12 / rate, rounded).
     pub ps_per_byte: u64,
     pub delay_ns: u64,
-    pub stats: PortStats,
-    pub to: NodeRef,
-    /// Boxed: switch ports have none, and it stays out of the port's hot lines.
-    pub noise: Option<Box<LinkNoise>>,
+    pub(crate) to: PackedNode,
+    pub qdisc: Qdisc,
+    /// The most packets the queue has held.
+    pub max_backlog: u32,
     /// Whether queued packets leave at a completion event each (pending while the queue
     /// holds any): ports of a switch with a mechanism's hook (SICC in the switch sees every
     /// departure as it happens, RWNDQ reads queues on its own timer). Elsewhere a queued
@@ -138,7 +138,13 @@ pub struct Port {
     /// packet's output port there is then known as it leaves this port (routes are fixed),
     /// and its arrival is a `Forward`.
     pub plain_far_end: bool,
-    pub qdisc: Qdisc,
+    /// `noise` is set: read first, so that ports without noise never load that field's line.
+    pub(crate) has_noise: bool,
+    pub stats: PortStats,
+    /// Boxed: switch ports have none. Set as the ports are built (`has_noise` follows it).
+    pub noise: Option<Box<LinkNoise>>,
+    /// Read by classic RED only.
+    pub red: Red,
     /// Read only where a switch's mechanism sees departures, so out of the hot lines.
     pub from: NodeRef,
     pub drops: PortDrops,
@@ -146,8 +152,32 @@ pub struct Port {
     pub name: String,
 }
 
-/// A packet in a port's queue.
+/// A [`NodeRef`] in 4 bytes (the top bit marks a host), for `Port`'s hot lines.
 #[derive(Clone, Copy, Debug)]
+pub(crate) struct PackedNode(u32);
+
+impl PackedNode {
+    const HOST: u32 = 1 << 31;
+
+    fn new(n: NodeRef) -> PackedNode {
+        match n {
+            NodeRef::Host(h) => PackedNode(h | Self::HOST),
+            NodeRef::Switch(s) => PackedNode(s),
+        }
+    }
+
+    #[inline]
+    fn get(self) -> NodeRef {
+        if self.0 & Self::HOST != 0 {
+            NodeRef::Host(self.0 & !Self::HOST)
+        } else {
+            NodeRef::Switch(self.0)
+        }
+    }
+}
+
+/// A packet in a port's queue.
+#[derive(Clone, Copy, Debug, Default)]
 pub struct Waiting {
     /// Its packet, for a port that departs by event; its sending endpoint (or `NO_EP`), for a
     /// NIC that holds its VM's vNIC. Elsewhere unused: its arrival is already scheduled, and
@@ -160,7 +190,67 @@ pub struct Waiting {
 
 impl Port {
     /// The cache lines at its start that a packet's passage touches.
-    pub const HOT_LINES: usize = 3;
+    pub const HOT_LINES: usize = 2;
+
+    /// A port of the link from `from` to `to`, idle and empty (`ps_per_byte` from `rate_bps`).
+    pub(crate) fn new(
+        name: String,
+        (from, to): (NodeRef, NodeRef),
+        (rate_bps, delay_ns): (u64, u64),
+        (qdisc, red): (Qdisc, Red),
+        noise: Option<Box<LinkNoise>>,
+    ) -> Port {
+        Port {
+            queue: Fifo::default(),
+            queue_bytes: 0,
+            busy_until: 0,
+            head_start: u64::MAX,
+            ps_per_byte: (8_000_000_000_000u64 + rate_bps / 2) / rate_bps,
+            delay_ns,
+            to: PackedNode::new(to),
+            qdisc,
+            max_backlog: 0,
+            departs_by_event: false,
+            holds_vnic: false,
+            plain_far_end: false,
+            has_noise: noise.is_some(),
+            stats: PortStats::default(),
+            noise,
+            red,
+            from,
+            drops: PortDrops::default(),
+            rate_bps,
+            name,
+        }
+    }
+
+    /// Where the link goes.
+    #[inline]
+    pub fn to(&self) -> NodeRef {
+        self.to.get()
+    }
+
+    /// The link's noise, if any, its line read only where there is some.
+    #[inline]
+    pub fn noise_mut(&mut self) -> Option<&mut LinkNoise> {
+        debug_assert_eq!(self.has_noise, self.noise.is_some());
+        if self.has_noise {
+            self.noise.as_deref_mut()
+        } else {
+            None
+        }
+    }
+
+    /// The link's noise, made (without jitter) if it has none yet.
+    pub(crate) fn noise_or_default(&mut self) -> &mut LinkNoise {
+        self.has_noise = true;
+        self.noise.get_or_insert_with(|| LinkNoise::new(0))
+    }
+
+    /// Packets admitted so far: those sent and those still queued (a settled port's).
+    pub fn enqueued(&self) -> u64 {
+        self.stats.tx_pkts + self.queue.len() as u64
+    }
 
     /// Whether `n` ports outgrow a core's L2 cache (1 MB on the development machine): a
     /// fabric whose events then mostly wait for memory, where prefetching and huge pages pay.
@@ -216,7 +306,7 @@ impl Port {
             Some(next) => self.head_start = next.start,
             None => {
                 self.head_start = u64::MAX;
-                self.qdisc.on_idle(w.start + self.ser(w.len));
+                self.qdisc.on_idle(w.start + self.ser(w.len), &mut self.red);
             }
         }
         w
@@ -238,13 +328,12 @@ impl Port {
     /// is counted as sent; one that waits is for the caller to queue (`push_waiting`).
     #[inline]
     pub fn admit(&mut self, now: u64, len: u32) -> (u64, u64) {
-        self.stats.enqueued += 1;
         let start = now.max(self.busy_until);
         let end = start + self.ser(len);
         self.busy_until = end;
         if start == now {
             self.count_tx(len);
-            self.qdisc.on_idle(end);
+            self.qdisc.on_idle(end, &mut self.red);
         }
         (start, end)
     }
@@ -260,9 +349,12 @@ impl Port {
     }
 }
 
-// The hot fields end within those lines (the queue discipline's admission fields are its
-// first: `Qdisc::HOT_BYTES`).
-const _: () = assert!(std::mem::offset_of!(Port, qdisc) + Qdisc::HOT_BYTES <= Port::HOT_LINES * 64);
+// The hot fields end within those lines, and the queue's ring takes 24 bytes of the first.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(Port, stats) + size_of::<PortStats>() <= Port::HOT_LINES * 64);
+    assert!(size_of::<Fifo<Waiting>>() == 24);
+};
 
 /// The default queue sample of a large fabric: every `every`-th of its `of` switch ports.
 #[derive(Clone, Copy, Debug)]
@@ -564,7 +656,7 @@ impl PathOracle for Model {
         let mut hops = Vec::new();
         while let Some(port) = self.route_by(s, h.dst, hash) {
             hops.push((s, port));
-            match self.ports[port as usize].to {
+            match self.ports[port as usize].to() {
                 NodeRef::Switch(next) if hops.len() <= self.graph.switches.len() => s = next,
                 _ => break,
             }
@@ -792,7 +884,7 @@ impl Model {
             plain[sw as usize] = false;
         }
         for p in &mut self.ports {
-            p.plain_far_end = matches!(p.to, NodeRef::Switch(s) if plain[s as usize]);
+            p.plain_far_end = matches!(p.to(), NodeRef::Switch(s) if plain[s as usize]);
         }
     }
 
@@ -995,7 +1087,7 @@ impl Model {
     pub fn tcp_path(&self, src: u32, dst: u32, sport: u16, dport: u16) -> Vec<u32> {
         let nic = self.hosts[self.vms[src as usize].host as usize].nic_port;
         let mut ports = vec![nic];
-        if let NodeRef::Switch(s) = self.ports[nic as usize].to {
+        if let NodeRef::Switch(s) = self.ports[nic as usize].to() {
             let headers = PacketInHeaders {
                 src: self.vms[src as usize].ip,
                 dst: self.vms[dst as usize].ip,

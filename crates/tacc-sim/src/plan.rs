@@ -22,10 +22,10 @@ fn node(n: NodeRef) -> Node {
 
 fn queue(m: &Model, port: usize) -> PlanQueue {
     let qd = &m.ports[port].qdisc;
-    let (limit_packets, limit_bytes) = PlanQueue::fields(qd.limit);
+    let (limit_packets, limit_bytes) = PlanQueue::fields(qd.limit.size());
     let marks = qd.kind == QueueKind::RedEcn;
     let (k_packets, k_bytes) = if marks {
-        PlanQueue::fields(qd.k)
+        PlanQueue::fields(qd.k.size())
     } else {
         (None, None)
     };
@@ -97,7 +97,7 @@ pub fn plan(p: &Prepared) -> Plan {
             .map(|(i, port)| PlanPort {
                 name: port.name.clone(),
                 from: node(port.from),
-                to: node(port.to),
+                to: node(port.to()),
                 rate_bps: port.rate_bps,
                 delay_ns: port.delay_ns,
                 queue: queue(m, i),

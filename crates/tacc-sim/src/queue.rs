@@ -29,32 +29,87 @@ pub struct RedParams {
     pub pkt_time_ns: u64,
 }
 
-/// `repr(C)`: what every admission reads (limit, threshold, kind) first, RED's state after.
-#[derive(Clone, Debug)]
+/// A queue size as a port keeps it: a count of packets or bytes below 2^31 (the scenario's
+/// checks hold it there), the unit in the top bit; 4 bytes where [`Size`] takes 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QSize(u32);
+
+impl QSize {
+    const BYTES: u32 = 1 << 31;
+    /// The largest count a port's queue size can be.
+    pub const MAX: u64 = (Self::BYTES - 1) as u64;
+
+    #[inline]
+    fn count(self) -> u64 {
+        (self.0 & !Self::BYTES) as u64
+    }
+
+    #[inline]
+    fn in_bytes(self) -> bool {
+        self.0 & Self::BYTES != 0
+    }
+
+    /// Whether a queue of `pkts` packets and `bytes` bytes holds this size or more.
+    #[inline]
+    fn reached(self, pkts: u64, bytes: u64) -> bool {
+        if self.in_bytes() {
+            bytes >= self.count()
+        } else {
+            pkts >= self.count()
+        }
+    }
+
+    pub fn size(self) -> Size {
+        if self.in_bytes() {
+            Size::Bytes(self.count())
+        } else {
+            Size::Packets(self.count())
+        }
+    }
+}
+
+impl From<Size> for QSize {
+    fn from(s: Size) -> QSize {
+        match s {
+            Size::Packets(n) => QSize(n.min(Self::MAX) as u32),
+            Size::Bytes(n) => QSize(n.min(Self::MAX) as u32 | Self::BYTES),
+        }
+    }
+}
+
+/// What every admission reads: 12 bytes, in a port's second cache line. Classic RED's state
+/// ([`Red`]) is kept apart, out of the port's hot lines.
+#[derive(Clone, Copy, Debug)]
 #[repr(C)]
 pub struct Qdisc {
-    pub limit: Size,
+    pub limit: QSize,
     /// red-ecn threshold.
-    pub k: Size,
+    pub k: QSize,
     pub kind: QueueKind,
+}
+
+/// Classic RED's average and its parameters.
+#[derive(Clone, Debug)]
+pub struct Red {
     avg: f64,
     count: i64,
     idle_since: Option<u64>,
-    pub red: RedParams,
+    pub params: RedParams,
 }
 
-fn exceeds(s: Size, pkts: u64, bytes: u64) -> bool {
-    match s {
-        Size::Packets(n) => pkts >= n,
-        Size::Bytes(n) => bytes >= n,
+impl Red {
+    pub fn new(params: RedParams) -> Red {
+        Red {
+            avg: 0.0,
+            count: -1,
+            idle_since: None,
+            params,
+        }
     }
 }
 
 impl Qdisc {
-    /// The bytes at its start that every admission reads.
-    pub const HOT_BYTES: usize = std::mem::offset_of!(Qdisc, kind) + 1;
-
-    pub fn new(kind: QueueKind, limit: Size, k: Size, red: RedParams) -> Qdisc {
+    pub fn new(kind: QueueKind, limit: Size, k: Size, red: &RedParams) -> Qdisc {
         // RED's average never exceeds the buffer (each sample is a queue the buffer held), so
         // with its minimum threshold beyond the buffer it can never mark or drop early: it
         // admits as drop-tail, without keeping an average it would never act on (the SICC
@@ -65,34 +120,34 @@ impl Qdisc {
         };
         Qdisc {
             kind,
-            limit,
-            k,
-            red,
-            avg: 0.0,
-            count: -1,
-            idle_since: None,
+            limit: limit.into(),
+            k: k.into(),
         }
     }
 
-    /// Decides the fate of a packet of `len` bytes arriving at a queue holding `pkts`/`bytes`.
+    /// Decides the fate of a packet of `len` bytes arriving at a queue holding `pkts`/`bytes`
+    /// (`red`: the port's RED state, read by classic RED only).
     #[inline]
+    #[allow(clippy::too_many_arguments)]
     pub fn admit(
-        &mut self,
+        &self,
         now: u64,
         pkts: u64,
         bytes: u64,
         len: u32,
         ecn: Ecn,
+        red: &mut Red,
         rng: &mut Rng,
     ) -> Verdict {
-        let full = match self.limit {
-            Size::Packets(n) => pkts + 1 > n,
-            Size::Bytes(n) => bytes + len as u64 > n,
+        let full = if self.limit.in_bytes() {
+            bytes + len as u64 > self.limit.count()
+        } else {
+            pkts + 1 > self.limit.count()
         };
         let verdict = match self.kind {
             QueueKind::Droptail => Verdict::Enqueue,
             QueueKind::RedEcn => {
-                if exceeds(self.k, pkts, bytes) {
+                if self.k.reached(pkts, bytes) {
                     if ecn.is_ect() {
                         Verdict::Mark
                     } else {
@@ -102,7 +157,7 @@ impl Qdisc {
                     Verdict::Enqueue
                 }
             }
-            QueueKind::Red => self.red_decide(now, pkts, bytes, len, ecn, rng),
+            QueueKind::Red => red.decide(now, self.limit.in_bytes(), pkts, bytes, len, ecn, rng),
         };
         if full {
             Verdict::DropOverflow
@@ -111,27 +166,36 @@ impl Qdisc {
         }
     }
 
-    fn red_decide(
+    /// Tells classic RED the queue went idle (for the average's decay).
+    #[inline]
+    pub fn on_idle(&self, now: u64, red: &mut Red) {
+        if self.kind == QueueKind::Red {
+            red.idle_since = Some(now);
+        }
+    }
+}
+
+impl Red {
+    #[allow(clippy::too_many_arguments)]
+    fn decide(
         &mut self,
         now: u64,
+        in_bytes: bool,
         pkts: u64,
         bytes: u64,
         len: u32,
         ecn: Ecn,
         rng: &mut Rng,
     ) -> Verdict {
-        let q = match self.limit {
-            Size::Packets(_) => pkts as f64,
-            Size::Bytes(_) => bytes as f64,
-        };
-        let w = self.red.weight;
+        let q = if in_bytes { bytes as f64 } else { pkts as f64 };
+        let w = self.params.weight;
         if let Some(t) = self.idle_since.take() {
             // Decay the average as if m small packets had departed while idle.
-            let m = (now.saturating_sub(t)) as f64 / self.red.pkt_time_ns.max(1) as f64;
+            let m = (now.saturating_sub(t)) as f64 / self.params.pkt_time_ns.max(1) as f64;
             self.avg *= (1.0 - w).powf(m);
         }
         self.avg = (1.0 - w) * self.avg + w * q;
-        let r = &self.red;
+        let r = &self.params;
         let congested = if self.avg < r.min_th {
             self.count = -1;
             false
@@ -141,10 +205,7 @@ impl Qdisc {
         } else {
             self.count += 1;
             let pb = r.max_p * (self.avg - r.min_th) / (r.max_th - r.min_th);
-            let scale = match self.limit {
-                Size::Packets(_) => 1.0,
-                Size::Bytes(_) => len as f64 / 1500.0,
-            };
+            let scale = if in_bytes { len as f64 / 1500.0 } else { 1.0 };
             let pb = pb * scale;
             let pa = pb / (1.0 - self.count as f64 * pb).max(1e-9);
             if rng.uniform() < pa {
@@ -154,7 +215,7 @@ impl Qdisc {
                 false
             }
         };
-        match (congested, self.red.ecn && ecn.is_ect()) {
+        match (congested, self.params.ecn && ecn.is_ect()) {
             (false, _) => Verdict::Enqueue,
             (true, true) => Verdict::Mark,
             (true, false) => {
@@ -166,21 +227,37 @@ impl Qdisc {
             }
         }
     }
-
-    /// Tells classic RED the queue went idle (for the average's decay).
-    pub fn on_idle(&mut self, now: u64) {
-        if self.kind == QueueKind::Red {
-            self.idle_since = Some(now);
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn red_ecn(k: u64) -> Qdisc {
-        Qdisc::new(
+    /// A queue discipline with its RED state, as a port holds them.
+    struct Q(Qdisc, Red);
+
+    impl Q {
+        fn new(kind: QueueKind, limit: Size, k: Size, p: RedParams) -> Q {
+            Q(Qdisc::new(kind, limit, k, &p), Red::new(p))
+        }
+        fn admit(
+            &mut self,
+            now: u64,
+            pkts: u64,
+            bytes: u64,
+            len: u32,
+            ecn: Ecn,
+            rng: &mut Rng,
+        ) -> Verdict {
+            self.0.admit(now, pkts, bytes, len, ecn, &mut self.1, rng)
+        }
+        fn on_idle(&mut self, now: u64) {
+            self.0.on_idle(now, &mut self.1)
+        }
+    }
+
+    fn red_ecn(k: u64) -> Q {
+        Q::new(
             QueueKind::RedEcn,
             Size::Packets(100),
             Size::Packets(k),
@@ -215,6 +292,41 @@ mod tests {
     }
 
     #[test]
+    fn sizes_in_bytes_keep_their_unit() {
+        for size in [
+            Size::Bytes(30_000),
+            Size::Packets(30_000),
+            Size::Bytes(QSize::MAX),
+        ] {
+            assert_eq!(QSize::from(size).size(), size);
+        }
+        // K of 3,000 bytes: two full packets stay under it, whatever their number.
+        let mut q = Q::new(
+            QueueKind::RedEcn,
+            Size::Bytes(6_000),
+            Size::Bytes(3_000),
+            red_ecn(0).1.params,
+        );
+        let mut rng = Rng::new(1);
+        assert_eq!(
+            q.admit(0, 2, 2_999, 1500, Ecn::Ect0, &mut rng),
+            Verdict::Enqueue
+        );
+        assert_eq!(
+            q.admit(0, 2, 3_000, 1500, Ecn::Ect0, &mut rng),
+            Verdict::Mark
+        );
+        assert_eq!(
+            q.admit(0, 1, 4_501, 1500, Ecn::Ect0, &mut rng),
+            Verdict::DropOverflow
+        );
+        assert_eq!(
+            q.admit(0, 99, 4_500, 1500, Ecn::Ect0, &mut rng),
+            Verdict::Mark
+        );
+    }
+
+    #[test]
     fn classic_red_marks_about_max_p_halfway_between_thresholds() {
         let p = RedParams {
             min_th: 10.0,
@@ -224,7 +336,7 @@ mod tests {
             ecn: true,
             pkt_time_ns: 1,
         };
-        let mut q = Qdisc::new(QueueKind::Red, Size::Packets(100), Size::Packets(0), p);
+        let mut q = Q::new(QueueKind::Red, Size::Packets(100), Size::Packets(0), p);
         let mut rng = Rng::new(3);
         let n = 100_000;
         let marks = (0..n)
@@ -246,7 +358,7 @@ mod tests {
             ecn: true,
             pkt_time_ns: 1,
         };
-        let mut q = Qdisc::new(QueueKind::Red, Size::Packets(100), Size::Packets(0), p);
+        let mut q = Q::new(QueueKind::Red, Size::Packets(100), Size::Packets(0), p);
         let mut rng = Rng::new(5);
         for pkts in 0..100 {
             for ecn in [Ecn::Ect0, Ecn::NotEct] {
@@ -270,7 +382,7 @@ mod tests {
             ecn: false,
             pkt_time_ns: 120_000,
         };
-        let mut q = Qdisc::new(QueueKind::Red, Size::Packets(1000), Size::Packets(0), p);
+        let mut q = Q::new(QueueKind::Red, Size::Packets(1000), Size::Packets(0), p);
         let mut rng = Rng::new(1);
         // A long burst drives the average above max_th: arrivals are dropped.
         for _ in 0..3000 {

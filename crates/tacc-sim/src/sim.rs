@@ -272,7 +272,7 @@ impl Sim {
         let (Some(p), Some(pkt)) = (self.m.ports.get(port as usize), self.pkts.try_get(id)) else {
             return;
         };
-        match p.to {
+        match p.to() {
             NodeRef::Switch(s) => self.m.prefetch_route(s, pkt.dst),
             NodeRef::Host(_) => prefetch(self.m.eps.as_ptr().wrapping_add(pkt.dst_ep as usize)),
         }
@@ -374,9 +374,15 @@ impl Sim {
             (pk.len, pk.ecn)
         };
         let backlog = p.queue.len() as u64;
-        let verdict = p
-            .qdisc
-            .admit(now, backlog, p.queue_bytes, len, ecn, &mut self.m.rng);
+        let verdict = p.qdisc.admit(
+            now,
+            backlog,
+            p.queue_bytes,
+            len,
+            ecn,
+            &mut p.red,
+            &mut self.m.rng,
+        );
         match verdict {
             Verdict::DropOverflow | Verdict::DropAqm => {
                 if verdict == Verdict::DropOverflow {
@@ -403,7 +409,7 @@ impl Sim {
         }
         p.stats.advance(now, backlog);
         p.push_waiting(Waiting { id, len, start });
-        p.stats.max_backlog = p.stats.max_backlog.max(p.queue.len() as u64);
+        p.max_backlog = p.max_backlog.max(p.queue.len() as u32);
         if !p.departs_by_event {
             self.launch(port, id, end);
         } else if p.queue.len() == 1 {
@@ -417,11 +423,11 @@ impl Sim {
     fn launch(&mut self, port: u32, id: PktId, end: u64) {
         let p = &mut self.m.ports[port as usize];
         let mut at = end + p.delay_ns;
-        let plain_switch = match p.to {
+        let plain_switch = match p.to() {
             NodeRef::Switch(s) if p.plain_far_end => Some(s),
             _ => None,
         };
-        if let Some(noise) = p.noise.as_deref_mut() {
+        if let Some(noise) = p.noise_mut() {
             at = noise.jitter(at, &mut self.m.rng);
             if noise.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng)) {
                 p.drops.loss += 1;
@@ -460,7 +466,7 @@ impl Sim {
     }
 
     fn arrive(&mut self, port: u32, id: PktId) {
-        match self.m.ports[port as usize].to {
+        match self.m.ports[port as usize].to() {
             NodeRef::Switch(s) => self.switch_forward(s, port, id),
             NodeRef::Host(_) => self.deliver(id),
         }

@@ -5,6 +5,7 @@
 
 use crate::build::{self, expand};
 use crate::model::{self, PORTS_PER_VM};
+use crate::queue::QSize;
 use crate::scenario::{
     FlowCfg, HostSet, IncastCfg, Loaded, LossCfg, QueueKind, RuleCfg, Scenario, ScenarioError,
     TrafficCfg, Transport,
@@ -253,6 +254,24 @@ fn queue(r: &mut Report, s: &Scenario) {
     let q = &s.queue;
     if q.limit.is_zero() {
         r.error("queue.limit", "must be greater than zero");
+    }
+    // A port keeps its queue's sizes in 31 bits (`QSize`).
+    let mut sizes = vec![
+        ("queue.limit".to_string(), Some(q.limit)),
+        ("queue.k".to_string(), q.k),
+        ("nic.limit".to_string(), Some(s.nic.limit)),
+    ];
+    for (i, o) in q.overrides.iter().enumerate() {
+        sizes.push((format!("queue.overrides[{i}].limit"), o.limit));
+        sizes.push((format!("queue.overrides[{i}].k"), o.k));
+    }
+    for (key, size) in sizes {
+        if size.is_some_and(|n| n.count() > QSize::MAX) {
+            r.error(
+                &key,
+                format!("at most {} packets or bytes (2 GiB)", QSize::MAX),
+            );
+        }
     }
     let red = build::red_params(q);
     if q.kind == QueueKind::Red
@@ -638,7 +657,7 @@ mod tests {
         for from in 0..m.vms.len() as u32 {
             let nic = m.hosts[m.vms[from as usize].host as usize].nic_port as usize;
             for to in 0..m.vms.len() as u32 {
-                let routed = match m.ports[nic].to {
+                let routed = match m.ports[nic].to() {
                     NodeRef::Switch(s) => !m.route_ports(s, to).is_empty(),
                     NodeRef::Host(h) => h == m.vms[to as usize].host,
                 };

@@ -122,6 +122,15 @@ fn each_kind_of_bad_input_is_reported_with_its_location() {
             base(FLOW).replace("name = \"t\"", "name = \"t"),
             "bad.toml:1: ",
         ),
+        // A port keeps a queue's sizes in 31 bits.
+        (
+            base(FLOW).replace("limit = \"100pkt\"", "limit = \"3GB\""),
+            "bad.toml:11: queue.limit: at most 2147483647 packets or bytes (2 GiB)",
+        ),
+        (
+            base(&format!("{FLOW}[nic]\nlimit = \"3000000000pkt\"\n")),
+            "bad.toml:18: nic.limit: at most 2147483647 packets or bytes (2 GiB)",
+        ),
         // The engine's clamp to [rto_min, 60 s] would panic on an RTO floor above the ceiling.
         (
             base(&format!("{FLOW}[tcp]\nrto_min = \"100s\"\n")),

@@ -142,7 +142,7 @@ fn a_workload_drawn_without_a_run_is_the_runs_traffic() {
         );
         let last = &p.model.ports[*f.ports.last().unwrap() as usize];
         let dst_host = p.model.vms[f.dst_vm as usize].host;
-        assert_eq!(last.to, tacc_sim::topology::NodeRef::Host(dst_host));
+        assert_eq!(last.to(), tacc_sim::topology::NodeRef::Host(dst_host));
         assert!([2, 4, 6].contains(&f.ports.len()));
     }
     // Runs that draw differently from the run's own stream (a transport with other sequence
