@@ -245,6 +245,7 @@ impl Model {
             tables: Vec::new(),
             pending_rules: Vec::new(),
             shims: Vec::new(),
+            any_shim: false,
             scripted_drops: false,
             tsq_ns: s.tcp.small_queue.map(|d| d.0).unwrap_or(1_000_000),
             switch_mech: Vec::new(),
@@ -353,6 +354,7 @@ impl Model {
         for (slot, shim) in m.shims.iter_mut().zip(inst.shims) {
             slot.shim = shim;
         }
+        m.any_shim = m.shims.iter().any(|s| s.shim.is_some());
         for (slot, hook) in m.switch_mech.iter_mut().zip(inst.switch_hooks) {
             slot.queue_events = hook.as_ref().is_some_and(|h| h.queue_events());
             slot.hook = hook;

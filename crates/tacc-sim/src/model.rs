@@ -431,6 +431,16 @@ pub struct EpSlot {
     /// The flow's `return_delay`, on its receiving end: what it sends reaches the sender
     /// this long after, outside the network.
     pub return_delay: Option<u64>,
+    /// Its VM's vNIC as its host NIC's queue (`Vm::vnic_in_nic`), kept here so that an
+    /// endpoint's segments reach the NIC without a read of the VM's or the host's record.
+    pub vnic_in_nic: Option<VnicInNic>,
+}
+
+/// The NIC whose queue is a VM's vNIC, and the vNIC's limit (`Vm::vnic_limit`).
+#[derive(Clone, Copy, Debug)]
+pub struct VnicInNic {
+    pub nic: u32,
+    pub limit: u64,
 }
 
 pub struct UdpState {
@@ -696,6 +706,8 @@ pub struct Model {
     pub pending_rules: Vec<(u32, u64, Rule)>,
     /// One vswitch hook slot per host.
     pub shims: Vec<HostSlot>,
+    /// Some host has a shim: only then is a delivered packet's host looked up.
+    pub any_shim: bool,
     /// Some flow has segments to drop (`drop_segments`): only then is a sent packet's flow
     /// looked at (on a large fabric each look is a load from memory).
     pub scripted_drops: bool,
@@ -866,6 +878,18 @@ impl Model {
             v.vnic_in_nic = on && alone && self.shims[host].shim.is_none();
             self.ports[self.hosts[host].nic_port as usize].holds_vnic = v.vnic_in_nic;
         }
+        for i in 0..self.eps.len() {
+            self.eps[i].vnic_in_nic = self.vnic_in_nic(self.eps[i].vm);
+        }
+    }
+
+    /// VM `vm`'s NIC and vNIC limit, if its vNIC is that NIC's queue.
+    pub(crate) fn vnic_in_nic(&self, vm: u32) -> Option<VnicInNic> {
+        let v = &self.vms[vm as usize];
+        v.vnic_in_nic.then(|| VnicInNic {
+            nic: self.hosts[v.host as usize].nic_port,
+            limit: v.vnic_limit,
+        })
     }
 
     /// Marks the ports whose link ends at a switch that forwards by its routing table alone
@@ -997,6 +1021,7 @@ impl Model {
                 in_host: 0,
                 tsq_limit,
                 return_delay: None,
+                vnic_in_nic: self.vnic_in_nic(vm),
             });
         }
         self.flows.push(Flow {

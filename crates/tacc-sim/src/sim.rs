@@ -6,7 +6,7 @@
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
 use crate::event_queue::EventQueue;
-use crate::model::{jittered, App, EpKind, Model, Port, Waiting};
+use crate::model::{jittered, App, EpKind, Model, Port, VnicInNic, Waiting};
 use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::prefetch;
@@ -491,7 +491,12 @@ impl Sim {
             "TCP checksum broken in flight: {pkt:?}"
         );
         // A host without a mechanism has no ingress hook, timer or feedback to send.
-        if let Some((h, shim)) = self.m.host_of_ip(pkt.dst).and_then(|h| {
+        let shim = self
+            .m
+            .any_shim
+            .then(|| self.m.host_of_ip(pkt.dst))
+            .flatten();
+        if let Some((h, shim)) = shim.and_then(|h| {
             let shim = self.m.shims[h as usize].shim.as_mut()?;
             Some((h, shim))
         }) {
@@ -563,11 +568,10 @@ impl Sim {
     /// Lets a TCP endpoint transmit, accounts its deliveries and re-arms its timer.
     fn pump(&mut self, ep: u32) {
         let now = self.now;
-        let vm = self.m.eps[ep as usize].vm as usize;
-        if self.m.vms[vm].vnic_in_nic {
+        let vnic_in_nic = self.m.eps[ep as usize].vnic_in_nic;
+        if let Some(to) = vnic_in_nic {
             // Its packets that left the vNIC by now are out of its small queue.
-            let nic = self.m.hosts[self.m.vms[vm].host as usize].nic_port;
-            self.m.settle(nic, now);
+            self.m.settle(to.nic, now);
         }
         let slot = &mut self.m.eps[ep as usize];
         let Some(t) = slot.kind.tcp_mut(&mut self.m.closed) else {
@@ -594,7 +598,10 @@ impl Sim {
         match return_delay {
             None => {
                 for &id in &sent {
-                    self.vm_send(vm, id, ep);
+                    match vnic_in_nic {
+                        Some(to) => self.vnic_in_nic_send(to, id, ep),
+                        None => self.vm_send(vm, id, ep),
+                    }
                 }
             }
             Some(delay) => {
@@ -626,10 +633,10 @@ impl Sim {
     /// VM stack -> vNIC queue (drop-tail; serialized at the NIC rate) -> vswitch egress hook.
     /// `id` is in the arena; `ep` is the sending endpoint or `NO_EP`.
     fn vm_send(&mut self, vm: u32, id: PktId, ep: u32) {
-        let v = &mut self.m.vms[vm as usize];
-        if v.vnic_in_nic {
-            return self.vnic_in_nic_send(vm, id, ep);
+        if let Some(to) = self.m.vnic_in_nic(vm) {
+            return self.vnic_in_nic_send(to, id, ep);
         }
+        let v = &mut self.m.vms[vm as usize];
         if v.vnic.len() as u64 >= v.vnic_limit {
             self.rec.vnic_dropped += 1;
             self.pkts.free(id);
@@ -716,13 +723,9 @@ impl Sim {
     /// its endpoint's small queue) when the NIC is next settled. The vNIC's rules hold: a
     /// drop-tail limit on the packets waiting, and an endpoint whose small-queue budget is
     /// spent is woken as its oldest waiting packet leaves (an `EpTimer` then).
-    fn vnic_in_nic_send(&mut self, vm: u32, id: PktId, ep: u32) {
+    fn vnic_in_nic_send(&mut self, to: VnicInNic, id: PktId, ep: u32) {
         let now = self.now;
-        let (host, limit) = {
-            let v = &self.m.vms[vm as usize];
-            (v.host, v.vnic_limit)
-        };
-        let nic = self.m.hosts[host as usize].nic_port;
+        let VnicInNic { nic, limit } = to;
         self.m.settle(nic, now);
         let p = &mut self.m.ports[nic as usize];
         debug_assert!(p.holds_vnic && !p.departs_by_event);
