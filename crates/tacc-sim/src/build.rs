@@ -246,6 +246,7 @@ impl Model {
             pending_rules: Vec::new(),
             shims: Vec::new(),
             any_shim: false,
+            tcp_cfgs: Vec::new(),
             scripted_drops: false,
             tsq_ns: s.tcp.small_queue.map(|d| d.0).unwrap_or(1_000_000),
             switch_mech: Vec::new(),

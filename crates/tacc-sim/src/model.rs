@@ -14,6 +14,7 @@ use crate::scenario::Forge;
 use crate::tcp::{TcpConfig, TcpEndpoint, TcpStats};
 use crate::topology::{self, Graph, NodeRef};
 use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
 use tacc_mech::control::PacketInHeaders;
 use tacc_mech::roles::PathOracle;
 
@@ -704,6 +705,8 @@ pub struct Model {
     pub tables: Vec<FlowTable>,
     /// Rules from the scenario, with the switch and install time.
     pub pending_rules: Vec<(u32, u64, Rule)>,
+    /// The TCP configurations of the run's flows, each once.
+    pub tcp_cfgs: Vec<Arc<TcpConfig>>,
     /// One vswitch hook slot per host.
     pub shims: Vec<HostSlot>,
     /// Some host has a shim: only then is a delivered packet's host looked up.
@@ -974,6 +977,14 @@ impl Model {
             / 8_000_000_000
             / (cfg.mss as u128 + 40)) as u32)
             .max(2);
+        // Flows of one configuration share it (a run has a handful).
+        let cfg = match self.tcp_cfgs.iter().find(|c| ***c == cfg) {
+            Some(shared) => shared.clone(),
+            None => {
+                self.tcp_cfgs.push(Arc::new(cfg));
+                self.tcp_cfgs[self.tcp_cfgs.len() - 1].clone()
+            }
+        };
         let client = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
         let server = TcpEndpoint::server(cfg, (dip, dport), (sip, sport), tx, riss);
         let kinds = (EpKind::Tcp(Box::new(client)), EpKind::Tcp(Box::new(server)));
