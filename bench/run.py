@@ -492,7 +492,8 @@ def main() -> None:
     if args.with_ns3:
         refs.append(Reference("ns3", "ns-3", [NS3 / "install.sh", NS3 / "build.sh"], NS3 / "build" / "dumbbell", args.ns3_runs))
     for script in dict.fromkeys(script for ref in refs for script in ref.setup):
-        subprocess.run(["bash", str(script)], check=True)
+        if subprocess.run(["bash", str(script)]).returncode != 0:
+            sys.exit(f"bench/run.py: {script.relative_to(HERE.parent)} failed (its message is above)")
     mach = machine()
     print(f"machine: {mach['nproc']} CPUs ({mach['cpu_model']}), load average {' '.join(f'{x:.2f}' for x in mach['loadavg_start'])} at the start", flush=True)
     scenarios = args.scenarios or sorted((HERE / "scenarios").glob("*.toml"))
