@@ -256,6 +256,15 @@ mod tests {
         }
     }
 
+    /// Each (packets, bytes, ECN field) arrival at `q` gets its verdict.
+    fn verdicts(q: &mut Q, cases: &[(u64, u64, Ecn, Verdict)]) {
+        let mut rng = Rng::new(1);
+        for &(pkts, bytes, ecn, verdict) in cases {
+            let got = q.admit(0, pkts, bytes, 1500, ecn, &mut rng);
+            assert_eq!(got, verdict, "{pkts} packets, {bytes} bytes, {ecn:?}");
+        }
+    }
+
     fn red_ecn(k: u64) -> Q {
         Q::new(
             QueueKind::RedEcn,
@@ -275,19 +284,14 @@ mod tests {
     #[test]
     fn red_ecn_marks_ect_and_drops_not_ect_from_k_on() {
         let mut q = red_ecn(20);
-        let mut rng = Rng::new(1);
-        assert_eq!(
-            q.admit(0, 19, 0, 1500, Ecn::Ect0, &mut rng),
-            Verdict::Enqueue
-        );
-        assert_eq!(q.admit(0, 20, 0, 1500, Ecn::Ect0, &mut rng), Verdict::Mark);
-        assert_eq!(
-            q.admit(0, 20, 0, 1500, Ecn::NotEct, &mut rng),
-            Verdict::DropAqm
-        );
-        assert_eq!(
-            q.admit(0, 100, 0, 1500, Ecn::Ect0, &mut rng),
-            Verdict::DropOverflow
+        verdicts(
+            &mut q,
+            &[
+                (19, 0, Ecn::Ect0, Verdict::Enqueue),
+                (20, 0, Ecn::Ect0, Verdict::Mark),
+                (20, 0, Ecn::NotEct, Verdict::DropAqm),
+                (100, 0, Ecn::Ect0, Verdict::DropOverflow),
+            ],
         );
     }
 
@@ -307,22 +311,14 @@ mod tests {
             Size::Bytes(3_000),
             red_ecn(0).1.params,
         );
-        let mut rng = Rng::new(1);
-        assert_eq!(
-            q.admit(0, 2, 2_999, 1500, Ecn::Ect0, &mut rng),
-            Verdict::Enqueue
-        );
-        assert_eq!(
-            q.admit(0, 2, 3_000, 1500, Ecn::Ect0, &mut rng),
-            Verdict::Mark
-        );
-        assert_eq!(
-            q.admit(0, 1, 4_501, 1500, Ecn::Ect0, &mut rng),
-            Verdict::DropOverflow
-        );
-        assert_eq!(
-            q.admit(0, 99, 4_500, 1500, Ecn::Ect0, &mut rng),
-            Verdict::Mark
+        verdicts(
+            &mut q,
+            &[
+                (2, 2_999, Ecn::Ect0, Verdict::Enqueue),
+                (2, 3_000, Ecn::Ect0, Verdict::Mark),
+                (1, 4_501, Ecn::Ect0, Verdict::DropOverflow),
+                (99, 4_500, Ecn::Ect0, Verdict::Mark),
+            ],
         );
     }
 
