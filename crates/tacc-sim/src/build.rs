@@ -308,7 +308,7 @@ impl Model {
                         m.flows[f as usize].drop_segments = fc.drop_segments.clone();
                         m.scripted_drops |= !fc.drop_segments.is_empty();
                         let rx = m.flows[f as usize].rx_ep;
-                        m.eps[rx as usize].return_delay = fc.return_delay.map(|d| d.0);
+                        m.eps[rx as usize].set_return_delay(fc.return_delay.map(|d| d.0));
                         f
                     }
                     Transport::Udp => {

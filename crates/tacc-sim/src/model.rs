@@ -418,30 +418,63 @@ impl EpKind {
     }
 }
 
+/// What a host event reads of its endpoint, in one cache line (`repr(C)`, aligned): the
+/// optional fields are kept with sentinels (`u64::MAX`, `u32::MAX`) behind accessors.
+#[repr(C, align(64))]
 pub struct EpSlot {
     pub kind: EpKind,
     pub flow: u32,
     pub vm: u32,
-    /// Time of the earliest pending timer event for this endpoint.
-    pub timer_at: Option<u64>,
+    /// Time of the earliest pending timer event for this endpoint (`NO_TIMER`: none).
+    pub timer_at: u64,
     pub last_delivered: u64,
     /// Packets this endpoint has in its VM's vNIC queue (TCP small queues).
     pub in_host: u32,
     /// Most packets the endpoint may keep in the vNIC queue.
     pub tsq_limit: u32,
-    /// The flow's `return_delay`, on its receiving end: what it sends reaches the sender
-    /// this long after, outside the network.
-    pub return_delay: Option<u64>,
-    /// Its VM's vNIC as its host NIC's queue (`Vm::vnic_in_nic`), kept here so that an
-    /// endpoint's segments reach the NIC without a read of the VM's or the host's record.
-    pub vnic_in_nic: Option<VnicInNic>,
+    return_delay: u64,
+    vnic_nic: u32,
+    vnic_limit: u32,
 }
 
-/// The NIC whose queue is a VM's vNIC, and the vNIC's limit (`Vm::vnic_limit`).
+const _: () = assert!(std::mem::size_of::<EpSlot>() == 64);
+
+/// `EpSlot::timer_at` when no timer event is pending.
+pub const NO_TIMER: u64 = u64::MAX;
+
+impl EpSlot {
+    /// The flow's `return_delay`, on its receiving end: what it sends reaches the sender
+    /// this long after, outside the network.
+    #[inline]
+    pub fn return_delay(&self) -> Option<u64> {
+        (self.return_delay != u64::MAX).then_some(self.return_delay)
+    }
+
+    pub fn set_return_delay(&mut self, delay: Option<u64>) {
+        // A delay of u64::MAX ns (585 years) is past any run's end.
+        self.return_delay = delay.map_or(u64::MAX, |d| d.min(u64::MAX - 1));
+    }
+
+    /// Its VM's vNIC as its host NIC's queue (`Vm::vnic_in_nic`), kept here so that an
+    /// endpoint's segments reach the NIC without a read of the VM's or the host's record.
+    #[inline]
+    pub fn vnic_in_nic(&self) -> Option<VnicInNic> {
+        (self.vnic_nic != u32::MAX).then_some(VnicInNic {
+            nic: self.vnic_nic,
+            limit: self.vnic_limit,
+        })
+    }
+
+    fn set_vnic_in_nic(&mut self, v: Option<VnicInNic>) {
+        (self.vnic_nic, self.vnic_limit) = v.map_or((u32::MAX, 0), |v| (v.nic, v.limit));
+    }
+}
+
+/// The NIC whose queue is a VM's vNIC, and the vNIC's limit in packets (`Vm::vnic_limit`).
 #[derive(Clone, Copy, Debug)]
 pub struct VnicInNic {
     pub nic: u32,
-    pub limit: u64,
+    pub limit: u32,
 }
 
 pub struct UdpState {
@@ -882,7 +915,8 @@ impl Model {
             self.ports[self.hosts[host].nic_port as usize].holds_vnic = v.vnic_in_nic;
         }
         for i in 0..self.eps.len() {
-            self.eps[i].vnic_in_nic = self.vnic_in_nic(self.eps[i].vm);
+            let vnic = self.vnic_in_nic(self.eps[i].vm);
+            self.eps[i].set_vnic_in_nic(vnic);
         }
     }
 
@@ -891,7 +925,8 @@ impl Model {
         let v = &self.vms[vm as usize];
         v.vnic_in_nic.then(|| VnicInNic {
             nic: self.hosts[v.host as usize].nic_port,
-            limit: v.vnic_limit,
+            // At most the NIC's limit in packets, below 2^31 (`QSize`).
+            limit: u32::try_from(v.vnic_limit).unwrap_or(u32::MAX),
         })
     }
 
@@ -1027,13 +1062,17 @@ impl Model {
                 kind,
                 flow: f,
                 vm,
-                timer_at: None,
+                timer_at: NO_TIMER,
                 last_delivered: 0,
                 in_host: 0,
                 tsq_limit,
-                return_delay: None,
-                vnic_in_nic: self.vnic_in_nic(vm),
+                return_delay: u64::MAX,
+                vnic_nic: u32::MAX,
+                vnic_limit: 0,
             });
+            let vnic = self.vnic_in_nic(vm);
+            let last = self.eps.len() - 1;
+            self.eps[last].set_vnic_in_nic(vnic);
         }
         self.flows.push(Flow {
             name,

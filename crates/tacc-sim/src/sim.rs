@@ -6,7 +6,7 @@
 //! -> ... -> NIC -> vswitch ingress hook (shim) -> VM stack.
 
 use crate::event_queue::EventQueue;
-use crate::model::{jittered, App, EpKind, Model, Port, VnicInNic, Waiting};
+use crate::model::{jittered, App, EpKind, Model, Port, VnicInNic, Waiting, NO_TIMER};
 use crate::output::Recorded;
 use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
 use crate::prefetch;
@@ -301,8 +301,8 @@ impl Sim {
             EvKind::EpTimer(ep) => {
                 let now = self.now;
                 let slot = &mut self.m.eps[ep as usize];
-                if slot.timer_at == Some(now) {
-                    slot.timer_at = None;
+                if slot.timer_at == now {
+                    slot.timer_at = NO_TIMER;
                 }
                 if let Some(t) = self.m.tcp_mut(ep) {
                     t.on_timer(now);
@@ -568,7 +568,7 @@ impl Sim {
     /// Lets a TCP endpoint transmit, accounts its deliveries and re-arms its timer.
     fn pump(&mut self, ep: u32) {
         let now = self.now;
-        let vnic_in_nic = self.m.eps[ep as usize].vnic_in_nic;
+        let vnic_in_nic = self.m.eps[ep as usize].vnic_in_nic();
         if let Some(to) = vnic_in_nic {
             // Its packets that left the vNIC by now are out of its small queue.
             self.m.settle(to.nic, now);
@@ -588,10 +588,10 @@ impl Sim {
         let poll = t.poll_at();
         // Only an end just found closed and idle makes its flow's two ends worth a look.
         let closed = poll.is_none() && t.is_closed();
-        let (vm, flow, return_delay) = (slot.vm, slot.flow, slot.return_delay);
+        let (vm, flow, return_delay) = (slot.vm, slot.flow, slot.return_delay());
         if let Some(at) = poll {
-            if slot.timer_at.is_none_or(|t| at < t) {
-                slot.timer_at = Some(at);
+            if at < slot.timer_at {
+                slot.timer_at = at;
                 self.schedule(at.max(now), EvKind::EpTimer(ep));
             }
         }
@@ -729,7 +729,7 @@ impl Sim {
         self.m.settle(nic, now);
         let p = &mut self.m.ports[nic as usize];
         debug_assert!(p.holds_vnic && !p.departs_by_event);
-        if p.queue.len() as u64 >= limit {
+        if p.queue.len() as u64 >= limit as u64 {
             self.rec.vnic_dropped += 1;
             self.pkts.free(id);
             return;
