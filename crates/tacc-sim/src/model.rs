@@ -142,8 +142,9 @@ pub struct Port {
     /// `noise` is set: read first, so that ports without noise never load that field's line.
     pub(crate) has_noise: bool,
     pub stats: PortStats,
-    /// Boxed: switch ports have none. Set as the ports are built (`has_noise` follows it).
-    pub noise: Option<Box<LinkNoise>>,
+    /// Boxed: switch ports have none. Set only through `Port::new` and `noise_or_default`,
+    /// which keep `has_noise` with it.
+    noise: Option<Box<LinkNoise>>,
     /// Read by classic RED only.
     pub red: Red,
     /// Read only where a switch's mechanism sees departures, so out of the hot lines.
@@ -229,6 +230,11 @@ impl Port {
     #[inline]
     pub fn to(&self) -> NodeRef {
         self.to.get()
+    }
+
+    /// The link's noise, if any.
+    pub fn noise(&self) -> Option<&LinkNoise> {
+        self.noise.as_deref()
     }
 
     /// The link's noise, if any, its line read only where there is some.
@@ -443,6 +449,29 @@ const _: () = assert!(std::mem::size_of::<EpSlot>() == 64);
 pub const NO_TIMER: u64 = u64::MAX;
 
 impl EpSlot {
+    /// An endpoint of flow `flow` in VM `vm`, with no timer pending and no return delay.
+    fn new(
+        kind: EpKind,
+        (flow, vm): (u32, u32),
+        tsq_limit: u32,
+        vnic_in_nic: Option<VnicInNic>,
+    ) -> EpSlot {
+        let mut slot = EpSlot {
+            kind,
+            flow,
+            vm,
+            timer_at: NO_TIMER,
+            last_delivered: 0,
+            in_host: 0,
+            tsq_limit,
+            return_delay: u64::MAX,
+            vnic_nic: u32::MAX,
+            vnic_limit: 0,
+        };
+        slot.set_vnic_in_nic(vnic_in_nic);
+        slot
+    }
+
     /// The flow's `return_delay`, on its receiving end: what it sends reaches the sender
     /// this long after, outside the network.
     #[inline]
@@ -1013,11 +1042,12 @@ impl Model {
             / (cfg.mss as u128 + 40)) as u32)
             .max(2);
         // Flows of one configuration share it (a run has a handful).
-        let cfg = match self.tcp_cfgs.iter().find(|c| ***c == cfg) {
+        let cfg = match self.tcp_cfgs.iter().find(|c| c.as_ref() == &cfg) {
             Some(shared) => shared.clone(),
             None => {
-                self.tcp_cfgs.push(Arc::new(cfg));
-                self.tcp_cfgs[self.tcp_cfgs.len() - 1].clone()
+                let shared = Arc::new(cfg);
+                self.tcp_cfgs.push(shared.clone());
+                shared
             }
         };
         let client = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
@@ -1058,21 +1088,8 @@ impl Model {
         let f = self.flows.len() as u32;
         let tx = self.eps.len() as u32;
         for (kind, vm) in [(tx_kind, src), (rx_kind, dst)] {
-            self.eps.push(EpSlot {
-                kind,
-                flow: f,
-                vm,
-                timer_at: NO_TIMER,
-                last_delivered: 0,
-                in_host: 0,
-                tsq_limit,
-                return_delay: u64::MAX,
-                vnic_nic: u32::MAX,
-                vnic_limit: 0,
-            });
             let vnic = self.vnic_in_nic(vm);
-            let last = self.eps.len() - 1;
-            self.eps[last].set_vnic_in_nic(vnic);
+            self.eps.push(EpSlot::new(kind, (f, vm), tsq_limit, vnic));
         }
         self.flows.push(Flow {
             name,

@@ -102,8 +102,7 @@ pub fn plan(p: &Prepared) -> Plan {
                 delay_ns: port.delay_ns,
                 queue: queue(m, i),
                 loss_rate: port
-                    .noise
-                    .as_ref()
+                    .noise()
                     .and_then(|n| n.loss.as_ref())
                     .map(|l| l.mean_rate()),
             })

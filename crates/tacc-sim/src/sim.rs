@@ -609,8 +609,7 @@ impl Sim {
                 // the order they leave (whatever flow they are of), each then `delay` on.
                 let host = self.m.vms[vm as usize].host as usize;
                 let jitter_ns = self.m.ports[self.m.hosts[host].nic_port as usize]
-                    .noise
-                    .as_ref()
+                    .noise()
                     .map_or(0, |n| n.jitter_ns);
                 self.rec.cons.sent += sent.len() as u64;
                 for &id in &sent {
