@@ -44,22 +44,25 @@ pub struct Window {
 const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
 
+/// Laid out by hand (`repr(C)`): what NewReno and DCTCP read on every ACK in the first 48
+/// bytes, so that a TCP endpoint can keep them in one line with its other ACK state.
 #[derive(Clone, Debug)]
+#[repr(C)]
 pub struct Cc {
     kind: CcKind,
     /// Bytes acknowledged since the last congestion-avoidance increment (byte counting).
     ca_bytes: f64,
+    // DCTCP
+    alpha: f64,
+    window_end: u64,
+    acked_total: u64,
+    acked_ce: u64,
+    g: f64,
     // Cubic (in segments and seconds)
     w_max: f64,
     k: f64,
     epoch_start: Option<u64>,
     w_est: f64,
-    // DCTCP
-    g: f64,
-    alpha: f64,
-    window_end: u64,
-    acked_total: u64,
-    acked_ce: u64,
 }
 
 impl Cc {

@@ -156,87 +156,114 @@ fn unwrap_behind(diff: u32, near: u64) -> u64 {
     best
 }
 
+/// Laid out by hand (`repr(C)`) by when each field is read: the first two lines on every
+/// segment in or out at either end (a receiver processes the ACK field of every data segment
+/// too), the third on every data segment received or segment sent, the fourth on every
+/// segment sent, then the sender's ACK processing, then the rarely read. A receiver then
+/// touches three or four of the nine lines per data segment, where the compiler's order,
+/// by alignment, spread what it reads over most of them.
+#[repr(C)]
 pub struct TcpEndpoint {
+    // --- line 1: every segment, either end ---
     /// Shared by the endpoints of a configuration: read on every segment, it then stays in
     /// the cache instead of taking two lines of each endpoint.
     cfg: Arc<TcpConfig>,
-    pub state: State,
-    pub local: (u32, u16),
-    pub remote: (u32, u16),
-    /// Endpoint index of the peer (simulator demultiplexing shortcut).
-    pub peer_ep: u32,
-    // --- send side (data-byte offsets) ---
-    iss: u32,
-    syn_acked: bool,
+    // send side (data-byte offsets)
     una: u64,
     nxt: u64,
-    /// Bytes the application has handed over so far.
-    app_limit: u64,
-    close_requested: bool,
+    snd_wnd: u64,
+    recover: u64,
+    ecn_reduce_end: u64,
+    rto_deadline: Option<u64>,
+    // --- line 2: every segment, either end ---
+    segs: VecDeque<Seg>,
+    iss: u32,
+    dupacks: u32,
+    pub state: State,
     fin_sent: bool,
     fin_acked: bool,
-    segs: VecDeque<Seg>,
-    pipe: u64,
+    peer_wscale: u8,
+    sack_ok: bool,
+    ecn_ok: bool,
+    /// Set by an ECN reduction: until an ACK passes `ecn_reduce_end` the window does not grow
+    /// (Linux's CA_CWR; ns-3 likewise). Cleared after that ACK has grown the window, and by a
+    /// loss recovery or a timeout, which set `ecn_reduce_end` for their own purpose.
+    in_cwr: bool,
+    in_recovery: bool,
+    ack_now: bool,
+    cwr_pending: bool,
+    close_requested: bool,
+    ece_latch: bool,
+    dctcp_ce: bool,
+    fin_consumed: bool,
+    rcv_wscale: u8,
+    syn_acked: bool,
+    ack_pending: u32,
+    // receive side
+    irs: u32,
+    // --- line 3: every data segment received, every segment sent ---
+    rcv_nxt: u64,
+    /// The offset of the peer's FIN, `NO_FIN` until it arrives.
+    peer_fin: u64,
+    delack_deadline: Option<u64>,
+    ooo: Vec<(u64, u64)>,
+    /// Endpoint index of the peer (simulator demultiplexing shortcut).
+    pub peer_ep: u32,
     /// Segments of `segs` to retransmit: most sends find none without scanning.
     resend: u32,
+    // --- line 4: every segment sent ---
+    pub local: (u32, u16),
+    pub remote: (u32, u16),
+    /// Bytes the application has handed over so far.
+    app_limit: u64,
+    pub stats: TcpStats,
     /// Retransmitted segments neither acknowledged nor SACKed yet.
     retrans_out: u32,
-    /// The last ACK's SACK blocks as data offsets. SACKED is never cleared and new segments
-    /// start at `nxt`, so every segment wholly inside one stays SACKed: a block that repeats
-    /// or extends one is marked from that one's end only.
-    sacked_blocks: [(u64, u64); 3],
-    /// Every segment starting below this offset is LOST or SACKED (neither flag is ever
-    /// cleared except by setting the other): IsLost need not look there again.
-    lost_below: u64,
+    // --- lines 5-7: the sender's ACK processing ---
+    pipe: u64,
     win: Window,
-    cc: Cc,
-    in_recovery: bool,
-    recover: u64,
-    dupacks: u32,
     /// Without SACK, the bytes duplicate ACKs say have left the network and are not counted
     /// out of `pipe` by any segment's flags: RFC 6582 inflates cwnd by a segment per
     /// duplicate ACK; counting them out of `pipe` instead is the same (Linux's Reno
     /// emulation of `sacked_out`). Always 0 with SACK.
     dup_left: u64,
-    ecn_ok: bool,
-    sack_ok: bool,
-    cwr_pending: bool,
-    ecn_reduce_end: u64,
-    /// Set by an ECN reduction: until an ACK passes `ecn_reduce_end` the window does not grow
-    /// (Linux's CA_CWR; ns-3 likewise). Cleared after that ACK has grown the window, and by a
-    /// loss recovery or a timeout, which set `ecn_reduce_end` for their own purpose.
-    in_cwr: bool,
+    srtt: f64,
+    rttvar: f64,
+    rto: u64,
+    /// Largest `pipe` since `window_end`, and in the window before (cwnd validation).
+    max_pipe: u64,
+    prev_max_pipe: u64,
+    window_end: u64,
+    /// The last ACK's SACK blocks as data offsets. SACKED is never cleared and new segments
+    /// start at `nxt`, so every segment wholly inside one stays SACKed: a block that repeats
+    /// or extends one is marked from that one's end only.
+    sacked_blocks: [(u64, u64); 3],
+    /// Its NewReno and DCTCP state first, in line 7; Cubic's after it.
+    cc: Cc,
+    /// Every segment starting below this offset is LOST or SACKED (neither flag is ever
+    /// cleared except by setting the other): IsLost need not look there again.
+    lost_below: u64,
     /// PRR's state for the reduction under way: FlightSize at its start (RecoverFS), bytes
     /// delivered and sent since.
     prr_recover_fs: u64,
     prr_delivered: u64,
     prr_out: u64,
-    /// Largest `pipe` since `window_end`, and in the window before (cwnd validation).
-    max_pipe: u64,
-    prev_max_pipe: u64,
-    window_end: u64,
-    snd_wnd: u64,
-    peer_wscale: u8,
-    srtt: f64,
-    rttvar: f64,
-    rto: u64,
-    rto_deadline: Option<u64>,
+    // --- rarely read ---
     ctrl_sent_at: u64,
-    // --- receive side ---
-    irs: u32,
-    rcv_nxt: u64,
-    ooo: Vec<(u64, u64)>,
     last_ooo: Option<(u64, u64)>,
-    peer_fin: Option<u64>,
-    fin_consumed: bool,
-    rcv_wscale: u8,
-    ack_pending: u32,
-    ack_now: bool,
-    delack_deadline: Option<u64>,
-    ece_latch: bool,
-    dctcp_ce: bool,
-    pub stats: TcpStats,
 }
+
+const NO_FIN: u64 = u64::MAX;
+
+// The lines above hold what their comments say (offsets in bytes).
+const _: () = {
+    use std::mem::offset_of;
+    assert!(offset_of!(TcpEndpoint, rto_deadline) == 48);
+    assert!(offset_of!(TcpEndpoint, segs) == 64 && offset_of!(TcpEndpoint, irs) == 124);
+    assert!(offset_of!(TcpEndpoint, rcv_nxt) == 128 && offset_of!(TcpEndpoint, resend) == 188);
+    assert!(offset_of!(TcpEndpoint, local) == 192 && offset_of!(TcpEndpoint, stats) == 216);
+    assert!(offset_of!(TcpEndpoint, retrans_out) == 256 && offset_of!(TcpEndpoint, cc) == 400);
+};
 
 impl TcpEndpoint {
     fn new(
@@ -303,7 +330,7 @@ impl TcpEndpoint {
             rcv_nxt: 0,
             ooo: Vec::new(),
             last_ooo: None,
-            peer_fin: None,
+            peer_fin: NO_FIN,
             fin_consumed: false,
             rcv_wscale,
             ack_pending: 0,
@@ -437,7 +464,7 @@ impl TcpEndpoint {
     #[inline]
     fn segment(&self, flags: u8, off: u64, payload: u32) -> Packet {
         debug_assert!(flags & F::ACK != 0 && flags & F::SYN == 0);
-        let echo = if self.cc.kind() == CcKind::Dctcp {
+        let echo = if self.cfg.cc == CcKind::Dctcp {
             self.dctcp_ce
         } else {
             self.ece_latch
@@ -706,7 +733,8 @@ impl TcpEndpoint {
             }
             self.restart_rto(now);
         } else {
-            self.cc.on_ack_ecn(0, ece, self.una, self.nxt);
+            // Nothing for DCTCP's estimator: no bytes, and `una` has not moved past the
+            // window end it set when `una` last moved.
             let outstanding = self.una < self.nxt;
             if outstanding
                 && p.payload == 0
@@ -932,13 +960,13 @@ impl TcpEndpoint {
         let start = off.saturating_sub(1);
         let end = start + p.payload as u64;
         if p.flags & F::FIN != 0 {
-            self.peer_fin = Some(end);
+            self.peer_fin = end;
         }
         if p.flags & F::CWR != 0 {
             self.ece_latch = false;
         }
         let ce = p.ecn == Ecn::Ce;
-        if self.cc.kind() == CcKind::Dctcp {
+        if self.cfg.cc == CcKind::Dctcp {
             if ce != self.dctcp_ce {
                 // RFC 8257 3.2: ACK what came before with the old CE state first.
                 if self.ack_pending > 0 {
@@ -972,14 +1000,13 @@ impl TcpEndpoint {
                 self.ack_now = true;
             }
         }
-        if let Some(fin) = self.peer_fin {
-            if !self.fin_consumed && self.rcv_nxt == fin {
-                self.fin_consumed = true;
-                self.ack_now = true;
-                // Passive close: nothing more to say once the peer is done.
-                if self.app_limit == self.nxt {
-                    self.close_requested = true;
-                }
+        // (`rcv_nxt` never reaches `NO_FIN`.)
+        if !self.fin_consumed && self.rcv_nxt == self.peer_fin {
+            self.fin_consumed = true;
+            self.ack_now = true;
+            // Passive close: nothing more to say once the peer is done.
+            if self.app_limit == self.nxt {
+                self.close_requested = true;
             }
         }
         if self.ack_pending >= self.cfg.delack_count {
@@ -1128,7 +1155,7 @@ impl TcpEndpoint {
         }
         if self.ack_now && !sent_any {
             let mut p = self.segment(F::ACK, 1 + self.nxt + (self.fin_sent as u64), 0);
-            if self.ecn_ok && self.cc.kind() == CcKind::Dctcp {
+            if self.ecn_ok && self.cfg.cc == CcKind::Dctcp {
                 // Linux leaves ECT on every segment of a congestion control that needs ECN.
                 p.ecn = Ecn::Ect0;
             }
@@ -1233,7 +1260,7 @@ impl TcpEndpoint {
         let mut p = self.segment(flags, 1 + start, len);
         // RFC 3168 6.1.5: retransmissions are not ECT. Like Linux, a congestion control that
         // needs ECN (DCTCP) keeps ECT on them, or a marking queue would drop every one.
-        if self.ecn_ok && (!retx || self.cfg.ecn_retransmit || self.cc.kind() == CcKind::Dctcp) {
+        if self.ecn_ok && (!retx || self.cfg.ecn_retransmit || self.cfg.cc == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
         }
         if retx {
