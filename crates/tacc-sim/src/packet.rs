@@ -1,6 +1,6 @@
 //! Packets: the header fields mechanisms read and write, plus the simulator's own metadata.
 //!
-//! Payload bytes are not materialised; `payload` is their count. The TCP checksum covers the
+//! Payload bytes are not materialised; `payload()` is their count. The TCP checksum covers the
 //! pseudo-header and the 20-byte base TCP header with an all-zero payload, so that a header
 //! rewrite that forgets to update it is caught when the end host verifies it (debug builds).
 
@@ -24,17 +24,19 @@ pub struct Sack {
     pub len: u8,
 }
 
-/// Laid out by hand (`repr(C)`): a switch reads only the first 18 bytes (the ECMP 5-tuple, the
-/// length and the ECN field), which then share one cache line in three packets of four of the
-/// arena (76 bytes apart) where the compiler's order spread them over two lines.
+/// Laid out by hand (`repr(C)`) in one 64-byte line: the arena's packets then each fill one
+/// line, and what a switch reads (the ECMP 5-tuple, the length and the ECN field) is in the
+/// first 16 bytes. As 76 bytes every packet spanned two lines, and a switch's fields one in
+/// four. The payload's size follows from the length, and the SYN options and SACK blocks
+/// are kept without `Option`'s padding.
 #[derive(Clone, Debug)]
-#[repr(C)]
+#[repr(C, align(64))]
 pub struct Packet {
     // IPv4
     pub src: u32,
     pub dst: u32,
     /// IPv4 total length in bytes (what a link serializes).
-    pub len: u32,
+    pub len: u16,
     // TCP / UDP
     pub sport: u16,
     pub dport: u16,
@@ -42,31 +44,35 @@ pub struct Packet {
     pub ecn: Ecn,
     pub flags: u8,
     pub reserved_bit: bool,
+    pub window: u16,
     pub seq: u32,
     pub ack: u32,
-    /// Application bytes carried.
-    pub payload: u32,
     // simulator metadata
     /// Endpoint at the destination host that receives this packet.
     pub dst_ep: u32,
-    pub window: u16,
     pub tcp_checksum: u16,
     pub ip_id: u16,
-    /// MSS option (SYN, SYN-ACK only).
-    pub mss: Option<u16>,
-    /// Window scale option (SYN, SYN-ACK only).
-    pub wscale: Option<u8>,
-    pub sack: Sack,
+    /// MSS option (SYN, SYN-ACK only), `NO_MSS` when absent.
+    mss: u16,
+    /// Window scale option (SYN, SYN-ACK only), `NO_WSCALE` when absent.
+    wscale: u8,
+    sack_len: u8,
+    sack_blocks: [(u32, u32); 3],
 }
 
-// What a switch reads stays in the first 18 bytes, and the packet in 76.
+/// No MSS option (an MSS of 0 cannot be announced).
+const NO_MSS: u16 = 0;
+/// No window-scale option (RFC 7323 caps the shift at 14).
+const NO_WSCALE: u8 = u8::MAX;
+
 const _: () = {
     use std::mem::{offset_of, size_of};
-    assert!(offset_of!(Packet, ecn) < 18 && offset_of!(Packet, protocol) < 18);
-    assert!(offset_of!(Packet, dport) < 18 && size_of::<Packet>() == 76);
+    assert!(offset_of!(Packet, ecn) < 16 && offset_of!(Packet, protocol) < 16);
+    assert!(offset_of!(Packet, dport) < 16 && size_of::<Packet>() == 64);
 };
 
 impl Packet {
+    /// Panics if `len` is more than an IPv4 packet can be (scenarios are validated for it).
     pub fn new(src: u32, dst: u32, protocol: u8, len: u32) -> Packet {
         Packet {
             src,
@@ -75,7 +81,7 @@ impl Packet {
             ecn: Ecn::NotEct,
             reserved_bit: false,
             ip_id: 0,
-            len,
+            len: u16::try_from(len).expect("an IPv4 packet of at most 65535 bytes"),
             sport: 0,
             dport: 0,
             seq: 0,
@@ -83,12 +89,49 @@ impl Packet {
             flags: 0,
             window: 0,
             tcp_checksum: 0,
-            wscale: None,
-            mss: None,
-            sack: Sack::default(),
-            payload: 0,
+            wscale: NO_WSCALE,
+            mss: NO_MSS,
+            sack_len: 0,
+            sack_blocks: [(0, 0); 3],
             dst_ep: NO_EP,
         }
+    }
+
+    /// Application bytes carried: what follows the TCP header, or a UDP one (what a forged
+    /// feedback packet of a UDP flow carries too).
+    pub fn payload(&self) -> u32 {
+        let header = IP_HEADER
+            + if self.is_tcp() {
+                TCP_HEADER
+            } else {
+                UDP_HEADER
+            };
+        (self.len as u32).saturating_sub(header)
+    }
+
+    /// The MSS option, if the segment carries one.
+    pub fn mss(&self) -> Option<u16> {
+        (self.mss != NO_MSS).then_some(self.mss)
+    }
+
+    /// The window-scale option, if the segment carries one.
+    pub fn wscale(&self) -> Option<u8> {
+        (self.wscale != NO_WSCALE).then_some(self.wscale)
+    }
+
+    /// Sets a SYN's options: an MSS (at least 1) and a window-scale shift (at most 14).
+    pub fn set_syn_options(&mut self, mss: u16, wscale: u8) {
+        debug_assert!(mss != NO_MSS && wscale <= 14);
+        (self.mss, self.wscale) = (mss, wscale);
+    }
+
+    /// The SACK blocks carried, most recent first.
+    pub fn sack_blocks(&self) -> &[(u32, u32)] {
+        &self.sack_blocks[..self.sack_len as usize]
+    }
+
+    pub fn set_sack(&mut self, sack: &Sack) {
+        (self.sack_blocks, self.sack_len) = (sack.blocks, sack.len);
     }
 
     pub fn is_tcp(&self) -> bool {
@@ -97,7 +140,7 @@ impl Packet {
 
     /// The TCP checksum (RFC 793) over the pseudo-header and base header, zero payload.
     pub fn compute_tcp_checksum(&self) -> u16 {
-        let tcp_len = self.len - IP_HEADER;
+        let tcp_len = self.len as u32 - IP_HEADER;
         // The 16-bit words summed as 32-bit pairs: 2^16 = 1 modulo 0xffff, and the sum is never
         // zero (the protocol word), so it folds to the same one's-complement sum. The checksum
         // field and the urgent pointer are zero.
@@ -163,7 +206,7 @@ impl PacketHeaders for Packet {
         self.protocol
     }
     fn ip_len(&self) -> u16 {
-        self.len.min(u16::MAX as u32) as u16
+        self.len
     }
     fn ip_id(&self) -> u16 {
         self.ip_id
@@ -262,7 +305,7 @@ mod tests {
                 p.dst >> 16,
                 p.dst & 0xffff,
                 ip_proto::TCP as u32,
-                p.len - IP_HEADER,
+                p.len as u32 - IP_HEADER,
                 p.sport as u32,
                 p.dport as u32,
                 p.seq >> 16,

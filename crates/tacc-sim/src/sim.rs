@@ -8,7 +8,7 @@
 use crate::event_queue::EventQueue;
 use crate::model::{jittered, App, EpKind, Model, Port, VnicInNic, Waiting, NO_TIMER};
 use crate::output::Recorded;
-use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, IP_HEADER, NO_EP, UDP_HEADER};
+use crate::packet::{Arena, Packet, PktId, FEEDBACK_PACKET, NO_EP};
 use crate::prefetch;
 use crate::queue::Verdict;
 use crate::rules::{Forward, Rule};
@@ -371,7 +371,7 @@ impl Sim {
         p.settle(now, |_| {});
         let (len, ecn) = {
             let pk = self.pkts.get(id);
-            (pk.len, pk.ecn)
+            (pk.len as u32, pk.ecn)
         };
         let backlog = p.queue.len() as u64;
         let verdict = p.qdisc.admit(
@@ -524,7 +524,7 @@ impl Sim {
             EpKind::Tcp(_) | EpKind::TcpClosed(_) => unreachable!("handled above"),
             EpKind::UdpSink => {
                 let f = self.m.eps[ep as usize].flow;
-                self.credit(f, pkt.payload as u64);
+                self.credit(f, pkt.payload() as u64);
                 None
             }
             EpKind::UdpEcho { reply } => {
@@ -533,8 +533,7 @@ impl Sim {
                 let mut r = Packet::new(pkt.dst, pkt.src, ip_proto::UDP, reply);
                 r.sport = pkt.dport;
                 r.dport = pkt.sport;
-                self.credit(f, pkt.payload as u64);
-                r.payload = reply - IP_HEADER - UDP_HEADER;
+                self.credit(f, pkt.payload() as u64);
                 r.dst_ep = self.m.flows[f as usize].tx_ep;
                 let vm = self.m.eps[ep as usize].vm;
                 let id = self.pkts.alloc(r);
@@ -682,7 +681,7 @@ impl Sim {
         let v = &mut self.m.vms[vm as usize];
         v.vnic.pop_front();
         let nic = self.m.hosts[host as usize].nic_port;
-        v.vnic_free_at = now + self.m.ports[nic as usize].ser(self.pkts.get(id).len);
+        v.vnic_free_at = now + self.m.ports[nic as usize].ser(self.pkts.get(id).len as u32);
         if !v.vnic.is_empty() {
             v.vnic_busy = true;
             let at = v.vnic_free_at;
@@ -734,7 +733,7 @@ impl Sim {
             return;
         }
         self.rec.cons.sent += 1;
-        let len = self.pkts.get(id).len;
+        let len = self.pkts.get(id).len as u32;
         // The NIC's own queue is empty (the vNIC feeds it no faster than it sends): its
         // drop-tail admits every packet.
         let (start, end) = p.admit(now, len);
@@ -883,8 +882,8 @@ impl Sim {
             src_port: p.sport,
             dst_port: p.dport,
             tcp_flags: p.flags,
-            mss: p.mss,
-            wscale: p.wscale,
+            mss: p.mss(),
+            wscale: p.wscale(),
         };
         self.ctrl_send(ControlMessage::PacketIn(PacketIn {
             switch,
@@ -1035,7 +1034,7 @@ impl Sim {
     fn scripted_drop(&mut self, f: u32, id: PktId) -> bool {
         let flow = &mut self.m.flows[f as usize];
         let pkt = self.pkts.get(id);
-        if flow.drop_segments.is_empty() || pkt.payload == 0 || pkt.dst_ep != flow.rx_ep {
+        if flow.drop_segments.is_empty() || pkt.payload() == 0 || pkt.dst_ep != flow.rx_ep {
             return false;
         }
         let seg = (pkt.seq.wrapping_sub(flow.iss).wrapping_sub(1) / flow.mss) as u64;
@@ -1124,7 +1123,6 @@ impl Sim {
         }
         p.sport = flow.sport;
         p.dport = flow.dport;
-        p.payload = size - IP_HEADER - UDP_HEADER;
         p.dst_ep = flow.rx_ep;
         let vm = flow.src_vm;
         let id = self.pkts.alloc(p);

@@ -455,13 +455,12 @@ impl TcpEndpoint {
         p.ack = ack;
         p.flags = flags;
         p.window = window;
-        p.payload = payload;
         p.dst_ep = self.peer_ep;
         p
     }
 
     /// A segment after the handshake: it acknowledges, echoes CE and reports SACK blocks.
-    #[inline]
+    #[inline(always)]
     fn segment(&self, flags: u8, off: u64, payload: u32) -> Packet {
         debug_assert!(flags & F::ACK != 0 && flags & F::SYN == 0);
         let echo = if self.cfg.cc == CcKind::Dctcp {
@@ -470,21 +469,16 @@ impl TcpEndpoint {
             self.ece_latch
         };
         let ece = if self.ecn_ok && echo { F::ECE } else { 0 };
-        let sack = if self.sack_ok && !self.ooo.is_empty() {
-            self.sack_blocks()
-        } else {
-            Sack::default()
-        };
-        let mut p = Packet {
-            sack,
-            ..self.header(
-                flags | ece,
-                off,
-                payload,
-                self.ack_field(),
-                self.adv_window(),
-            )
-        };
+        let mut p = self.header(
+            flags | ece,
+            off,
+            payload,
+            self.ack_field(),
+            self.adv_window(),
+        );
+        if self.sack_ok && !self.ooo.is_empty() {
+            p.set_sack(&self.sack_blocks());
+        }
         p.fill_tcp_checksum();
         p
     }
@@ -530,7 +524,7 @@ impl TcpEndpoint {
         if flags & F::ACK != 0 {
             self.on_ack(now, p);
         }
-        if p.payload > 0 || flags & F::FIN != 0 {
+        if p.payload() > 0 || flags & F::FIN != 0 {
             self.on_data(now, p);
         }
     }
@@ -581,8 +575,8 @@ impl TcpEndpoint {
     }
 
     fn take_syn_options(&mut self, p: &Packet) {
-        self.peer_wscale = p.wscale.unwrap_or(0).min(14);
-        if let Some(m) = p.mss {
+        self.peer_wscale = p.wscale().unwrap_or(0).min(14);
+        if let Some(m) = p.mss() {
             if (m as u32) < self.cfg.mss {
                 // The peer's smaller MSS: this connection's own copy of the configuration.
                 Arc::make_mut(&mut self.cfg).mss = m as u32;
@@ -591,7 +585,7 @@ impl TcpEndpoint {
             self.win.cwnd = self.cfg.init_cwnd as f64 * self.win.mss;
         }
         self.snd_wnd = p.window as u64;
-        self.sack_ok = self.cfg.sack && p.wscale.is_some();
+        self.sack_ok = self.cfg.sack && p.wscale().is_some();
     }
 
     fn establish(&mut self, now: u64) {
@@ -659,10 +653,10 @@ impl TcpEndpoint {
         let mut newly_sacked = 0u64;
         if self.sack_ok {
             // Most ACKs carry no blocks: nothing to unwrap or mark.
-            if p.sack.len == 0 {
+            if p.sack_blocks().is_empty() {
                 self.sacked_blocks = [(0, 0); 3];
             } else {
-                newly_sacked = self.take_sack_blocks(&p.sack);
+                newly_sacked = self.take_sack_blocks(p.sack_blocks());
             }
         }
 
@@ -737,7 +731,7 @@ impl TcpEndpoint {
             // window end it set when `una` last moved.
             let outstanding = self.una < self.nxt;
             if outstanding
-                && p.payload == 0
+                && p.payload() == 0
                 && (newly_sacked > 0 || (!self.sack_ok && !window_changed))
             {
                 self.dupacks += 1;
@@ -837,10 +831,10 @@ impl TcpEndpoint {
 
     /// Marks what an ACK's SACK blocks cover and keeps the blocks; returns the bytes newly
     /// SACKed.
-    fn take_sack_blocks(&mut self, sack: &Sack) -> u64 {
+    fn take_sack_blocks(&mut self, sack: &[(u32, u32)]) -> u64 {
         let mut newly_sacked = 0;
         let mut blocks = [(0, 0); 3];
-        for (block, &(a, b)) in blocks.iter_mut().zip(&sack.blocks[..sack.len as usize]) {
+        for (block, &(a, b)) in blocks.iter_mut().zip(sack) {
             let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
             let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
             newly_sacked += self.mark_sacked(a, b);
@@ -958,7 +952,7 @@ impl TcpEndpoint {
     fn on_data(&mut self, now: u64, p: &Packet) {
         let off = unwrap(p.seq.wrapping_sub(self.irs), self.rcv_nxt + 1);
         let start = off.saturating_sub(1);
-        let end = start + p.payload as u64;
+        let end = start + p.payload() as u64;
         if p.flags & F::FIN != 0 {
             self.peer_fin = end;
         }
@@ -978,7 +972,7 @@ impl TcpEndpoint {
             self.ece_latch = true;
         }
         let had_holes = !self.ooo.is_empty();
-        if p.payload > 0 {
+        if p.payload() > 0 {
             if end <= self.rcv_nxt {
                 self.ack_now = true; // duplicate
             } else if start <= self.rcv_nxt {
@@ -1174,8 +1168,7 @@ impl TcpEndpoint {
         };
         let window = self.cfg.rcv_buf.min(65535) as u16;
         let mut p = self.header(flags, 0, 0, ack, window);
-        p.mss = Some(self.cfg.mss as u16);
-        p.wscale = Some(self.rcv_wscale);
+        p.set_syn_options(self.cfg.mss as u16, self.rcv_wscale);
         p.fill_tcp_checksum();
         if self.cfg.ecn && (self.cfg.ecn_syn || self.cfg.cc == CcKind::Dctcp) {
             p.ecn = Ecn::Ect0;
@@ -1460,7 +1453,7 @@ mod tests {
         };
         let mut largest = 0;
         pair.run(1_000_000_000, &mut |p| {
-            largest = largest.max(p.payload);
+            largest = largest.max(p.payload());
             false
         });
         assert_eq!(pair.b.delivered(), 20_000);
@@ -1491,7 +1484,7 @@ mod tests {
         let mut dropped = std::collections::HashSet::new();
         pair.run(5_000_000_000, &mut |p| {
             let seg = data_offset(p) / mss;
-            p.payload > 0 && [10, 11, 50].contains(&seg) && dropped.insert(seg)
+            p.payload() > 0 && [10, 11, 50].contains(&seg) && dropped.insert(seg)
         });
         assert_eq!(pair.b.delivered(), 200 * mss);
         assert_eq!(pair.a.stats.timeouts, 0);
@@ -1510,7 +1503,7 @@ mod tests {
         let mut drops_of_10 = 0;
         pair.run(5_000_000_000, &mut |p| {
             let seg = data_offset(p) / mss;
-            let drop = p.payload > 0 && seg == 10 && drops_of_10 < 2;
+            let drop = p.payload() > 0 && seg == 10 && drops_of_10 < 2;
             drops_of_10 += drop as u32;
             drop
         });
@@ -1538,7 +1531,7 @@ mod tests {
         let mut retx_ecn = None;
         pair.run(5_000_000_000, &mut |p| {
             let seg = data_offset(p) / mss;
-            if p.payload == 0 || seg != 5 {
+            if p.payload() == 0 || seg != 5 {
                 return false;
             }
             let copies = sent.entry(seg).or_insert(0);
@@ -1591,7 +1584,7 @@ mod tests {
 
     /// Sets CE on the first copy of data segment 30 to pass.
     fn mark_segment_30_once(p: &mut Packet, mss: u64, marked: &mut bool) {
-        if p.payload > 0 && data_offset(p) / mss == 30 && !std::mem::replace(marked, true) {
+        if p.payload() > 0 && data_offset(p) / mss == 30 && !std::mem::replace(marked, true) {
             p.ecn = Ecn::Ce;
         }
     }
@@ -1660,7 +1653,7 @@ mod tests {
         let mut pair = Pair::new(cfg, 200 * mss);
         let mut dropped = false;
         let mut drop = |p: &mut Packet| {
-            p.payload > 0 && data_offset(p) / mss == 10 && !std::mem::replace(&mut dropped, true)
+            p.payload() > 0 && data_offset(p) / mss == 10 && !std::mem::replace(&mut dropped, true)
         };
         let (mut sends, mut end) = (Vec::new(), None);
         let (mut was_in_recovery, mut answering) = (false, false);
@@ -1745,7 +1738,7 @@ mod tests {
         let mut once = true;
         pair.run(5_000_000_000, &mut |p| {
             let last = data_offset(p) == 19 * mss;
-            p.payload > 0 && last && std::mem::take(&mut once)
+            p.payload() > 0 && last && std::mem::take(&mut once)
         });
         assert_eq!(pair.b.delivered(), 20 * mss);
         assert_eq!(pair.a.stats.timeouts, 1);
