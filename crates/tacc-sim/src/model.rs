@@ -178,7 +178,12 @@ impl PackedNode {
     }
 }
 
-/// A packet in a port's queue.
+/// A packet in a port's queue. Its serialization starts when the packet ahead of it ends
+/// (FIFO, work-conserving: a packet waits only behind one being sent), so the queue keeps no
+/// start times: the head's is the port's `head_start`, and each next one follows from the
+/// length ahead. Eight bytes, so that a line of the ring holds eight packets: the next
+/// entry is the one a port reads when its head leaves, and at k = 16 it was written long
+/// enough before to be out of the cache.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Waiting {
     /// Its packet, for a port that departs by event; its sending endpoint (or `NO_EP`), for a
@@ -186,8 +191,6 @@ pub struct Waiting {
     /// the link may have lost it (freed, the id free for another packet).
     pub id: PktId,
     pub len: u32,
-    /// When its serialization starts: the end of the packet ahead of it (FIFO, work-conserving).
-    pub start: u64,
 }
 
 impl Port {
@@ -309,12 +312,12 @@ impl Port {
             .expect("a head start is a queued packet's");
         self.queue_bytes -= w.len as u64;
         self.count_tx(w.len);
-        match self.queue.front() {
-            Some(next) => self.head_start = next.start,
-            None => {
-                self.head_start = u64::MAX;
-                self.qdisc.on_idle(w.start + self.ser(w.len), &mut self.red);
-            }
+        let end = self.head_start + self.ser(w.len);
+        if self.queue.is_empty() {
+            self.head_start = u64::MAX;
+            self.qdisc.on_idle(end, &mut self.red);
+        } else {
+            self.head_start = end;
         }
         w
     }
@@ -345,14 +348,34 @@ impl Port {
         (start, end)
     }
 
-    /// Queues a packet behind those waiting (its start is the end of the one ahead).
+    /// Queues a packet that starts at `start` (from `admit`: the end of the one ahead, or of
+    /// the one being sent).
     #[inline]
-    pub fn push_waiting(&mut self, w: Waiting) {
+    pub fn push_waiting(&mut self, w: Waiting, start: u64) {
         if self.queue.is_empty() {
-            self.head_start = w.start;
+            self.head_start = start;
         }
+        // Back to back: the start each queued packet's is taken to have.
+        debug_assert_eq!(
+            start,
+            self.queue
+                .iter()
+                .fold(self.head_start, |at, q| at + self.ser(q.len))
+        );
         self.queue.push_back(w);
         self.queue_bytes += w.len as u64;
+    }
+
+    /// When the first packet of `id` in the queue starts, if one is there.
+    pub fn start_of_first(&self, id: PktId) -> Option<u64> {
+        let mut start = self.head_start;
+        for w in self.queue.iter() {
+            if w.id == id {
+                return Some(start);
+            }
+            start += self.ser(w.len);
+        }
+        None
     }
 }
 

@@ -408,7 +408,7 @@ impl Sim {
             return;
         }
         p.stats.advance(now, backlog);
-        p.push_waiting(Waiting { id, len, start });
+        p.push_waiting(Waiting { id, len }, start);
         p.max_backlog = p.max_backlog.max(p.queue.len() as u32);
         if !p.departs_by_event {
             self.launch(port, id, end);
@@ -748,18 +748,15 @@ impl Sim {
             }
             return;
         }
-        p.push_waiting(Waiting { id: ep, len, start });
+        p.push_waiting(Waiting { id: ep, len }, start);
         self.launch(nic, id, end);
         if ep != NO_EP {
             let slot = &mut self.m.eps[ep as usize];
             slot.in_host += 1;
             if slot.in_host >= slot.tsq_limit {
-                let first = self.m.ports[nic as usize]
-                    .queue
-                    .iter()
-                    .find(|w| w.id == ep)
+                let at = self.m.ports[nic as usize]
+                    .start_of_first(ep)
                     .expect("the endpoint's packet just queued");
-                let at = first.start;
                 self.schedule(at, EvKind::EpTimer(ep));
             }
         }
