@@ -76,12 +76,12 @@ pub struct LinkNoise {
 
 impl LinkNoise {
     /// Jitter of up to `jitter_ns` (0: none), no loss yet.
-    pub fn new(jitter_ns: u64) -> Box<LinkNoise> {
-        Box::new(LinkNoise {
+    pub fn new(jitter_ns: u64) -> LinkNoise {
+        LinkNoise {
             jitter_ns,
             last_arrival: 0,
             loss: None,
-        })
+        }
     }
 
     /// When a packet due at `at` arrives with the host's transmit timing noise.
@@ -142,9 +142,10 @@ pub struct Port {
     /// `noise` is set: read first, so that ports without noise never load that field's line.
     pub(crate) has_noise: bool,
     pub stats: PortStats,
-    /// Boxed: switch ports have none. Set only through `Port::new` and `noise_or_default`,
-    /// which keep `has_noise` with it.
-    noise: Option<Box<LinkNoise>>,
+    /// In the port, in the line after the hot ones: a host NIC reads it at every packet,
+    /// where a box cost a load of the pointer and then one of the box. Set only through
+    /// `Port::new` and `noise_or_default`, which keep `has_noise` with it.
+    noise: Option<LinkNoise>,
     /// Read by classic RED only.
     pub red: Red,
     /// Read only where a switch's mechanism sees departures, so out of the hot lines.
@@ -203,7 +204,7 @@ impl Port {
         (from, to): (NodeRef, NodeRef),
         (rate_bps, delay_ns): (u64, u64),
         (qdisc, red): (Qdisc, Red),
-        noise: Option<Box<LinkNoise>>,
+        noise: Option<LinkNoise>,
     ) -> Port {
         Port {
             queue: Fifo::default(),
@@ -237,7 +238,7 @@ impl Port {
 
     /// The link's noise, if any.
     pub fn noise(&self) -> Option<&LinkNoise> {
-        self.noise.as_deref()
+        self.noise.as_ref()
     }
 
     /// The link's noise, if any, its line read only where there is some.
@@ -245,7 +246,7 @@ impl Port {
     pub fn noise_mut(&mut self) -> Option<&mut LinkNoise> {
         debug_assert_eq!(self.has_noise, self.noise.is_some());
         if self.has_noise {
-            self.noise.as_deref_mut()
+            self.noise.as_mut()
         } else {
             None
         }
@@ -379,10 +380,14 @@ impl Port {
     }
 }
 
-// The hot fields end within those lines, and the queue's ring takes 24 bytes of the first.
+// The hot fields end within those lines, the noise is in the next one, and the queue's ring
+// takes 24 bytes of the first.
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(offset_of!(Port, stats) + size_of::<PortStats>() <= Port::HOT_LINES * 64);
+    assert!(
+        offset_of!(Port, noise) == Port::HOT_LINES * 64 && size_of::<Option<LinkNoise>>() <= 64
+    );
     assert!(size_of::<Fifo<Waiting>>() == 24);
 };
 
