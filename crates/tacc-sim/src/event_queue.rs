@@ -362,10 +362,10 @@ impl<T: Copy + Default> EventQueue<T> {
         self.overflow[r].push(entry);
     }
 
-    /// Likely the next two events to pop (a hint for prefetching what they will touch: after
-    /// the current slot's, the next slot's first two in insertion order).
+    /// Likely the next three events to pop (a hint for prefetching what they will touch:
+    /// after the current slot's, the next slot's first in insertion order).
     #[inline]
-    pub fn peek_hint(&self) -> (Option<&T>, Option<&T>) {
+    pub fn peek_hint(&self) -> [Option<&T>; 3] {
         let rest = &self.cur[self.pos..];
         let rest = if rest.is_empty() {
             match self.first_occupied() {
@@ -375,7 +375,7 @@ impl<T: Copy + Default> EventQueue<T> {
         } else {
             rest
         };
-        (rest.first().map(|e| &e.item), rest.get(1).map(|e| &e.item))
+        std::array::from_fn(|i| rest.get(i).map(|e| &e.item))
     }
 
     /// Removes and returns the earliest event.

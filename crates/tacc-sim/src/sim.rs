@@ -204,16 +204,18 @@ impl Sim {
                 progress(self.now, end);
             }
             if self.prefetching {
-                let (next, after) = self.queue.peek_hint();
-                let (next, after) = (
-                    next.map(|&e| EvKind::from(e)),
-                    after.map(|&e| EvKind::from(e)),
-                );
-                if let Some(after) = after {
-                    self.prefetch(after);
+                // Each event's loads in three steps, one event apart, each step reading what
+                // the one before brought in.
+                let [next, second, third] =
+                    self.queue.peek_hint().map(|e| e.map(|&e| EvKind::from(e)));
+                if let Some(third) = third {
+                    self.prefetch(third);
+                }
+                if let Some(second) = second {
+                    self.prefetch_next(second);
                 }
                 if let Some(next) = next {
-                    self.prefetch_next(next);
+                    self.prefetch_endpoint(next);
                 }
             }
             self.dispatch(kind);
@@ -251,8 +253,8 @@ impl Sim {
         }
     }
 
-    /// What the next event reads after what `prefetch` (run one event earlier, for the event
-    /// after next) brought in: an arrival's route entry at a switch, its endpoint at a host.
+    /// What an event reads after what `prefetch` (run one event earlier) brought in: an
+    /// arrival's route entry at a switch, its endpoint's slot at a host.
     #[inline]
     fn prefetch_next(&self, kind: EvKind) {
         let (port, id) = match kind {
@@ -275,6 +277,25 @@ impl Sim {
         match p.to() {
             NodeRef::Switch(s) => self.m.prefetch_route(s, pkt.dst),
             NodeRef::Host(_) => prefetch(self.m.eps.as_ptr().wrapping_add(pkt.dst_ep as usize)),
+        }
+    }
+
+    /// The last step for an arrival at a host: its TCP endpoint's first lines, what every
+    /// segment reads (see `TcpEndpoint`), from the slot `prefetch_next` brought in.
+    #[inline]
+    fn prefetch_endpoint(&self, kind: EvKind) {
+        let EvKind::Arrive(port, id) = kind else {
+            return;
+        };
+        let (Some(p), Some(pkt)) = (self.m.ports.get(port as usize), self.pkts.try_get(id)) else {
+            return;
+        };
+        if let (NodeRef::Host(_), Some(slot)) = (p.to(), self.m.eps.get(pkt.dst_ep as usize)) {
+            if let EpKind::Tcp(t) = &slot.kind {
+                let t = std::ptr::from_ref::<crate::tcp::TcpEndpoint>(t).cast::<u8>();
+                prefetch(t);
+                prefetch(t.wrapping_add(64));
+            }
         }
     }
 
