@@ -356,27 +356,30 @@ impl Port {
         if self.queue.is_empty() {
             self.head_start = start;
         }
-        // Back to back: the start each queued packet's is taken to have.
+        // Back to back, as `starts` takes them to be.
         debug_assert_eq!(
             start,
-            self.queue
-                .iter()
-                .fold(self.head_start, |at, q| at + self.ser(q.len))
+            self.starts()
+                .last()
+                .map_or(self.head_start, |(q, at)| at + self.ser(q.len))
         );
         self.queue.push_back(w);
         self.queue_bytes += w.len as u64;
     }
 
+    /// The queued packets with their starts: the head's, then each at the end of the one
+    /// ahead.
+    fn starts(&self) -> impl Iterator<Item = (Waiting, u64)> + '_ {
+        self.queue.iter().scan(self.head_start, |at, &w| {
+            let start = *at;
+            *at += self.ser(w.len);
+            Some((w, start))
+        })
+    }
+
     /// When the first packet of `id` in the queue starts, if one is there.
     pub fn start_of_first(&self, id: PktId) -> Option<u64> {
-        let mut start = self.head_start;
-        for w in self.queue.iter() {
-            if w.id == id {
-                return Some(start);
-            }
-            start += self.ser(w.len);
-        }
-        None
+        self.starts().find(|(w, _)| w.id == id).map(|(_, at)| at)
     }
 }
 

@@ -271,13 +271,23 @@ impl Sim {
             }
             _ => return self.prefetch(kind),
         };
-        let (Some(p), Some(pkt)) = (self.m.ports.get(port as usize), self.pkts.try_get(id)) else {
+        let Some((to, pkt)) = self.arrival(port, id) else {
             return;
         };
-        match p.to() {
+        match to {
             NodeRef::Switch(s) => self.m.prefetch_route(s, pkt.dst),
             NodeRef::Host(_) => prefetch(self.m.eps.as_ptr().wrapping_add(pkt.dst_ep as usize)),
         }
+    }
+
+    /// Where an arrival's link goes and its packet, if the port and the packet's slot exist
+    /// (a prefetch's hint may name a packet since freed).
+    #[inline]
+    fn arrival(&self, port: u32, id: PktId) -> Option<(NodeRef, &Packet)> {
+        Some((
+            self.m.ports.get(port as usize)?.to(),
+            self.pkts.try_get(id)?,
+        ))
     }
 
     /// The last step for an arrival at a host: its TCP endpoint's first lines, what every
@@ -287,10 +297,10 @@ impl Sim {
         let EvKind::Arrive(port, id) = kind else {
             return;
         };
-        let (Some(p), Some(pkt)) = (self.m.ports.get(port as usize), self.pkts.try_get(id)) else {
+        let Some((to, pkt)) = self.arrival(port, id) else {
             return;
         };
-        if let (NodeRef::Host(_), Some(slot)) = (p.to(), self.m.eps.get(pkt.dst_ep as usize)) {
+        if let (NodeRef::Host(_), Some(slot)) = (to, self.m.eps.get(pkt.dst_ep as usize)) {
             if let EpKind::Tcp(t) = &slot.kind {
                 let t = std::ptr::from_ref::<crate::tcp::TcpEndpoint>(t).cast::<u8>();
                 prefetch(t);
