@@ -186,14 +186,21 @@ def test_sicc_clamps_every_sender_in_an_incast_and_the_elephants_keep_the_link(
     summary = read_summary(sicc)
     agents = summary["testbed"]["host_agents"]
     # An ON goes to every source the controller knows behind the port: the elephants' from
-    # the start, a mouse's once its SYN was seen. So every sender got one, and no mouse's
-    # host more than the elephants'. Not one per volley: the controller predicts an incast
-    # only if the volley's SYNs times the initial window plus its smoothed queue reach the
-    # buffer, and the elephants' sawtooth sometimes has the queue low when a volley comes
-    # (a CI run had 2 ONs for 3 volleys).
+    # the start, a mouse's once its SYN was seen. So the elephants got one, no mouse's host
+    # more than the elephants', and some mouse's host one (some volley was predicted). Not
+    # one per volley: the controller predicts an incast only if the new connections times
+    # the initial window plus its smoothed queue reach the buffer, and the elephants'
+    # sawtooth sometimes has the queue low when a volley comes (a CI run had 2 ONs for 3
+    # volleys). Not every mouse's host either: the elephants' own 4 SYNs count until the
+    # first ON, which a peak of their sawtooth can bring before any mouse; on a full queue a
+    # volley's first few SYNs predict the next; and if no later volley does, a host whose
+    # first SYN came after them gets none (a run had the elephants at 2 ONs, a mouse's host
+    # at 0).
     ons = {h: a["incast_on_received"] for h, a in agents.items()}
     elephant_ons = min(ons[f"s{i}"] for i in range(4))
-    assert all(1 <= ons[f"s{i}"] <= elephant_ons for i in range(4, 20)), ons
+    mouse_ons = [ons[f"s{i}"] for i in range(4, 20)]
+    assert elephant_ons >= 1 and max(mouse_ons) <= elephant_ons, ons
+    assert sum(n >= 1 for n in mouse_ons) >= 1, ons
     assert sum(a["control_forged"] + a["control_replayed"] for a in agents.values()) == 0
     # The clamps reached the datapaths: every elephant's ACKs were rewritten in its
     # hypervisor (an elephant's ACKs flow all through a clamp), and some mice's; the

@@ -87,11 +87,12 @@ def assert_tcp_held(out: Path, limit: float, start: float, end: float) -> None:
     assert 0.85 * limit <= mean <= 1.03 * limit, seen
 
 
-def assert_udp_held(out: Path, limit: float, start: float, end: float) -> None:
-    """The UDP competitor's goodput over [start, end) s within 3% of `limit` (payload Mb/s at
-    the scenario's rates), once its source is known to have offered more than that: a Python
-    sender on a loaded 2-core machine can fall below the limit, and the limiter then has
-    nothing to hold."""
+def assert_udp_held(out: Path, limit: float, start: float, end: float,
+                    below: float = 0.03) -> None:
+    """The UDP competitor's goodput over [start, end) s at most 3% above `limit` (payload Mb/s
+    at the scenario's rates) and at most `below` under it, once its source is known to have
+    offered more than that: a Python sender on a loaded 2-core machine can fall below the
+    limit, and the limiter then has nothing to hold."""
     summary = read_summary(out)
     f = next(f for f in summary["flows"] if f["name"] == "competitor")
     sent = f["bytes_sent"] * 8 / (f["end"] - f["start"]) / 1e6 / summary["testbed"]["rate_scale"]
@@ -99,7 +100,7 @@ def assert_udp_held(out: Path, limit: float, start: float, end: float) -> None:
         f"the UDP source offered {sent:.0f} Mb/s, not more than the {limit:.0f} Mb/s limit: "
         "this machine was too slow to load the limiter, which was therefore not tested")
     udp = goodput(out, "competitor", start, end)
-    assert abs(udp - limit) <= 0.03 * limit, f"UDP {udp:.1f}, limit {limit:.1f}"
+    assert (1 - below) * limit <= udp <= 1.03 * limit, f"UDP {udp:.1f}, limit {limit:.1f}"
 
 
 def test_without_a_mechanism_the_tagged_flow_starves(testbed_machine: None,
@@ -131,13 +132,18 @@ def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Pa
 def test_the_bpf_limiter_holds_the_rate_by_dropping(testbed_machine: None,
                                                     tmp_path: Path) -> None:
     """`--limiter bpf`: a token bucket in the egress program (the burst of the HTB classes,
-    four frames) drops what exceeds the limit: UDP holds it within 3%, and TCP, whose bursts
-    it drops, stays under it (docs/testbed.md: far under, in timeouts)."""
+    four frames) drops what exceeds the limit: UDP never more than 3% above it, and TCP, whose
+    bursts it drops, stays under it (docs/testbed.md: far under, in timeouts).
+
+    UDP may fall up to 10% short: the bucket fills in 96 us, so every longer pause of the
+    source loses tokens, and the burst that follows is dropped. A source woken late by a busy
+    machine pauses so (8-9% short with busy loops at its priority, docs/testbed.md; a run in a
+    loaded hour 5.7%, with the source still offering more than the limit)."""
     out = run_on_testbed(tmp_path, [STATIC_500], limiter="bpf")
     assert read_summary(out)["testbed"]["limiter"] == "bpf"
     udp_payload = 500.0 * 1472 / PACKET
     tcp_payload = 500.0 * 1448 / PACKET
-    assert_udp_held(out, udp_payload, 1.0, 6.0)
+    assert_udp_held(out, udp_payload, 1.0, 6.0, below=0.10)
     assert goodput(out, "tagged", 3.0, 9.0) <= 1.03 * tcp_payload
 
 
