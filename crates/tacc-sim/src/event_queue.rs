@@ -362,10 +362,11 @@ impl<T: Copy + Default> EventQueue<T> {
         self.overflow[r].push(entry);
     }
 
-    /// Likely the next three events to pop (a hint for prefetching what they will touch:
-    /// after the current slot's, the next slot's first in insertion order).
+    /// Likely the next three events to pop, `none` where there are fewer (a hint for
+    /// prefetching what they will touch: after the current slot's, the next slot's first in
+    /// insertion order).
     #[inline]
-    pub fn peek_hint(&self) -> [Option<&T>; 3] {
+    pub fn peek_hint(&self, none: T) -> [T; 3] {
         let rest = &self.cur[self.pos..];
         let rest = if rest.is_empty() {
             match self.first_occupied() {
@@ -375,7 +376,12 @@ impl<T: Copy + Default> EventQueue<T> {
         } else {
             rest
         };
-        std::array::from_fn(|i| rest.get(i).map(|e| &e.item))
+        match rest {
+            [a, b, c, ..] => [a.item, b.item, c.item],
+            [a, b] => [a.item, b.item, none],
+            [a] => [a.item, none, none],
+            [] => [none; 3],
+        }
     }
 
     /// Removes and returns the earliest event.

@@ -206,17 +206,11 @@ impl Sim {
             if self.prefetching {
                 // Each event's loads in three steps, one event apart, each step reading what
                 // the one before brought in.
-                let [next, second, third] =
-                    self.queue.peek_hint().map(|e| e.map(|&e| EvKind::from(e)));
-                if let Some(third) = third {
-                    self.prefetch(third);
-                }
-                if let Some(second) = second {
-                    self.prefetch_next(second);
-                }
-                if let Some(next) = next {
-                    self.prefetch_endpoint(next);
-                }
+                // A sample's hint reads nothing: it stands for no event.
+                let [next, second, third] = self.queue.peek_hint(Ev::from(EvKind::Sample));
+                self.prefetch(third.into());
+                self.prefetch_next(second.into());
+                self.prefetch_endpoint(next.into());
             }
             self.dispatch(kind);
         }
