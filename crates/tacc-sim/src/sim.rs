@@ -284,8 +284,9 @@ impl Sim {
         ))
     }
 
-    /// The last step for an arrival at a host: its TCP endpoint's first lines, what every
-    /// segment reads (see `TcpEndpoint`), from the slot `prefetch_next` brought in.
+    /// The last step for an arrival at a host, from the slot `prefetch_next` brought in: the
+    /// lines of its TCP endpoint that the segment's processing reads, and its NIC's (the
+    /// reply's queue).
     #[inline]
     fn prefetch_endpoint(&self, kind: EvKind) {
         let EvKind::Arrive(port, id) = kind else {
@@ -297,8 +298,16 @@ impl Sim {
         if let (NodeRef::Host(_), Some(slot)) = (to, self.m.eps.get(pkt.dst_ep as usize)) {
             if let EpKind::Tcp(t) = &slot.kind {
                 let t = std::ptr::from_ref::<crate::tcp::TcpEndpoint>(t).cast::<u8>();
-                prefetch(t);
-                prefetch(t.wrapping_add(64));
+                // A receiver's data path is in its first four lines, a sender's ACK
+                // processing in its first seven (see `TcpEndpoint`).
+                let lines = if pkt.payload() > 0 { 4 } else { 7 };
+                for line in 0..lines {
+                    prefetch(t.wrapping_add(line * 64));
+                }
+            }
+            // What it sends in reply joins its NIC's queue.
+            if let Some(v) = slot.vnic_in_nic() {
+                self.prefetch_port(v.nic);
             }
         }
     }
