@@ -198,9 +198,7 @@ def test_sicc_clamps_every_sender_in_an_incast_and_the_elephants_keep_the_link(
     # at 0).
     ons = {h: a["incast_on_received"] for h, a in agents.items()}
     elephant_ons = min(ons[f"s{i}"] for i in range(4))
-    mouse_ons = [ons[f"s{i}"] for i in range(4, 20)]
-    assert elephant_ons >= 1 and max(mouse_ons) <= elephant_ons, ons
-    assert sum(n >= 1 for n in mouse_ons) >= 1, ons
+    assert 1 <= max(ons[f"s{i}"] for i in range(4, 20)) <= elephant_ons, ons
     assert sum(a["control_forged"] + a["control_replayed"] for a in agents.values()) == 0
     # The clamps reached the datapaths: every elephant's ACKs were rewritten in its
     # hypervisor (an elephant's ACKs flow all through a clamp), and some mice's; the

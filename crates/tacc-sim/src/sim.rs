@@ -205,8 +205,8 @@ impl Sim {
             }
             if self.prefetching {
                 // Each event's loads in three steps, one event apart, each step reading what
-                // the one before brought in.
-                // A sample's hint reads nothing: it stands for no event.
+                // the one before brought in. A sample, which no step reads, stands for no
+                // event.
                 let [next, second, third] = self.queue.peek_hint(Ev::from(EvKind::Sample));
                 self.prefetch(third.into());
                 self.prefetch_next(second.into());
@@ -297,10 +297,13 @@ impl Sim {
         };
         if let (NodeRef::Host(_), Some(slot)) = (to, self.m.eps.get(pkt.dst_ep as usize)) {
             if let EpKind::Tcp(t) = &slot.kind {
-                let t = std::ptr::from_ref::<crate::tcp::TcpEndpoint>(t).cast::<u8>();
-                // A receiver's data path is in its first four lines, a sender's ACK
-                // processing in its first seven (see `TcpEndpoint`).
-                let lines = if pkt.payload() > 0 { 4 } else { 7 };
+                use crate::tcp::TcpEndpoint;
+                let lines = if pkt.payload() > 0 {
+                    TcpEndpoint::RECEIVER_LINES
+                } else {
+                    TcpEndpoint::SENDER_LINES
+                };
+                let t = std::ptr::from_ref::<TcpEndpoint>(t).cast::<u8>();
                 for line in 0..lines {
                     prefetch(t.wrapping_add(line * 64));
                 }

@@ -263,9 +263,20 @@ const _: () = {
     assert!(offset_of!(TcpEndpoint, rcv_nxt) == 128 && offset_of!(TcpEndpoint, resend) == 188);
     assert!(offset_of!(TcpEndpoint, local) == 192 && offset_of!(TcpEndpoint, stats) == 216);
     assert!(offset_of!(TcpEndpoint, retrans_out) == 256 && offset_of!(TcpEndpoint, cc) == 400);
+    // A receiver's lines end where the sender's ACK state begins; a sender's take in the
+    // start of `cc`.
+    assert!(offset_of!(TcpEndpoint, retrans_out) == TcpEndpoint::RECEIVER_LINES * 64);
+    assert!(offset_of!(TcpEndpoint, cc) < TcpEndpoint::SENDER_LINES * 64);
 };
 
 impl TcpEndpoint {
+    /// The first lines, which a data segment's arrival reads at a receiver (the ACK it sends
+    /// included): what a prefetch asks for.
+    pub(crate) const RECEIVER_LINES: usize = 4;
+    /// The first lines, which an ACK's arrival reads at a sender (the data it then sends and
+    /// the congestion control's NewReno and DCTCP state included).
+    pub(crate) const SENDER_LINES: usize = 7;
+
     fn new(
         cfg: Arc<TcpConfig>,
         state: State,
