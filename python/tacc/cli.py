@@ -1,5 +1,6 @@
 """The `tacc` command: run, validate, plot and show scenarios and their results; emulate
-them on a Linux testbed and compare two result directories.
+them on a Linux testbed, once or repeatedly, and compare two result directories, or the
+spread of several runs on either side.
 
 Exit status: 0 success, 1 compiled engine missing, 2 bad input (scenario, option,
 file or result directory) or a machine that lacks what the testbed needs, 3 a testbed
@@ -113,7 +114,8 @@ def _parser() -> argparse.ArgumentParser:
     testbed.add_argument("--keep-going", action="store_true",
                          help="run flows of a missing congestion control as its nearest "
                               "relative, and finish the run when an agent or traffic "
-                              "process dies (each recorded in the result)")
+                              "process dies (each recorded in the result); with --repeat, "
+                              "a failed run is recorded and the next one runs")
     testbed.add_argument("--no-scrub", action="store_true",
                          help="let VMs send what only a shim may send (feedback packets, IPR "
                               "bits): to measure an attack without the protection")
@@ -121,10 +123,19 @@ def _parser() -> argparse.ArgumentParser:
                          help="how host agents enforce the mechanism's rates: htb (an HTB "
                               "class per VM pair, the excess waits; the default) or bpf (a "
                               "token bucket in the egress program, the excess is dropped)")
+    testbed.add_argument("--mechanism-clock", choices=("auto", "real", "dilated"),
+                         default="auto",
+                         help="the mechanism's timers in real time or dilated by the rate "
+                              "scale (auto: dilated for sdn-gcc, real otherwise)")
     testbed.add_argument("--switches", choices=("auto", "linux", "ovs"), default="auto",
                          help="the switches: linux (namespaces that route), ovs (Open vSwitch "
                               "bridges driven by the SDN controller app) or auto (ovs for "
                               "the mechanisms with a controller: sdn-gcc, sicc, sdn-ecn)")
+    testbed.add_argument("--repeat", type=int, default=1, metavar="N",
+                         help="run the scenario N times, into DIR/run-1 ... DIR/run-N, and "
+                              "write the spread over the runs (per flow the median, min, max "
+                              "and a 95%% interval of goodput, share and FCT) to "
+                              "DIR/repeat.json and DIR/repeat.csv (default: 1, one run in DIR)")
     testbed.add_argument("--cleanup", action="store_true",
                          help="remove what earlier runs left behind, then exit")
     testbed.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
@@ -132,9 +143,23 @@ def _parser() -> argparse.ArgumentParser:
     testbed.set_defaults(command=_testbed)
 
     compare = commands.add_parser(
-        "compare", help="two result directories side by side (simulation or testbed)")
-    compare.add_argument("dir_a", type=Path, metavar="DIR_A")
-    compare.add_argument("dir_b", type=Path, metavar="DIR_B")
+        "compare", help="two result directories side by side (simulation or testbed), or "
+                        "the spread of several runs",
+        description="Set two runs side by side: per-flow goodput and share of the "
+                    "bottleneck, Jain's index per flow group, completion times, drops and "
+                    "marks per port. A side may be several runs: a repeat directory "
+                    "(tacc testbed --repeat N) or several directories after -A or -B, e.g. "
+                    "`tacc compare -A sim-seed1 sim-seed2 sim-seed3 -B out/x-testbed`; it "
+                    "then shows the median over its runs, their min..max and the 95% "
+                    "interval of the median.",
+    )
+    compare.add_argument("dirs", nargs="*", type=Path, metavar="DIR",
+                         help="A and B, each a result directory or a repeat directory; with "
+                              "-A or -B, the side they leave")
+    compare.add_argument("-A", dest="side_a", nargs="+", type=Path, metavar="DIR",
+                         help="side A as several result (or repeat) directories")
+    compare.add_argument("-B", dest="side_b", nargs="+", type=Path, metavar="DIR",
+                         help="side B as several result (or repeat) directories")
     compare.add_argument("--out", type=Path, metavar="FILE.md",
                          help="also write the comparison as Markdown")
     compare.add_argument("--bottleneck", metavar="PORT",
@@ -278,6 +303,9 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _testbed(args: argparse.Namespace) -> int:
+    if args.repeat < 1:
+        return _fail_lines([f"--repeat: expected a positive number of runs, got {args.repeat}"],
+                           2)
     from tacc.testbed import TestbedError, TestbedUnavailable, run
 
     try:
@@ -287,9 +315,15 @@ def _testbed(args: argparse.Namespace) -> int:
             return 0
         options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
                               quiet=args.quiet, scrub=not args.no_scrub,
-                              limiter=args.limiter, switches=args.switches)
+                              limiter=args.limiter, switches=args.switches,
+                              mechanism_clock=args.mechanism_clock)
         if args.rate_cap is not None:
             options.rate_cap_bps = args.rate_cap
+        if args.repeat > 1:
+            from tacc.testbed.repeat import run_repeated
+
+            return _present_repeat(run_repeated(args.scenario, args.sets, options, args.repeat),
+                                   args)
         written = run.run_testbed(args.scenario, args.sets, options)
     except TestbedUnavailable as exc:
         return _fail_lines([f"testbed: {item}" for item in exc.missing], 2)
@@ -298,10 +332,44 @@ def _testbed(args: argparse.Namespace) -> int:
     return _present(written, args)
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from tacc.testbed.compare import compare_dirs
+def _present_repeat(written: Path, args: argparse.Namespace) -> int:
+    """Each run's plots, the spread table, the files; the runs that failed (--keep-going)
+    as errors after them (exit status 3, as a single run that failed with --keep-going)."""
+    from tacc.testbed.repeat import CSV_FILE, REPEAT_FILE, read_header, spread_table
 
-    comparison = compare_dirs(args.dir_a, args.dir_b, bottleneck=args.bottleneck)
+    header = read_header(written)
+    runs = [written / d for d in header["summarized"]]
+    if not args.no_plot:
+        from tacc.plot import plot_dir
+
+        for run in runs:
+            plot_dir(run)
+    if not args.quiet:
+        print(spread_table(written))
+        print(f"\nwrote {written}:")
+        for path in (written / REPEAT_FILE, written / CSV_FILE, *runs):
+            print(f"  {path}")
+    failed = header["failed"]
+    if not failed:
+        return 0
+    n = header["runs"]
+    return _fail_lines([*(f"testbed: run {f['run']} of {n}: {line}" for f in failed
+                          for line in _error_lines(RuntimeError(f["error"]))),
+                        f"testbed: {len(runs)} of {n} runs summarized in "
+                        f"{written / REPEAT_FILE}"], 3)
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from tacc.testbed.compare import compare_sides
+
+    # Each side: the directories after -A or -B, else the next directory given alone.
+    alone = list(args.dirs)
+    sides = [side or ([alone.pop(0)] if alone else None) for side in (args.side_a, args.side_b)]
+    if alone or sides[0] is None or sides[1] is None:
+        return _fail_lines([f"compare: expected two sides, DIR_A DIR_B or -A DIR... -B "
+                            f"DIR... (a directory alone is a side -A or -B leaves open); "
+                            f"got {len(args.dirs)} without -A or -B"], 2)
+    comparison = compare_sides(sides[0], sides[1], bottleneck=args.bottleneck)
     print(comparison.text())
     if args.out is not None:
         args.out.write_text(comparison.markdown(), encoding="utf-8")

@@ -17,7 +17,7 @@ from tacc import cli
 from tacc.testbed.compare import compare_dirs
 
 
-def _as_testbed_run(root: Path, scale: float = 0.1, slower: float = 1.0) -> Path:
+def as_testbed_run(root: Path, scale: float = 0.1, slower: float = 1.0) -> Path:
     """Rewrites a synthetic result as a testbed run at `scale` of the rates, its flows
     getting `slower` times their share."""
     path = root / "summary.json"
@@ -35,7 +35,7 @@ def _as_testbed_run(root: Path, scale: float = 0.1, slower: float = 1.0) -> Path
 
 @pytest.fixture
 def runs(make_result_dir: Callable[..., Path]) -> tuple[Path, Path]:
-    return make_result_dir(), _as_testbed_run(make_result_dir(), slower=0.5)
+    return make_result_dir(), as_testbed_run(make_result_dir(), slower=0.5)
 
 
 def test_compare_prints_both_runs_and_shares(runs: tuple[Path, Path],

@@ -4,9 +4,9 @@
 - SDN-ECN on its paper's Topology 1, shortened (data/short-next-to-bulk.toml): the short flow
   finishes sooner and the queue stays short, as in the simulator; the marking rules are seen
   with `ovs-ofctl dump-flows` while the bulk flows run and are gone one hard timeout after.
-- SDN-GCC on the motivating experiment (data/tagged-vs-udp.toml): TCP gets its share of the
-  bottleneck next to line-rate UDP, from the controller's notifications (signed with the
-  run's key; the agents count none as forged or replayed).
+- SDN-GCC on three tenants of one port (data/sdn-gcc-three-tenants.toml): the TCP tenant
+  gets a share near the fair third next to two UDP tenants, the median of three runs within
+  0.05 of the simulator's, from the controller's notifications.
 - The controller restarted mid-run finds its switches again and resumes; a switch restarted
   mid-run gets its rules back; garbage on the controller's port is logged and survived.
 - Everything is torn down, also when the controller dies.
@@ -28,14 +28,15 @@ from typing import Any
 import pytest
 
 from tacc.summary import read_summary
-from tacc.testbed import ovs, run, shell, topology
+import tacc
+from tacc.testbed import ovs, repeat, run, shell, topology
 from tacc.testbed import plan as plans
 from tacc.testbed import TestbedError as Failed
 from tacc.testbed.topology import Names
 
 DATA = Path(__file__).parent / "data"
 SHORT = DATA / "short-next-to-bulk.toml"
-TAGGED = DATA / "tagged-vs-udp.toml"
+THREE_TENANTS = DATA / "sdn-gcc-three-tenants.toml"
 INCAST = DATA / "incast-over-elephants.toml"
 SDN_ECN = ("mechanism", '{kind="sdn-ecn",interval="500ms",rule_timeout="1s"}')
 
@@ -123,23 +124,46 @@ def test_sdn_ecn_shortens_the_short_flow_and_its_rules_expire(ovs_machine: None,
     assert summary["mechanism"]["control_messages"]["stats_request"] >= 8  # 0.5 s probes
 
 
-def test_sdn_gcc_gives_tcp_its_share_next_to_udp(ovs_machine: None, tmp_path: Path) -> None:
-    """Paper 000's claim on the motivating experiment shortened (tagged-vs-udp.toml): the
-    controller polls the bottleneck's marks and has the hypervisors cut the senders behind
-    it, so the TCP flow gets a share next to line-rate UDP (ideal 487 Mb/s), where without
-    a mechanism it starves: 6-10 Mb/s measured over 3-6 s. With SDN-GCC the testbed gives
-    208-651 Mb/s from run to run (the simulator 551); the bound, 150 Mb/s, is fifteen
-    times the starved flow's and below every run measured."""
-    out = run_it(tmp_path, TAGGED, [("mechanism", '{kind="sdn-gcc",on_shortage="queue"}')])
-    summary = read_summary(out)
-    scale = summary["testbed"]["rate_scale"]
+def share_between(out: Path, flow: str, start: float, end: float) -> float:
+    """A flow's mean goodput over [start, end) as a share of its 1 Gb/s bottleneck, at the
+    rate the run ran it (the scenario's times the testbed's scale)."""
+    scale = read_summary(out).get("testbed", {}).get("rate_scale", 1.0)
     with (out / "goodput.csv").open(newline="") as f:
         bins = [float(r["goodput_mbps"]) for r in csv.DictReader(f)
-                if r["flow"] == "tagged" and 3.0 <= float(r["time_s"]) < 6.0]
-    both = sum(bins) / len(bins) / scale
-    assert both >= 150.0, f"tagged {both:.0f} Mb/s next to UDP (ideal 487, starved 6-10)"
-    sent = summary["mechanism"]["control_messages"]
-    assert sent["host_message"] > 0 and sent["stats_request"] > 0, sent
+                if r["flow"] == flow and start <= float(r["time_s"]) < end]
+    return sum(bins) / len(bins) / (1000.0 * scale)
+
+
+def test_sdn_gcc_gives_the_tcp_tenant_its_share_next_to_two_udp_tenants(
+        ovs_machine: None, tmp_path: Path) -> None:
+    """Paper 000's claim on three tenants of one port (data/sdn-gcc-three-tenants.toml: a
+    Cubic flow from 1 s against two UDP flows at 70% of line rate): the controller polls the
+    port's marks and has the hypervisors cut the senders behind it, so the TCP tenant gets a
+    share of the port near the fair third, on Linux as in the simulator. The cut is in
+    proportion to the rate (decrease = "multiplicative"): Algorithm 3's additive cut keeps
+    whatever lead a rate had, and the simulator's rates then settle unevenly. The median of
+    three runs is judged (one run is one sample of a noisy system): within 0.05 of the
+    simulator's share, and above 0.75 of the fair share (the simulator's 0.26 is below a
+    third because the rates saw under the controller's 5 ms polls: 79% of the port used).
+    Five runs gave 0.258-0.292 (simulator 0.262-0.266 over five seeds); before the
+    mechanism's clock was dilated on the testbed, 0.20-0.23 with its timers in real time
+    against queues ten times slower (docs/testbed.md)."""
+    sets = [("mechanism", '{kind="sdn-gcc",on_shortage="queue",decrease="multiplicative"}')]
+    sim = tacc.run(THREE_TENANTS, sets=sets, out=tmp_path / "sim", progress=False).dir
+    expected = share_between(sim, "tcp", 1.5, 6.0)
+    runs = repeat.run_repeated(THREE_TENANTS, sets, run.Options(out=tmp_path / "tb", quiet=True),
+                               3)
+    for d in repeat.run_dirs(runs):
+        errors = read_summary(d)["testbed"]["checksum_errors"]
+        assert not {ns: c for ns, c in errors.items() if any(c.values())}
+        sent = read_summary(d)["mechanism"]["control_messages"]
+        assert sent["host_message"] > 0 and sent["stats_request"] > 0, sent
+    shares = sorted(share_between(d, "tcp", 1.5, 6.0) for d in repeat.run_dirs(runs))
+    median = shares[1]
+    fair = 1 / 3
+    assert abs(median - expected) <= 0.05, f"testbed {shares}, simulator {expected:.3f}"
+    assert expected >= 0.75 * fair, f"simulator {expected:.3f} of the port (fair {fair:.3f})"
+    assert median >= 0.75 * fair, f"testbed {shares} of the port (fair {fair:.3f})"
 
 
 SICC = ("mechanism", '{kind="sicc",interval="10ms",initial_window=2.0,evaluate_on_syn=true,'

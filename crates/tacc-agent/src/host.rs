@@ -23,7 +23,7 @@ use tacc_mech::Nanos;
 use crate::control::ControlSocket;
 use crate::tc::{attach, load as load_programs, Htb, BURST_BYTES};
 use crate::{
-    default_scale, monotonic_ns, signal_ready, sleep_ns, take_map, wait_readable, Plan, HOST_OBJECT,
+    default_scale, signal_ready, sleep_ns, take_map, wait_readable, Clock, Plan, HOST_OBJECT,
 };
 
 #[derive(Deserialize)]
@@ -47,6 +47,9 @@ pub struct HostConfig {
     /// rates and its rates are scaled by this when they become HTB classes.
     #[serde(default = "default_scale")]
     pub rate_scale: f64,
+    /// The shim's time runs at this times real time ([`Clock`]).
+    #[serde(default = "default_scale")]
+    pub time_scale: f64,
     /// A Unix datagram socket for messages to the shim.
     #[serde(default)]
     pub control: Option<PathBuf>,
@@ -402,7 +405,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         }
     };
     let names: HashMap<u32, &str> = plan.vms.iter().map(|v| (v.ip(), v.name.as_str())).collect();
-    let now_ns = || monotonic_ns().saturating_sub(cfg.start_mono_ns);
+    let clock = Clock::new(cfg.start_mono_ns, cfg.time_scale);
     let mut seen: HashMap<PairKey, RawCounts> = HashMap::new();
     let mut flushed: HashMap<PairKey, u64> = HashMap::new();
     let mut next_sample: Nanos = 0;
@@ -415,7 +418,8 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         IDLE_POLL_NS
     };
     loop {
-        let now = now_ns();
+        let now = clock.now();
+        let elapsed = clock.elapsed();
         for entry in maps.pairs.iter() {
             let (key, counts) = entry.map_err(|e| format!("pairs map: {e}"))?;
             let before = seen.insert(key, counts).unwrap_or_default();
@@ -444,19 +448,25 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         });
         limiters.sync(&rates, &mut maps)?;
         if datapath.clamp_window {
-            sync_clamps(&**shim, &mut maps.clamps, cfg.start_mono_ns)?;
+            sync_clamps(&**shim, &mut maps.clamps, &clock)?;
         }
-        if now >= next_sample {
+        // The samples are on the real clock, as the run's other records.
+        if elapsed >= next_sample {
             for &(vm, key, bps) in &rates {
                 let dst = names.get(&key).copied().unwrap_or("");
                 let vm = names.get(&vm).copied().unwrap_or("");
-                writeln!(out, "{},{vm},{dst},{}", now as f64 / 1e9, bps as f64 / 1e6)
-                    .and_then(|_| out.flush())
-                    .map_err(|e| e.to_string())?;
+                writeln!(
+                    out,
+                    "{},{vm},{dst},{}",
+                    elapsed as f64 / 1e9,
+                    bps as f64 / 1e6
+                )
+                .and_then(|_| out.flush())
+                .map_err(|e| e.to_string())?;
             }
-            next_sample = now + cfg.sample_ns;
+            next_sample = elapsed + cfg.sample_ns;
         }
-        if let Some(path) = cfg.counts.as_deref().filter(|_| now >= next_counts) {
+        if let Some(path) = cfg.counts.as_deref().filter(|_| elapsed >= next_counts) {
             let mut counts = BTreeMap::new();
             let mut add = |k: &'static str, v: f64| *counts.entry(k).or_insert(0.0) += v;
             shim.counters(&mut add);
@@ -468,12 +478,14 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
                 write_counts(path, &counts)?;
                 written = counts;
             }
-            next_counts = now + COUNTS_EVERY_NS;
+            next_counts = elapsed + COUNTS_EVERY_NS;
         }
-        let wake = shim.poll_at().unwrap_or(u64::MAX).min(now + poll_ns);
+        let timer = shim
+            .poll_at()
+            .map_or(u64::MAX, |t| clock.real(t.saturating_sub(clock.now())));
         wait_readable(
             control.as_ref().map(|c| c.socket()),
-            wake.saturating_sub(now_ns()).max(10_000),
+            timer.min(poll_ns).max(10_000),
         );
     }
 }
@@ -491,7 +503,7 @@ fn write_counts(path: &Path, counts: &BTreeMap<&str, f64>) -> Result<(), String>
 fn sync_clamps(
     shim: &dyn HostShim<Ipv4Packet<Vec<u8>>>,
     map: &mut BpfHashMap<MapData, PairKey, RawClamp>,
-    start_mono_ns: u64,
+    clock: &Clock,
 ) -> Result<(), String> {
     let mut want = HashMap::new();
     shim.window_clamps(&mut |c| {
@@ -501,7 +513,7 @@ fn sync_clamps(
                 window: c.window,
                 mss: c.mss,
                 pad: 0,
-                expires_ns: start_mono_ns + c.expires,
+                expires_ns: clock.monotonic(c.expires),
             },
         );
     });

@@ -65,6 +65,46 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// A mechanism's clock: nanoseconds since the run's start, running at `time_scale` times real
+/// time. The testbed can dilate a mechanism's time by the rate scale: its links then run
+/// that many times slower, so queues fill and drain that much slower, and a timer of the
+/// scenario's length would tick that many times more often against them, with that many
+/// times fewer packets (and marks) per tick.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    start_mono_ns: u64,
+    time_scale: f64,
+}
+
+impl Clock {
+    pub fn new(start_mono_ns: u64, time_scale: f64) -> Clock {
+        Clock {
+            start_mono_ns,
+            time_scale,
+        }
+    }
+
+    /// Real nanoseconds since the start.
+    pub fn elapsed(&self) -> u64 {
+        monotonic_ns().saturating_sub(self.start_mono_ns)
+    }
+
+    /// The mechanism's time now.
+    pub fn now(&self) -> u64 {
+        (self.elapsed() as f64 * self.time_scale) as u64
+    }
+
+    /// The real nanoseconds `ns` of the mechanism's time take.
+    pub fn real(&self, ns: u64) -> u64 {
+        (ns as f64 / self.time_scale).min(u64::MAX as f64) as u64
+    }
+
+    /// The mechanism's moment `t` on CLOCK_MONOTONIC (the BPF programs' clock).
+    pub fn monotonic(&self, t: u64) -> u64 {
+        self.start_mono_ns.saturating_add(self.real(t))
+    }
+}
+
 fn sleep_ns(ns: u64) {
     std::thread::sleep(Duration::from_nanos(ns));
 }

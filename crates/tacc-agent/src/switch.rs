@@ -23,7 +23,7 @@ use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
 use crate::tc::{attach, load};
 use crate::{
-    default_scale, ifindex, monotonic_ns, signal_ready, take_map, wait_readable, Plan,
+    default_scale, ifindex, monotonic_ns, signal_ready, take_map, wait_readable, Clock, Plan,
     SWITCH_OBJECT,
 };
 
@@ -41,6 +41,9 @@ pub struct SwitchConfig {
     /// Ports run at their nominal rate times this.
     #[serde(default = "default_scale")]
     pub rate_scale: f64,
+    /// The hook's time runs at this times real time ([`Clock`]).
+    #[serde(default = "default_scale")]
+    pub time_scale: f64,
     /// What OpenFlow cannot give a controller: a Unix datagram socket that takes a
     /// `StatsRequest` (JSON) for a port of this switch and answers the sender with the
     /// `StatsReply`: the port's count of ECN marks, or its queue in full-size packets.
@@ -152,12 +155,14 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         })
         .flatten();
     let port_of: HashMap<u32, u32> = ports.iter().map(|&(ifx, port, _)| (ifx, port)).collect();
+    let clock = Clock::new(cfg.start_mono_ns, cfg.time_scale);
     let sample = cfg.sample_ns.max(1_000_000);
     let mut next_sample = 0;
     let mut packets_seen = HashMap::new();
     let mut written = HashMap::new();
     loop {
-        let now = monotonic_ns().saturating_sub(cfg.start_mono_ns);
+        let now = clock.now();
+        let elapsed = clock.elapsed();
         // The hook learns what happened since its last tick at its next one: its state only
         // matters at its ticks, and reading the maps more often would cost the CPU the
         // traffic needs.
@@ -185,13 +190,14 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
                 }
             }
         }
-        if now >= next_sample {
+        // The samples are on the real clock, as the run's other records.
+        if elapsed >= next_sample {
             for (ifx, _, name) in &ports {
                 let s = state.get(ifx, 0).map_err(|e| format!("ports map: {e}"))?;
                 writeln!(
                     out,
                     "{},{name},{},{},{},{},{}",
-                    now as f64 / 1e9,
+                    elapsed as f64 / 1e9,
                     s.tx_bytes,
                     s.tx_packets,
                     s.marks,
@@ -201,10 +207,13 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             }
             out.flush().map_err(|e| e.to_string())?;
-            next_sample = (now / sample + 1) * sample;
+            next_sample = (elapsed / sample + 1) * sample;
         }
-        let wake = hook.as_ref().and_then(|h| h.poll_at()).unwrap_or(u64::MAX);
-        let nap = wake.min(next_sample).saturating_sub(now).max(10_000);
+        let timer = hook
+            .as_ref()
+            .and_then(|h| h.poll_at())
+            .map_or(u64::MAX, |t| clock.real(t.saturating_sub(now)));
+        let nap = timer.min(next_sample.saturating_sub(elapsed)).max(10_000);
         if let (true, Some(sock)) = (wait_readable(stats.as_ref(), nap), &stats) {
             answer_stats(sock, &cfg, &ports, &drains, &state);
         }

@@ -40,10 +40,30 @@ pub enum MarkResponse {
     /// (one per destination) do not divide by zero and the first one after a quiet spell is
     /// measured over at most the grace period. With rate_unit = 1 ms, scale(C) = C/100 and
     /// the paper's Ti = 5 ms, a notification cuts 2 Mb/s per mark at 1 Gb/s.
-    MarkRate { rate_unit: Nanos },
+    ///
+    /// `multiplicative` (off by default, `decrease = "multiplicative"`): the cut is that
+    /// amount times R / C, i.e. R *= 1 - mark_rate x scale(C) / C (the same cut as Algorithm
+    /// 3's at R = C). Algorithm 4 gives every source
+    /// behind a port the same marks whatever it sends, so Algorithm 3's additive cut keeps
+    /// whatever lead a source had (a late joiner starts at its share E(i) while the others
+    /// were cut) and only the floor R_min ever evens the rates out: additive increase with
+    /// additive decrease does not converge to fairness. A cut in proportion to R is what a
+    /// source's own marks would give it (its marks are in proportion to what it sends, as
+    /// HyGenICC's receivers count them), and with the additive increase it converges to
+    /// equal rates (Chiu and Jain's AIMD). Not the default: a tenant whose TCP also reacts to
+    /// the marks (ECN, `clear_ce` off) then falls behind UDP tenants whose rates the
+    /// controller alone holds (a tagged NewReno flow got 59 Mb/s next to 3 UDP flows, ideal
+    /// 243, where the additive cut keeps the late joiner's lead and gives it 200 or more).
+    MarkRate {
+        rate_unit: Nanos,
+        multiplicative: bool,
+    },
     /// The authors' prototype: R -= marks x `cut_bps` (5 Mb/s per mark).
     PerMark { cut_bps: u64 },
 }
+
+/// Algorithm 3's mark-rate unit: marks are counted per millisecond.
+pub const DEFAULT_RATE_UNIT: Nanos = 1_000_000;
 
 /// Parameters of the SDN-GCC host shim.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -88,7 +108,8 @@ impl Default for SdnGccShimConfig {
             congestion_grace: 10_000_000,
             scale: 0.01,
             response: MarkResponse::MarkRate {
-                rate_unit: 1_000_000,
+                rate_unit: DEFAULT_RATE_UNIT,
+                multiplicative: false,
             },
             min_rate_fraction: 0.01,
             alloc: AllocatorConfig::default(),
@@ -235,15 +256,24 @@ impl SdnGccShim {
         self.counters.notifications += 1;
         self.counters.marks += marks;
         let path = self.path(from_dst);
-        let scale = self.limiter.nic_rate_bps() as f64 * self.config.scale;
+        let nic_rate = self.limiter.nic_rate_bps() as f64;
+        let scale = nic_rate * self.config.scale;
         let config = &self.config;
         let known = self.limiter.update(now, vm, path, |share, rate, entry| {
             let cut = match config.response {
-                MarkResponse::MarkRate { rate_unit } => {
+                MarkResponse::MarkRate {
+                    rate_unit,
+                    multiplicative,
+                } => {
                     let interval = now
                         .saturating_sub(entry.cong_time)
                         .clamp(rate_unit, config.congestion_grace.max(rate_unit));
-                    marks * rate_unit as f64 / interval as f64 * scale
+                    let cut = marks * rate_unit as f64 / interval as f64 * scale;
+                    if multiplicative {
+                        cut * rate as f64 / nic_rate
+                    } else {
+                        cut
+                    }
                 }
                 MarkResponse::PerMark { cut_bps } => marks * cut_bps as f64,
             };
@@ -510,6 +540,17 @@ mod tests {
         assert_eq!(s.vm_share_bps(VM), GBPS);
     }
 
+    /// The cut in proportion to R (`decrease = "multiplicative"`).
+    fn multiplicative() -> SdnGccShimConfig {
+        SdnGccShimConfig {
+            response: MarkResponse::MarkRate {
+                rate_unit: DEFAULT_RATE_UNIT,
+                multiplicative: true,
+            },
+            ..SdnGccShimConfig::default()
+        }
+    }
+
     #[test]
     fn a_notification_cuts_mark_rate_times_scale() {
         let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
@@ -531,6 +572,64 @@ mod tests {
         // Long quiet spell: the interval is capped at Tc = 10 ms.
         s.on_notification(500 * MS, VM, D1, 100.0);
         assert_eq!(s.rate_bps(VM, D1), Some(845 * MBPS));
+    }
+
+    #[test]
+    fn the_multiplicative_cut_is_algorithm_3s_times_r_over_c() {
+        let mut s = SdnGccShim::new(multiplicative(), GBPS);
+        send(&mut s, 0, VM, D1);
+        // At R = C the same cut as Algorithm 3's: 10 marks over 5 ms x 10 Mb/s = -20 Mb/s.
+        s.on_notification(5 * MS, VM, D1, 10.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(980 * MBPS));
+        // Then 4 marks / 2 ms x 10 Mb/s x 980/1000 = -19.6 Mb/s.
+        s.on_notification(7 * MS, VM, D1, 4.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(960_400_000));
+        // 50 marks a millisecond would cut Algorithm 3's R by 500 Mb/s, whatever R is;
+        // here by half of R.
+        s.on_notification(17 * MS, VM, D1, 500.0);
+        assert_eq!(s.rate_bps(VM, D1), Some(480_200_000));
+    }
+
+    /// Two senders on hosts of their own behind one port, one cut to 100 Mb/s and the other
+    /// to 700 (it joined later), then given the same notifications (Algorithm 4 splits a
+    /// port's marks evenly), `marks` every 20 ms: each a cut, then a climb of 21 ticks past
+    /// the grace period. Their rates' difference after `cycles` such cuts.
+    fn difference_after(config: SdnGccShimConfig, marks: f64, cycles: u64) -> i64 {
+        let (mut a, mut b) = (SdnGccShim::new(config, GBPS), SdnGccShim::new(config, GBPS));
+        send(&mut a, 0, VM, D1);
+        send(&mut b, 0, VM2, D1);
+        // Over Tc = 10 ms: 900 marks cut 900 Mb/s at R = C, 300 marks 300 Mb/s.
+        a.on_notification(10 * MS, VM, D1, 900.0);
+        b.on_notification(10 * MS, VM2, D1, 300.0);
+        let mut t = 10 * MS;
+        for _ in 0..cycles {
+            t += 20 * MS;
+            run_until(&mut a, t);
+            run_until(&mut b, t);
+            a.on_notification(t, VM, D1, marks);
+            b.on_notification(t, VM2, D1, marks);
+        }
+        a.rate_bps(VM, D1).unwrap() as i64 - b.rate_bps(VM2, D1).unwrap() as i64
+    }
+
+    #[test]
+    fn equal_notifications_even_out_multiplicative_rates_but_not_additive_ones() {
+        let start = -600 * MBPS as i64;
+        assert_eq!(difference_after(SdnGccShimConfig::default(), 0.0, 0), start);
+        assert_eq!(difference_after(multiplicative(), 0.0, 0), start);
+        // Additive: 210 marks over 10 ms cut both by the 210 Mb/s their climb gave them; the
+        // lead stays (until a rate meets R_min or its share).
+        assert_eq!(
+            difference_after(SdnGccShimConfig::default(), 210.0, 20),
+            start
+        );
+        // Multiplicative: 420 marks cut 42% of each rate, so the lead shrinks by that each
+        // cycle (to 0.58^20 of 600 Mb/s, 11 kb/s), both towards 500 Mb/s before a cut.
+        let left = difference_after(multiplicative(), 420.0, 20);
+        assert!(
+            left.abs() < 20_000,
+            "after 20 cycles the lead is {left} b/s"
+        );
     }
 
     #[test]

@@ -5,8 +5,9 @@ and `tacc compare` read like a simulation's.
 Modules: `plan` (the engine's built world as JSON, checked; rate scaling), `features` (what
 the machine must have), `topology` (namespaces, links, routes, queues, and their teardown),
 `traffic` (the per-VM process of sources and sinks), `collect` (result files), `run` (the
-orchestration), `compare` (two result directories side by side), `control` (signed messages
-to the host agents). The host and switch agent (`agent`) is the mechanisms' Linux driver and
+orchestration), `compare` (two result directories side by side, or the spread of several
+runs a side), `repeat` (repeated runs and their spread), `control` (signed messages to the
+host agents). The host and switch agent (`agent`) is the mechanisms' Linux driver and
 lives apart. Importing this package imports none of them.
 """
 

@@ -16,8 +16,8 @@ Each switch's tables, installed when it connects (again after a restart of eithe
 
 What OpenFlow cannot give (a port's ECN mark count, its queue length) the switch agent serves
 on its stats socket. Port and flow byte counters come from OpenFlow statistics, Ethernet
-headers taken off and scaled to the plan's rates, so that the app sees the counters the
-simulator would show it. Rules with a hard timeout of whole seconds get it from the switch;
+headers taken off; they and the mark counts are scaled to the plan's rates, so that the app
+sees the counters the simulator would show it. Rules with a hard timeout of whole seconds get it from the switch;
 others are deleted by the controller when they expire. The scenario's `latency` (one way)
 delays every message in and out. Message and byte counts go to `counts` (JSON), carried over
 when the controller restarts.
@@ -107,8 +107,11 @@ if app_manager is not None:
             self.plan = cfg["plan"]
             self.mech = _core.Controller(json.dumps(self.plan))
             self.start_ns = cfg["start_mono_ns"]
-            self.scale = cfg["rate_scale"]
-            self.latency_s = self.mech.latency_ns / 1e9
+            # The app's clock runs at time_scale times real time (the agents' Clock); its
+            # counters then grow by rate_scale / time_scale times what the plan's rates give.
+            self.time_scale = cfg.get("time_scale", 1.0)
+            self.counter_scale = cfg["rate_scale"] / self.time_scale
+            self.latency_s = self._real_s(self.mech.latency_ns)
             self.counts = Counts(Path(cfg["counts"]))
             self.counts.latency_s = self.latency_s
             self.sender = ControlSender(cfg["control_key"])
@@ -141,7 +144,11 @@ if app_manager is not None:
             signal.signal(signal.SIGTERM, stop)
 
         def now(self) -> int:
-            return time.monotonic_ns() - self.start_ns
+            return round((time.monotonic_ns() - self.start_ns) * self.time_scale)
+
+        def _real_s(self, ns: int) -> float:
+            """The real seconds that `ns` of the app's time take."""
+            return ns / 1e9 / self.time_scale
 
         # ---------------------------------------------------------------- connection
 
@@ -270,7 +277,7 @@ if app_manager is not None:
                 if at is not None and at <= now:
                     self._dispatch(self.mech.timer(now))
                     continue
-                wait = 0.01 if at is None else min(0.01, (at - now) / 1e9)
+                wait = 0.01 if at is None else min(0.01, self._real_s(at - now))
                 hub.sleep(wait)
 
         def _dispatch(self, out: list[str]) -> None:
@@ -330,7 +337,7 @@ if app_manager is not None:
                 self.counts.event("stats_timeouts")
                 return
             self.counts.add("stats_reply", len(reply))
-            self._later(self._stats_reply, reply.decode())
+            self._later(self._stats_reply, self._plan_marks(reply.decode()))
 
         def _stats_reply(self, reply: str) -> None:
             self._dispatch(self.mech.stats_reply(self.now(), reply))
@@ -362,10 +369,22 @@ if app_manager is not None:
                 reply = {"Switch": {"switch": switch, "ports": pending["ports"], "flows": flows}}
                 self._stats_reply(json.dumps(reply))
 
+        def _plan_marks(self, reply: str) -> str:
+            """A switch agent's reply with its port's mark count at the plan's rates: the
+            port sends `rate_scale` times the packets it would at the scenario's rates, so in
+            real time it marks that many times fewer, and SDN-GCC's cuts (marks per
+            millisecond, Algorithm 3) would be that many times weaker than the simulator's."""
+            message = json.loads(reply)
+            marks = message.get("PortMarks")
+            if marks is None:
+                return reply
+            marks["marks"] = round(marks["marks"] / self.counter_scale)
+            return json.dumps(message)
+
         def _plan_bytes(self, frame_bytes: int, packets: int) -> int:
             """IP bytes at the plan's rates, from a counter of Ethernet frames at the
             testbed's."""
-            return round((frame_bytes - ETH_HEADER * packets) / self.scale)
+            return round((frame_bytes - ETH_HEADER * packets) / self.counter_scale)
 
         @staticmethod
         def _rule_key(fm: dict[str, Any]) -> tuple[int, str, int]:
@@ -429,11 +448,12 @@ if app_manager is not None:
                 instructions.append(parser.OFPInstructionGotoTable(ROUTES))
             hard = 0
             if timeout is not None:
-                if timeout % 1_000_000_000 == 0:
-                    hard = timeout // 1_000_000_000
+                real_ns = round(timeout / self.time_scale)
+                if real_ns % 1_000_000_000 == 0:
+                    hard = real_ns // 1_000_000_000
                 else:  # OpenFlow counts whole seconds: the controller deletes it on time
                     expiry = self.rules[self._rule_key(fm)][1]
-                    hub.spawn_after(timeout / 1e9, self._expire, fm, expiry)
+                    hub.spawn_after(real_ns / 1e9, self._expire, fm, expiry)
             for f in variants:
                 self._send(dp, parser.OFPFlowMod(
                     dp, table_id=MECHANISM, command=ofp.OFPFC_ADD, priority=fm["priority"],
@@ -564,6 +584,9 @@ def main(argv: list[str]) -> int:
         print("tacc-controller: error: os-ken is not installed (pip install os-ken)",
               file=sys.stderr)
         return 2
+    from tacc.testbed import shell
+
+    shell.realtime(shell.MECHANISM_PRIORITY)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     hub.patch(thread=False)

@@ -75,6 +75,9 @@ class Options:
     # bridge driven by the SDN controller) or "auto" (ovs where the mechanism has a
     # controller app, linux otherwise).
     switches: str = "auto"
+    # The mechanism's clock: "real", "dilated" (its time runs at the rate scale times real
+    # time, see mechanism_time_scale) or "auto" (dilated for SDN-GCC, real for the others).
+    mechanism_clock: str = "auto"
     # Called in a thread of its own once the traffic has started, with the run's names, its
     # working directory (agents' control sockets: agent-h<j>.sock) and the flows' time zero:
     # for tests and experiments that act on a running testbed.
@@ -285,6 +288,7 @@ class _Run:
         self.sample_interval_ns = max(plan["output"]["queue_sample_ns"], MIN_SAMPLE_NS)
         self.failures: list[str] = []
         self.registered_dctcp = False
+        self.time_scale = 1.0
         self.controller: Child | None = None
         self.switches: ovs.Switches | None = None
 
@@ -300,6 +304,7 @@ class _Run:
             dctcp.register(self.workdir)
             self.registered_dctcp = True
         scale = rate_scale(plan, options.rate_cap_bps)
+        self.time_scale = mechanism_time_scale(plan, scale, options.mechanism_clock)
         duration_ns = plan["duration_ns"]
         if options.duration_s is not None:
             duration_ns = min(duration_ns, round(options.duration_s * 1e9))
@@ -350,8 +355,8 @@ class _Run:
         has configured every switch (before that, nothing forwards)."""
         plan, workdir = self.plan, self.workdir
         self._controller_config = {
-            "plan": plan, "rate_scale": scale, "start_mono_ns": start_ns,
-            "listen": ovs.CONTROLLER_PORT, "reply_socket": str(workdir / "stats.sock"),
+            "plan": plan, "rate_scale": scale, "time_scale": self.time_scale,
+            "start_mono_ns": start_ns, "listen": ovs.CONTROLLER_PORT, "reply_socket": str(workdir / "stats.sock"),
             "agents": {str(j): str(workdir / f"agent-h{j}.sock")
                        for j in range(len(plan["hosts"]))},
             "switch_stats": {str(i): str(workdir / f"agent-sw{i}.stats.sock")
@@ -414,7 +419,7 @@ class _Run:
         configs = []
         for i in range(len(plan["switches"])):
             configs.append((f"agent-sw{i}", names.switch(i), "switch", {
-                "plan": plan, "switch": i, "rate_scale": scale,
+                "plan": plan, "switch": i, "rate_scale": scale, "time_scale": self.time_scale,
                 "ports": {str(p): dev for p, dev in topo.switch_ports.get(i, {}).items()},
                 "start_mono_ns": start_ns,
                 "sample_ns": max(plan["output"]["queue_sample_ns"], MIN_AGENT_SAMPLE_NS),
@@ -426,7 +431,8 @@ class _Run:
         if (plan["mechanism"] or {}).get("kind", "none") != "none":
             for j in range(len(plan["hosts"])):
                 configs.append((f"agent-h{j}", names.host(j), "host", {
-                    "plan": plan, "host": j, "rate_scale": scale, "uplink": "up0",
+                    "plan": plan, "host": j, "rate_scale": scale,
+                    "time_scale": self.time_scale, "uplink": "up0",
                     "vm_ports": {str(k): dev for k, dev in topo.host_vm_ports.get(j, {}).items()},
                     "start_mono_ns": start_ns,
                     # The engine samples the allocated rates every goodput bin.
@@ -566,6 +572,7 @@ class _Run:
         return {
             "run_id": self.names.run_id, "kernel": found.kernel,
             "rate_scale": scale, "rate_cap_bps": self.options.rate_cap_bps,
+            "mechanism_time_scale": self.time_scale,
             "base_rtt_us": base_rtt_us, "limiter": self.options.limiter,
             "not_emulated": [*plan_notes(plan, found.netem), *found.notes, *disagreements],
             "backlog_samples": {
@@ -596,6 +603,23 @@ def resolve_switches(plan: Plan, switches: str) -> str:
     from tacc import _core
 
     return "ovs" if _core.Controller(json.dumps(plan)).has_app() else "linux"
+
+
+def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
+    """How fast the mechanism's clock runs against real time (agents and controller).
+
+    Dilated, it runs at the rate scale: a timer of the scenario's length then spans as many
+    of the port's packets, and as large a part of a queue's fill and drain, as in the
+    simulator. SDN-GCC needs it: in real time its controller polled every 5 ms a queue that
+    fills and drains ten times slower than the scenario's, read a tenth of the marks a poll,
+    and held rates twice the simulator's (docs/testbed.md, "SDN-GCC"). The other mechanisms keep real time, the timing their testbed results were measured with
+    (docs/testbed.md: HyGenICC dilated held the simulator's queue but split the link
+    unevenly)."""
+    if clock not in ("auto", "real", "dilated"):
+        raise TestbedError(f"mechanism clock: expected auto, real or dilated, got {clock!r}")
+    if clock == "auto":
+        clock = "dilated" if (plan["mechanism"] or {}).get("kind") == "sdn-gcc" else "real"
+    return scale if clock == "dilated" else 1.0
 
 
 def _sleep_until(when_ns: int) -> None:

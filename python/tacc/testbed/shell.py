@@ -3,8 +3,10 @@ ping): each failure is a TestbedError naming the command and what it printed."""
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
+import sys
 import subprocess
 from collections.abc import Sequence
 
@@ -51,3 +53,26 @@ def sysctl(ns: str, settings: dict[str, object]) -> None:
     """Kernel settings of one namespace, all in one process."""
     if settings:
         run(in_ns(ns, "sysctl", "-q", "-w", *(f"{k}={v}" for k, v in settings.items())))
+
+
+# Real-time priorities (SCHED_FIFO) of the run's processes. They sleep between packets and
+# ticks, so they take the CPU only when they have something to do, and are then woken on
+# time: the VMs' applications (1) before anything else of the host's, the agents and the
+# controller (2) before the applications, as the kernel datapath and the switches they stand
+# for would be. At one priority, five real-time traffic processes and the veths' softirqs
+# they raise left the controller's polls of the switch agents unanswered for 50-200 ms at a
+# time (SDN-GCC's Ti is 5 ms), so the rates it sets lagged the queue by tens of polls.
+APPLICATION_PRIORITY = 1
+MECHANISM_PRIORITY = 2
+FALLBACK_NICE = -10
+
+
+def realtime(priority: int) -> None:
+    """This process (and the threads it starts later) under SCHED_FIFO at `priority`, or at
+    nice -10 where the kernel refuses it (a container's cgroup), said on stderr."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    except OSError as exc:
+        print(f"real-time policy refused ({exc}); running at nice {FALLBACK_NICE}",
+              file=sys.stderr)
+        os.setpriority(os.PRIO_PROCESS, 0, FALLBACK_NICE)

@@ -16,7 +16,7 @@ use crate::roles::{
 };
 use crate::sdn_gcc::{
     MarkResponse, MarkSplit, RateKeying, SdnGccController, SdnGccControllerConfig, SdnGccShim,
-    SdnGccShimConfig,
+    SdnGccShimConfig, DEFAULT_RATE_UNIT,
 };
 use crate::units::{Duration, Rate};
 use crate::Nanos;
@@ -42,6 +42,9 @@ limiter_config! {
         pub rate_unit: Option<Duration>,
         /// Prototype response: this cut per mark instead of the mark-rate rule.
         pub cut_per_mark: Option<Rate>,
+        /// The mark-rate rule's cut: "additive" (Algorithm 3 as printed, the default) or
+        /// "multiplicative" (in proportion to the rate: rates converge to equal shares).
+        pub decrease: Option<String>,
         /// Clear CE before delivering packets to VMs (for tenants that do not use ECN).
         pub clear_ce: Option<bool>,
     }
@@ -80,15 +83,28 @@ impl Mechanism for SdnGccConfig {
             ),
             scale: ck.fraction("scale", self.scale, d.scale),
             response: match (self.cut_per_mark, self.rate_unit) {
-                (Some(r), None) => MarkResponse::PerMark { cut_bps: r.0 },
+                (Some(r), None) => {
+                    // The prototype's cut per mark is additive.
+                    if ck.choice("decrease", &self.decrease, &["additive", "multiplicative"]) == 1 {
+                        ck.problem("decrease", "cut_per_mark is a fixed cut per mark; give \"additive\" or leave decrease out");
+                    }
+                    MarkResponse::PerMark { cut_bps: r.0 }
+                }
                 (Some(_), Some(_)) => {
                     ck.problem("rate_unit", "the mark-rate rule's unit; cut_per_mark replaces that rule, give one of them");
                     d.response
                 }
-                (None, Some(unit)) => MarkResponse::MarkRate {
-                    rate_unit: ck.positive("rate_unit", Some(unit), 0),
+                (None, unit) => MarkResponse::MarkRate {
+                    rate_unit: match unit {
+                        Some(u) => ck.positive("rate_unit", Some(u), 0),
+                        None => DEFAULT_RATE_UNIT,
+                    },
+                    multiplicative: ck.choice(
+                        "decrease",
+                        &self.decrease,
+                        &["additive", "multiplicative"],
+                    ) == 1,
                 },
-                (None, None) => d.response,
             },
             min_rate_fraction: ck.fraction(
                 "min_rate_fraction",
