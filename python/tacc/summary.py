@@ -26,8 +26,6 @@ _SUMMARY_KEYS = (
 
 def read_summary(directory: str | PathLike[str]) -> dict[str, Any]:
     """Only summary.json of a result directory: cheap even for huge runs."""
-    import json  # only here: `tacc run --quiet` never reads it back
-
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(errno.ENOENT, "no such result directory", str(root))
@@ -36,16 +34,24 @@ def read_summary(directory: str | PathLike[str]) -> dict[str, Any]:
         raise FileNotFoundError(
             errno.ENOENT, "not a tacc result directory (no summary.json)", str(root)
         )
+    return read_json_object(path, _SUMMARY_KEYS)
+
+
+def read_json_object(path: Path, keys: Sequence[str]) -> dict[str, Any]:
+    """A JSON file holding an object with (at least) `keys`; ValueError naming the file
+    otherwise."""
+    import json
+
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
+        value = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise ValueError(f"{path}: invalid JSON: {exc}") from exc
-    if not isinstance(summary, dict):
+    if not isinstance(value, dict):
         raise ValueError(f"{path}: expected a JSON object")
-    missing = [key for key in _SUMMARY_KEYS if key not in summary]
+    missing = [key for key in keys if key not in value]
     if missing:
         raise ValueError(f"{path}: missing {', '.join(missing)}")
-    return summary
+    return value
 
 
 def jain_index(values: Iterable[float]) -> float:

@@ -47,10 +47,10 @@ def testbed_runs(tmp_path: Path, write_result: Callable[..., Path]) -> list[Path
     return runs
 
 
-def fake_run_testbed(write_result: Callable[..., Path], measured: Sequence[float],
-                     fail: Sequence[int] = ()) -> tuple[Callable[..., Path], list[Any]]:
-    """A run.run_testbed that writes a testbed run into options.out, f0 measured
-    measured[i - 1] in call i, and fails the calls in `fail`."""
+def fake_run_testbed(monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path],
+                     measured: Sequence[float], fail: Sequence[int] = ()) -> list[Any]:
+    """Puts in run.run_testbed's place a fake that writes a testbed run into options.out, f0
+    measured measured[i - 1] in call i, and fails the calls in `fail`; returns its calls."""
     calls: list[Any] = []
 
     def run_testbed(scenario: str, sets: Sequence[tuple[str, str]],
@@ -65,7 +65,8 @@ def fake_run_testbed(write_result: Callable[..., Path], measured: Sequence[float
         set_flow(root, "f0", goodput_mbps=measured[len(calls) - 1])
         return options.out
 
-    return run_testbed, calls
+    monkeypatch.setattr(run, "run_testbed", run_testbed)
+    return calls
 
 
 def test_the_interval_of_the_median_is_of_order_statistics() -> None:
@@ -142,8 +143,7 @@ def test_run_repeated_runs_each_into_its_directory_and_summarizes(
     monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path], tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    fake, calls = fake_run_testbed(write_result, MEASURED)
-    monkeypatch.setattr(run, "run_testbed", fake)
+    calls = fake_run_testbed(monkeypatch, write_result, MEASURED)
     out = tmp_path / "rep"
 
     written = repeat.run_repeated("s.toml", [("duration", "2s")],
@@ -174,8 +174,7 @@ def test_a_repeat_goes_where_a_single_run_would(
     engine: None, monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path],
     tmp_path: Path,
 ) -> None:
-    fake, calls = fake_run_testbed(write_result, [1.0, 2.0])
-    monkeypatch.setattr(run, "run_testbed", fake)
+    calls = fake_run_testbed(monkeypatch, write_result, [1.0, 2.0])
     monkeypatch.chdir(tmp_path)
 
     written = repeat.run_repeated("default", [], run.Options(quiet=True), 2)
@@ -189,15 +188,13 @@ def test_a_failed_run_stops_a_repeat_unless_keep_going(
     monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path], tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    fake, calls = fake_run_testbed(write_result, MEASURED, fail=[2])
-    monkeypatch.setattr(run, "run_testbed", fake)
+    calls = fake_run_testbed(monkeypatch, write_result, MEASURED, fail=[2])
 
     with pytest.raises(testbed.TestbedError, match="^run 2 of 3: agent-sw0 exited"):
         repeat.run_repeated("s.toml", [], run.Options(out=tmp_path / "stop", quiet=True), 3)
     assert len(calls) == 2 and not (tmp_path / "stop" / "repeat.json").exists()
 
-    fake, calls = fake_run_testbed(write_result, [1.0, 0.0, 2.0, 3.0], fail=[2])
-    monkeypatch.setattr(run, "run_testbed", fake)
+    calls = fake_run_testbed(monkeypatch, write_result, [1.0, 0.0, 2.0, 3.0], fail=[2])
     out = repeat.run_repeated("s.toml", [], run.Options(out=tmp_path / "go", quiet=True,
                                                         keep_going=True), 4)
 
@@ -214,8 +211,7 @@ def test_a_failed_run_stops_a_repeat_unless_keep_going(
 def test_a_repeat_of_failures_only_is_an_error(monkeypatch: pytest.MonkeyPatch,
                                                  write_result: Callable[..., Path],
                                                  tmp_path: Path) -> None:
-    fake, _ = fake_run_testbed(write_result, [], fail=[1, 2])
-    monkeypatch.setattr(run, "run_testbed", fake)
+    fake_run_testbed(monkeypatch, write_result, [], fail=[1, 2])
 
     with pytest.raises(testbed.TestbedError, match="no run of 2 succeeded"):
         repeat.run_repeated("s.toml", [], run.Options(out=tmp_path / "none", quiet=True,
@@ -251,8 +247,7 @@ def test_the_cli_repeats_and_prints_the_spread(
     monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path], tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    fake, calls = fake_run_testbed(write_result, MEASURED)
-    monkeypatch.setattr(run, "run_testbed", fake)
+    calls = fake_run_testbed(monkeypatch, write_result, MEASURED)
     out = tmp_path / "rep"
 
     assert cli.main(["testbed", "s.toml", "--repeat", "5", "--out", str(out), "--no-plot",
@@ -272,8 +267,7 @@ def test_the_cli_names_the_failed_runs_of_a_keep_going_repeat(
     monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path], tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    fake, _ = fake_run_testbed(write_result, [1.0, 0.0, 2.0], fail=[2])
-    monkeypatch.setattr(run, "run_testbed", fake)
+    fake_run_testbed(monkeypatch, write_result, [1.0, 0.0, 2.0], fail=[2])
     out = tmp_path / "rep"
 
     assert cli.main(["testbed", "--repeat", "3", "--keep-going", "--out", str(out),

@@ -418,8 +418,8 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         IDLE_POLL_NS
     };
     loop {
-        let now = clock.now();
         let elapsed = clock.elapsed();
+        let now = clock.at(elapsed);
         for entry in maps.pairs.iter() {
             let (key, counts) = entry.map_err(|e| format!("pairs map: {e}"))?;
             let before = seen.insert(key, counts).unwrap_or_default();

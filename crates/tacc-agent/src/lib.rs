@@ -91,7 +91,12 @@ impl Clock {
 
     /// The mechanism's time now.
     pub fn now(&self) -> u64 {
-        (self.elapsed() as f64 * self.time_scale) as u64
+        self.at(self.elapsed())
+    }
+
+    /// The mechanism's time when `elapsed` real nanoseconds have passed since the start.
+    pub fn at(&self, elapsed: u64) -> u64 {
+        (elapsed as f64 * self.time_scale) as u64
     }
 
     /// The real nanoseconds `ns` of the mechanism's time take.

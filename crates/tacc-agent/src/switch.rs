@@ -161,8 +161,8 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     let mut packets_seen = HashMap::new();
     let mut written = HashMap::new();
     loop {
-        let now = clock.now();
         let elapsed = clock.elapsed();
+        let now = clock.at(elapsed);
         // The hook learns what happened since its last tick at its next one: its state only
         // matters at its ticks, and reading the maps more often would cost the CPU the
         // traffic needs.

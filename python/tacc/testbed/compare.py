@@ -176,10 +176,7 @@ class Side:
             if rtts:
                 low, high = f"{min(rtts):.0f}", f"{max(rtts):.0f}"
                 extra += f", base RTT {low if low == high else f'{low}..{high}'}us"
-        numbers = {run.summary["seed"] for run in self.runs}
-        seeds = [str(v) for v in sorted(numbers, key=lambda v: (not isinstance(v, int),
-                                                                 v if isinstance(v, int) else 0,
-                                                                 str(v)))]
+        seeds = [str(v) for v in sorted({run.summary["seed"] for run in self.runs})]
         s = self.runs[0].summary
         return (f"{where}: {counted} run{'s' if len(self.runs) > 1 else ''}{extra}: "
                 f"scenario {s['scenario']}, seed{'s' if len(seeds) > 1 else ''} "
@@ -269,7 +266,7 @@ def _flow_section(a: Run, b: Run, port: str | None) -> Section:
         rows.append([
             name, str(x.get("group", "")),
             f"{x['goodput_mbps']:.1f}", f"{y['goodput_mbps']:.1f}",
-            _fraction(share(a, x, port)), _fraction(share(b, y, port)),
+            format_fraction(share(a, x, port)), format_fraction(share(b, y, port)),
             f"{at_b - at_a:+.1f}", _relative(at_a, at_b),
         ])
     notes = ["Mb/s as measured; diff and rel at the scenario's rates (goodput / rate scale); "
@@ -292,7 +289,7 @@ def _group_section(a: Run, b: Run, port: str | None) -> Section:
             cells.append(f"{jain_index(flows[n]['goodput_mbps'] for n in names):.3f}")
         for run, flows in ((a, fa), (b, fb)):
             shares = [share(run, flows[n], port) for n in names]
-            cells.append(_fraction(None if port is None else sum(s or 0 for s in shares)))
+            cells.append(format_fraction(None if port is None else sum(s or 0 for s in shares)))
         rows.append(cells)
     notes = ["a group's share adds its flows' shares, each over the flow's own active time"]
     return Section("flow groups: Jain's fairness index of goodput, and the group's share",
@@ -342,7 +339,7 @@ def _percent(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f}"
 
 
-def _fraction(value: float | None) -> str:
+def format_fraction(value: float | None) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
@@ -384,8 +381,8 @@ def _spread_flow_section(a: Side, b: Side, sa: dict[str, FlowSpread],
             name, x.group,
             *_spread_cells(a, x.goodput_mbps, format_mbps),
             *_spread_cells(b, y.goodput_mbps, format_mbps),
-            _fraction(None if x.share is None else x.share.median),
-            _fraction(None if y.share is None else y.share.median),
+            format_fraction(None if x.share is None else x.share.median),
+            format_fraction(None if y.share is None else y.share.median),
             _relative(x.goodput_mbps.median, y.goodput_mbps.median),
         ])
     notes = ["a side of several runs: the median over them, their min..max and the median's "
@@ -411,7 +408,7 @@ def _spread_group_section(a: Side, b: Side, port: str | None) -> Section:
                                      for f in each)
             cells.append(f"{jain:.3f}")
         for side, each in zip((a, b), flows, strict=True):
-            cells.append(_fraction(None if port is None else statistics.median(
+            cells.append(format_fraction(None if port is None else statistics.median(
                 sum(share(run, f[n], port) or 0.0 for n in names)
                 for run, f in zip(side.runs, each, strict=True))))
         rows.append(cells)

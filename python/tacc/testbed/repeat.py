@@ -44,8 +44,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tacc.summary import format_seconds, read_summary, render_table
-from tacc.testbed.compare import Run, bottleneck_of, same_flows, share
+from tacc.summary import format_seconds, read_json_object, read_summary, render_table
+from tacc.testbed.compare import Run, bottleneck_of, format_fraction, same_flows, share
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -160,14 +160,25 @@ def spreads_of_runs(runs: Sequence[Run], port: str | None) -> list[FlowSpread]:
     rows = []
     for name, first in flows[0].items():
         each = [(run, f[name]) for run, f in zip(runs, flows, strict=True)]
-        goodput = stats_of(f["goodput_mbps"] / run.scale for run, f in each)
+        goodput = stats_of(quantity_of(run, f, "goodput_mbps", port) for run, f in each)
         assert goodput is not None
-        shares = None if port is None else stats_of(share(run, f, port) or 0.0
+        shares = None if port is None else stats_of(quantity_of(run, f, "share", port)
                                                      for run, f in each)
-        fcts = [f["fct"] for _, f in each if f.get("fct") is not None]
+        fcts = [v for run, f in each if (v := quantity_of(run, f, "fct_s", port)) is not None]
         rows.append(FlowSpread(name, str(first.get("group") or ""), len(runs), goodput, shares,
                                len(fcts), stats_of(fcts)))
     return rows
+
+
+def quantity_of(run: Run, flow: dict[str, Any], quantity: str, port: str | None) -> float | None:
+    """A flow's goodput in Mb/s at the scenario's rates, its share of `port` (0 where the
+    port carried none of it) or its FCT (None where it did not complete) in one run."""
+    if quantity == "goodput_mbps":
+        return flow["goodput_mbps"] / run.scale
+    if quantity == "share":
+        return share(run, flow, port) or 0.0
+    fct = flow.get("fct")
+    return None if fct is None else float(fct)
 
 
 def read_runs(dirs: Dirs) -> list[Run]:
@@ -190,23 +201,12 @@ def is_repeat_dir(directory: str | os.PathLike[str]) -> bool:
 
 def read_header(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """A repeat directory's repeat.json."""
-    import json
-
     path = Path(directory) / REPEAT_FILE
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, f"not a repeat directory (no {REPEAT_FILE})",
                                 str(directory))
-    try:
-        header = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}: invalid JSON: {exc}") from exc
-    if not isinstance(header, dict):
-        raise ValueError(f"{path}: expected a JSON object")
-    missing = [k for k in ("scenario", "runs", "run_dirs", "summarized", "failed", "bottleneck",
-                           "flows") if k not in header]
-    if missing:
-        raise ValueError(f"{path}: missing {', '.join(missing)}")
-    return header
+    return read_json_object(path, ("scenario", "runs", "run_dirs", "summarized", "failed",
+                                   "bottleneck", "flows"))
 
 
 def run_dirs(directory: str | os.PathLike[str]) -> list[Path]:
@@ -231,12 +231,8 @@ def values_of(dirs: Dirs, flow: str, quantity: str, bottleneck: str | None = Non
         f = run.flows().get(flow)
         if f is None:
             raise ValueError(f"{run.dir}: no flow named {flow!r}")
-        if quantity == "goodput_mbps":
-            values.append(f["goodput_mbps"] / run.scale)
-        elif quantity == "share":
-            values.append(share(run, f, port) or 0.0)
-        elif f.get("fct") is not None:
-            values.append(float(f["fct"]))
+        if (value := quantity_of(run, f, quantity, port)) is not None:
+            values.append(value)
     return values
 
 
@@ -376,6 +372,3 @@ def spread_cells(stats: Stats | None, fmt: Callable[[float], str]) -> list[str]:
 def format_mbps(value: float) -> str:
     return f"{value:.1f}"
 
-
-def format_fraction(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
