@@ -40,8 +40,9 @@ demo: setup
 	$(VENV)/bin/tacc run --out out/motivating
 
 # TACC_REQUIRE_TESTBED=1: as root, a testbed test that cannot run fails instead of skipping.
+# The eBPF test-runs need root: ignored (with the reason) otherwise, included as root.
 test: setup
-	TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) cargo test --workspace
+	TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) cargo test --workspace $$([ "$$(id -u)" = 0 ] && echo -- --include-ignored)
 	TACC_REQUIRE_ENGINE=1 TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) $(PY) -m pytest -q
 
 bench: setup

@@ -537,7 +537,7 @@ mod tests {
     //! The programs run by the kernel on real frames (BPF_PROG_TEST_RUN), their rewrites
     //! checked byte for byte against tacc-mech's wire code on the same bytes.
     use super::*;
-    use crate::testrun::{frame, privileged, run, TC_ACT_OK, TC_ACT_SHOT};
+    use crate::testrun::{frame, require_root, run, TC_ACT_OK, TC_ACT_SHOT};
     use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
     use tacc_mech::wire::{emit, Ipv4Fields, TcpFields};
 
@@ -594,10 +594,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn arriving_marks_are_counted_and_cleared_with_the_wire_codes_checksum() {
-        if !privileged("host datapath") {
-            return;
-        }
+        require_root("arriving_marks_are_counted_and_cleared_with_the_wire_codes_checksum");
         let (mut bpf, maps) = load(ALL).unwrap();
         let ce = packet(
             REMOTE,
@@ -642,10 +641,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn pending_marks_are_echoed_once_each_and_packets_leave_ect0_in_their_class() {
-        if !privileged("host datapath") {
-            return;
-        }
+        require_root("pending_marks_are_echoed_once_each_and_packets_leave_ect0_in_their_class");
         let (mut bpf, mut maps) = load(ALL).unwrap();
         let ce = packet(REMOTE, VM, ip_proto::UDP, Ecn::Ce, 1, None);
         run(&mut bpf, "uplink_ingress", &frame(&ce));
@@ -675,10 +673,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn the_bpf_limiter_drops_what_the_pairs_bucket_cannot_pay() {
-        if !privileged("host datapath") {
-            return;
-        }
+        require_root("the_bpf_limiter_drops_what_the_pairs_bucket_cannot_pay");
         let (mut bpf, mut maps) = load(ALL | F_BUCKET).unwrap();
         // 100-byte packets against a bucket of 250 bytes refilling at 1 byte a second: two
         // pass, the third finds 50 bytes.
@@ -700,10 +697,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn acks_of_a_clamped_pair_get_the_window_and_syn_acks_the_mss() {
-        if !privileged("host datapath") {
-            return;
-        }
+        require_root("acks_of_a_clamped_pair_get_the_window_and_syn_acks_the_mss");
         let (mut bpf, mut maps) = load(ALL).unwrap();
         let clamp = RawClamp {
             window: 100,
@@ -769,10 +765,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn a_vm_cannot_send_feedback_packets_or_ipr_bits() {
-        if !privileged("host datapath") {
-            return;
-        }
+        require_root("a_vm_cannot_send_feedback_packets_or_ipr_bits");
         let (mut bpf, _maps) = load(ALL).unwrap();
         let forged = tacc_mech::FeedbackPacket {
             src: VM,

@@ -373,7 +373,7 @@ fn segment(key: FlowKey, flags: u8, len: u16) -> Ipv4Packet<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testrun::{frame, privileged, run, run_on, TC_ACT_OK, TC_ACT_SHOT};
+    use crate::testrun::{frame, require_root, run, run_on, TC_ACT_OK, TC_ACT_SHOT};
     use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
     use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet};
 
@@ -447,10 +447,11 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn at_k_in_the_ports_own_queue_ect_frames_are_marked_and_not_ect_frames_dropped() {
-        if !privileged("switch datapath") {
-            return;
-        }
+        require_root(
+            "at_k_in_the_ports_own_queue_ect_frames_are_marked_and_not_ect_frames_dropped",
+        );
         let port = held_port();
         let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
         load(&mut bpf, &["port_egress"]).unwrap();
@@ -515,10 +516,9 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn acks_of_a_flow_leaving_a_port_with_a_window_get_that_window() {
-        if !privileged("switch datapath") {
-            return;
-        }
+        require_root("acks_of_a_flow_leaving_a_port_with_a_window_get_that_window");
         let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
         load(&mut bpf, &["port_egress", "port_ingress"]).unwrap();
         let mut config: BpfHashMap<MapData, u32, PortConfig> =

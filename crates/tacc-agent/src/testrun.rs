@@ -44,22 +44,13 @@ pub struct Outcome {
     pub priority: u32,
 }
 
-pub fn is_root() -> bool {
+/// Fails a test that test-runs a program without root. Such tests are `#[ignore]`d with the
+/// reason, so that `cargo test` lists them as not run; `make test` runs them as root
+/// (`--include-ignored`).
+pub fn require_root(test: &str) {
     // SAFETY: geteuid has no preconditions.
-    unsafe { libc::geteuid() == 0 }
-}
-
-/// Root is needed; CI sets TACC_REQUIRE_TESTBED=1 so that a missing privilege fails there.
-pub fn privileged(test: &str) -> bool {
-    if is_root() {
-        return true;
-    }
-    assert!(
-        std::env::var("TACC_REQUIRE_TESTBED").as_deref() != Ok("1"),
-        "{test} needs root (TACC_REQUIRE_TESTBED=1)"
-    );
-    eprintln!("{test}: skipped, needs root");
-    false
+    let root = unsafe { libc::geteuid() } == 0;
+    assert!(root, "{test} needs root (BPF_PROG_TEST_RUN)");
 }
 
 pub fn run(bpf: &mut Ebpf, program: &str, frame: &[u8]) -> Outcome {
