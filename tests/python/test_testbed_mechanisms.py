@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from tacc.summary import read_summary
-from tacc.testbed import control, run
+from tacc.testbed import control, repeat, run
 from tacc.testbed.control import ControlSender
 from tacc.testbed.topology import Names
 
@@ -349,23 +349,28 @@ def test_rwndq_keeps_the_drop_tail_queue_short_and_the_flows_fair(testbed_machin
 @pytest.mark.parametrize("cc", ["newreno", "cubic", "dctcp"])
 def test_linux_tcp_shares_the_dumbbell_as_the_simulated_tcp_does(
         testbed_machine: None, engine: None, tmp_path: Path, cc: str) -> None:
-    """Four long flows, RED marking at K: each flow's share of the bottleneck on the testbed
-    within 0.05 of the simulator's (ideal 0.25 each; over 8 s the shares wander a few points
-    either way) and nearly as fair (Jain >= 0.98, where the simulator gives 0.999 and the
-    testbed 0.997-0.9998 over repeated runs). DCTCP is the kernel's module or, where it has
-    none, tacc's BPF DCTCP."""
+    """Four long flows, RED marking at K: each flow's median share of the bottleneck over
+    three testbed runs within 0.05 of the simulator's (ideal 0.25 each; over 8 s the shares
+    wander a few points either way) and nearly as fair (Jain >= 0.98, where the simulator
+    gives 0.999 and the testbed 0.997-0.9998 over repeated runs). DCTCP is the kernel's
+    module or, where it has none, tacc's BPF DCTCP: over five runs its flows had 0.228-0.251
+    of the port (simulator 0.241-0.245), the mean queue 19.4-19.8 packets (18.5)."""
     from tacc import _core
 
     sets = [("tcp.cc", f'"{cc}"')]
     sim = tmp_path / "sim"
     _core.run(str(FOUR_FLOWS), sets=sets, out=str(sim))
-    out = tmp_path / "testbed"
-    run.run_testbed(FOUR_FLOWS, sets, run.Options(out=out, quiet=True))
-    assert_checksums_correct(out)
-    for a, b in zip(shares(sim), shares(out)):
-        assert abs(a - b) <= 0.05, (shares(sim), shares(out))
-    assert jain(shares(out)) >= 0.98, shares(out)
-    assert bottleneck(out)["marked"] > 0
+    out = repeat.run_repeated(FOUR_FLOWS, sets, run.Options(out=tmp_path / "testbed",
+                                                            quiet=True), 3)
+    for d in repeat.run_dirs(out):
+        assert_checksums_correct(d)
+        assert bottleneck(d)["marked"] > 0
+    names = [f["name"] for f in read_summary(sim)["flows"]]
+    expected = [repeat.median_of(sim, n, "share", "sw0->r0") for n in names]
+    measured = [repeat.median_of(out, n, "share", "sw0->r0") for n in names]
+    for a, b in zip(expected, measured, strict=True):
+        assert abs(a - b) <= 0.05, (expected, measured)
+    assert jain(measured) >= 0.98, measured
 
 
 def test_dctcp_holds_the_queue_near_k_without_loss_and_its_bpf_registration_ends_with_the_run(
