@@ -23,7 +23,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import time
 from pathlib import Path
 
 from tacc.testbed import TestbedError, TestbedUnavailable, shell
@@ -159,11 +158,8 @@ class Switches:
         pid_file = self._file(switch, "ovs-vswitchd.pid")
         pid = int(pid_file.read_text().split()[0])
         os.kill(pid, signal.SIGKILL)
-        deadline = time.monotonic() + 5
-        while Path(f"/proc/{pid}").exists():
-            if time.monotonic() > deadline:
-                raise TestbedError(f"ovs-vswitchd of switch {switch} did not die")
-            time.sleep(0.01)
+        if shell.wait_exited([pid], 5.0):
+            raise TestbedError(f"ovs-vswitchd of switch {switch} did not die")
         pid_file.unlink(missing_ok=True)
         self._start_vswitchd(switch)
 

@@ -7,6 +7,7 @@ import os
 import re
 import shlex
 import sys
+import time
 import subprocess
 from collections.abc import Sequence
 
@@ -76,3 +77,22 @@ def realtime(priority: int) -> None:
         print(f"real-time policy refused ({exc}); running at nice {FALLBACK_NICE}",
               file=sys.stderr)
         os.setpriority(os.PRIO_PROCESS, 0, FALLBACK_NICE)
+
+
+def wait_exited(pids: Sequence[int], timeout_s: float) -> list[int]:
+    """Waits until the processes have exited (gone, or a zombie: its resources released) or
+    `timeout_s` has passed; returns those still running."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        running = [pid for pid in pids if _running(pid)]
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.01)
+
+
+def _running(pid: int) -> bool:
+    try:
+        stat = open(f"/proc/{pid}/stat", encoding="ascii", errors="replace").read()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"

@@ -293,6 +293,9 @@ def run_namespaces(prefix: str = "tacc-") -> list[str]:
             if line.strip() and line.split()[0].startswith(prefix)]
 
 
+KILL_WAIT_S = 5.0
+
+
 def teardown(names: Names) -> list[str]:
     """Removes every namespace of the run (killing what still runs in it) and its BPF
     filesystem directory; returns what could not be removed."""
@@ -308,15 +311,18 @@ def teardown(names: Names) -> list[str]:
 
 
 def remove_namespace(ns: str) -> list[str]:
-    """A namespace lives on while a process is in it: those are killed first."""
+    """A namespace lives on while a process is in it: those are killed first, and waited
+    for, so that nothing of the run (the OVS daemons, detached from it) outlives it."""
     try:
-        pids = shell.run(["ip", "netns", "pids", ns]).split()
+        pids = [int(pid) for pid in shell.run(["ip", "netns", "pids", ns]).split()]
         for pid in pids:
             try:
-                os.kill(int(pid), signal.SIGKILL)
+                os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
         shell.run(["ip", "netns", "del", ns])
     except TestbedError as exc:
         return [str(exc)]
-    return []
+    alive = shell.wait_exited(pids, KILL_WAIT_S)
+    return [f"{ns}: processes {', '.join(map(str, alive))} still running {KILL_WAIT_S:g}s "
+            "after SIGKILL"] if alive else []
