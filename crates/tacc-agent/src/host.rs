@@ -85,8 +85,8 @@ fn default_sample() -> u64 {
     10_000_000
 }
 
-/// How often the counters are read where the shim acts on them: well below every timer of
-/// the mechanisms (HyGenICC's feedback timeout is 100 us).
+/// How often the counters are read where the shim acts on them, in the shim's time: well
+/// below every timer of the mechanisms (HyGenICC's feedback timeout is 100 us).
 const POLL_NS: u64 = 50_000;
 /// How long the agent of a shim that does not act on the counters (SICC's clamps) sleeps
 /// between its own timers and the controller's messages, which wake it at once. Polling at
@@ -412,8 +412,9 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     let mut next_counts: Nanos = 0;
     let mut written = BTreeMap::new();
     let mut buf = [0u8; 65536];
+    // Real nanoseconds: a dilated shim's timers are that much longer, and so is the poll.
     let poll_ns = if datapath.pair_counts {
-        POLL_NS
+        clock.real(POLL_NS)
     } else {
         IDLE_POLL_NS
     };
