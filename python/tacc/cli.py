@@ -119,10 +119,6 @@ def _parser() -> argparse.ArgumentParser:
     testbed.add_argument("--no-scrub", action="store_true",
                          help="let VMs send what only a shim may send (feedback packets, IPR "
                               "bits): to measure an attack without the protection")
-    testbed.add_argument("--limiter", choices=("htb", "bpf"), default="htb",
-                         help="how host agents enforce the mechanism's rates: htb (an HTB "
-                              "class per VM pair, the excess waits; the default) or bpf (a "
-                              "token bucket in the egress program, the excess is dropped)")
     testbed.add_argument("--mechanism-clock", choices=("auto", "real", "dilated"),
                          default="auto",
                          help="the mechanism's timers in real time or dilated by the rate "
@@ -315,7 +311,7 @@ def _testbed(args: argparse.Namespace) -> int:
             return 0
         options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
                               quiet=args.quiet, scrub=not args.no_scrub,
-                              limiter=args.limiter, switches=args.switches,
+                              switches=args.switches,
                               mechanism_clock=args.mechanism_clock)
         if args.rate_cap is not None:
             options.rate_cap_bps = args.rate_cap

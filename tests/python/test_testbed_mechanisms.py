@@ -33,6 +33,7 @@ from tacc.testbed.topology import Names
 SCENARIO = Path(__file__).parent / "data" / "tagged-vs-udp.toml"
 HYGENICC = ("mechanism", '{kind="hygenicc",on_shortage="queue"}')
 STATIC_500 = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="queue"}')
+STATIC_500_DROP = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="drop"}')
 PACKET = 1500  # what htb counts of a full packet on a veth: its IP bytes
 
 pytestmark = pytest.mark.testbed
@@ -131,15 +132,16 @@ def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Pa
 
 def test_the_bpf_limiter_holds_the_rate_by_dropping(testbed_machine: None,
                                                     tmp_path: Path) -> None:
-    """`--limiter bpf`: a token bucket in the egress program (the burst of the HTB classes,
-    four frames) drops what exceeds the limit: UDP never more than 3% above it, and TCP, whose
-    bursts it drops, stays under it (docs/testbed.md: far under, in timeouts).
+    """`on_shortage = "drop"`: a token bucket in the egress program (1 ms of tokens, the
+    scenario's `burst`: 6.1 KB at the 49 Mb/s the limit runs at) drops what exceeds the limit:
+    UDP never more than 3% above it, and TCP, whose bursts it drops, stays under it
+    (docs/testbed.md: far under, in timeouts).
 
-    UDP may fall up to 10% short: the bucket fills in 96 us, so every longer pause of the
+    UDP may fall up to 10% short: the bucket fills in 1 ms, so every longer pause of the
     source loses tokens, and the burst that follows is dropped. A source woken late by a busy
     machine pauses so (8-9% short with busy loops at its priority, docs/testbed.md; a run in a
     loaded hour 5.7%, with the source still offering more than the limit)."""
-    out = run_on_testbed(tmp_path, [STATIC_500], limiter="bpf")
+    out = run_on_testbed(tmp_path, [STATIC_500_DROP])
     assert read_summary(out)["testbed"]["limiter"] == "bpf"
     udp_payload = 500.0 * 1472 / PACKET
     tcp_payload = 500.0 * 1448 / PACKET

@@ -16,12 +16,13 @@ use aya::maps::{Array, HashMap as BpfHashMap, MapData};
 use aya::programs::TcAttachType;
 use aya::Ebpf;
 use serde::Deserialize;
+use tacc_mech::rate_alloc::{BucketConfig, ShortagePolicy};
 use tacc_mech::roles::{Datapath, HostShim, PairCounts};
 use tacc_mech::wire::Ipv4Packet;
 use tacc_mech::Nanos;
 
 use crate::control::ControlSocket;
-use crate::tc::{attach, load as load_programs, Htb, BURST_BYTES};
+use crate::tc::{attach, load as load_programs, Htb};
 use crate::{
     default_scale, signal_ready, sleep_ns, take_map, wait_readable, Clock, Plan, HOST_OBJECT,
 };
@@ -62,19 +63,6 @@ pub struct HostConfig {
     pub counts: Option<PathBuf>,
     #[serde(default = "default_sample")]
     pub sample_ns: u64,
-    #[serde(default)]
-    pub limiter: Limiter,
-}
-
-/// How the shim's rates are enforced on the uplink.
-#[derive(Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
-#[serde(rename_all = "lowercase")]
-pub enum Limiter {
-    /// An HTB class per (VM, key): what exceeds the rate waits in the class's FIFO.
-    #[default]
-    Htb,
-    /// A token bucket per (VM, key) in the egress program: what exceeds the rate is dropped.
-    Bpf,
 }
 
 fn yes() -> bool {
@@ -105,7 +93,10 @@ const F_SCRUB: u32 = 1 << 4;
 const F_CLAMP: u32 = 1 << 5;
 const F_BUCKET: u32 = 1 << 6;
 
-fn flags(d: Datapath, scrub: bool, limiter: Limiter) -> u32 {
+fn flags(d: Datapath, scrub: bool) -> u32 {
+    let drops = d
+        .limiter
+        .is_some_and(|b| b.on_shortage == ShortagePolicy::Drop);
     [
         (d.set_ect, F_SET_ECT),
         (d.clear_ce, F_COUNT_CE),
@@ -113,7 +104,7 @@ fn flags(d: Datapath, scrub: bool, limiter: Limiter) -> u32 {
         (d.feedback, F_FEEDBACK),
         (scrub, F_SCRUB),
         (d.clamp_window, F_CLAMP),
-        (limiter == Limiter::Bpf, F_BUCKET),
+        (drops, F_BUCKET),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -239,69 +230,68 @@ fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
     Ok((bpf, maps))
 }
 
-/// The rate limiters, one per (VM, key) the shim reports.
-enum Limiters {
-    Htb(Classes),
-    /// The rates applied to the egress program's buckets.
-    Bpf(HashMap<(u32, u32), u64>),
+/// The rate limiters, one per (VM, key) the shim reports, as the shim's buckets say: what
+/// exceeds a rate waits in an HTB class's FIFO (`on_shortage = "queue"`) or is dropped by a
+/// token bucket in the egress program ("drop").
+struct Limiters {
+    kind: LimiterKind,
+    /// The shim's buckets, their burst in real time (a dilated shim's is that much longer).
+    bucket: BucketConfig,
+    /// (VM, key) -> (HTB minor id, or 0 for a BPF bucket; rate applied).
+    made: HashMap<(u32, u32), (u16, u64)>,
+}
+
+enum LimiterKind {
+    Htb {
+        htb: Htb,
+        next_minor: u16,
+        limit_bytes: u64,
+    },
+    Bpf,
 }
 
 impl Limiters {
     fn sync(&mut self, rates: &[(u32, u32, u64)], maps: &mut Maps) -> Result<(), String> {
-        match self {
-            Limiters::Htb(classes) => classes.sync(rates, &mut maps.classes),
-            Limiters::Bpf(applied) => {
-                for &(vm, key, bps) in rates {
-                    if applied.insert((vm, key), bps) != Some(bps) {
-                        let rate = BucketRate {
-                            bytes_per_sec: bps / 8,
-                            burst_bytes: BURST_BYTES,
-                        };
-                        maps.bucket_rates
-                            .insert(PairKey::new(vm, key), rate, 0)
-                            .map_err(|e| format!("bucket_rates map: {e}"))?;
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-}
-
-/// The rate limiters as HTB leaves on the uplink.
-struct Classes {
-    htb: Htb,
-    /// (VM, key) -> (minor id, rate applied).
-    made: HashMap<(u32, u32), (u16, u64)>,
-    next_minor: u16,
-    limit_bytes: u64,
-}
-
-impl Classes {
-    fn sync(
-        &mut self,
-        rates: &[(u32, u32, u64)],
-        map: &mut BpfHashMap<MapData, PairKey, u32>,
-    ) -> Result<(), String> {
         for &(vm, key, bps) in rates {
-            match self.made.get_mut(&(vm, key)) {
-                Some((minor, applied)) => {
-                    if *applied != bps {
-                        self.htb.change(*minor, bps)?;
-                        *applied = bps;
-                    }
-                }
-                None => {
-                    let minor = self.next_minor;
-                    self.next_minor = minor
-                        .checked_add(1)
-                        .ok_or("out of HTB class ids on the uplink")?;
-                    self.htb.add(minor, bps, self.limit_bytes)?;
-                    map.insert(PairKey::new(vm, key), (1u32 << 16) | minor as u32, 0)
-                        .map_err(|e| format!("classes map: {e}"))?;
-                    self.made.insert((vm, key), (minor, bps));
-                }
+            let made = self.made.get(&(vm, key)).copied();
+            if made.is_some_and(|(_, applied)| applied == bps) {
+                continue;
             }
+            let burst = self.bucket.depth_for(bps);
+            let minor = match &mut self.kind {
+                LimiterKind::Bpf => {
+                    let rate = BucketRate {
+                        bytes_per_sec: bps / 8,
+                        burst_bytes: burst,
+                    };
+                    maps.bucket_rates
+                        .insert(PairKey::new(vm, key), rate, 0)
+                        .map_err(|e| format!("bucket_rates map: {e}"))?;
+                    0
+                }
+                LimiterKind::Htb {
+                    htb,
+                    next_minor,
+                    limit_bytes,
+                } => match made {
+                    Some((minor, _)) => {
+                        htb.change(minor, bps, burst)?;
+                        minor
+                    }
+                    None => {
+                        let minor = *next_minor;
+                        *next_minor = minor
+                            .checked_add(1)
+                            .ok_or("out of HTB class ids on the uplink")?;
+                        htb.add(minor, bps, burst, *limit_bytes)?;
+                        maps.classes
+                            .insert(PairKey::new(vm, key), (1u32 << 16) | minor as u32, 0)
+                            .map_err(|e| format!("classes map: {e}"))?;
+                        minor
+                    }
+                },
+            };
+            self.made.insert((vm, key), (minor, bps));
         }
         Ok(())
     }
@@ -361,7 +351,8 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         .flatten();
     let datapath = shim.as_ref().map(|s| s.datapath()).unwrap_or_default();
 
-    let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub && datapath.scrub, cfg.limiter))?;
+    let clock = Clock::new(cfg.start_mono_ns, cfg.time_scale);
+    let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub && datapath.scrub))?;
     for port in cfg.vm_ports.values() {
         attach(&mut bpf, "vm_ingress", port, TcAttachType::Ingress)?;
     }
@@ -373,18 +364,27 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         TcAttachType::Ingress,
     )?;
     let nic = &plan.ports[plan.hosts[cfg.host as usize].nic_port as usize];
-    let mut limiters = match cfg.limiter {
-        Limiter::Htb => Limiters::Htb(Classes {
-            htb: Htb::new(&cfg.uplink)?,
+    let mut limiters = match datapath.limiter {
+        None => None,
+        Some(bucket) => Some(Limiters {
+            kind: match bucket.on_shortage {
+                ShortagePolicy::Drop => LimiterKind::Bpf,
+                ShortagePolicy::Queue => LimiterKind::Htb {
+                    htb: Htb::new(&cfg.uplink)?,
+                    next_minor: 0x10,
+                    limit_bytes: nic
+                        .queue
+                        .limit_bytes
+                        .unwrap_or(0)
+                        .max(nic.queue.limit_packets.unwrap_or(0) * 1514),
+                },
+            },
+            bucket: BucketConfig {
+                burst_ns: clock.real(bucket.burst_ns),
+                ..bucket
+            },
             made: HashMap::new(),
-            next_minor: 0x10,
-            limit_bytes: nic
-                .queue
-                .limit_bytes
-                .unwrap_or(0)
-                .max(nic.queue.limit_packets.unwrap_or(0) * 1514),
         }),
-        Limiter::Bpf => Limiters::Bpf(HashMap::new()),
     };
     let raw = RawSocket::new()?;
     let mut control = match (&cfg.control, &cfg.control_key) {
@@ -405,7 +405,6 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         }
     };
     let names: HashMap<u32, &str> = plan.vms.iter().map(|v| (v.ip(), v.name.as_str())).collect();
-    let clock = Clock::new(cfg.start_mono_ns, cfg.time_scale);
     let mut seen: HashMap<PairKey, RawCounts> = HashMap::new();
     let mut flushed: HashMap<PairKey, u64> = HashMap::new();
     let mut next_sample: Nanos = 0;
@@ -447,7 +446,9 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         shim.rates(&mut |vm, key, bps| {
             rates.push((vm, key, (bps as f64 * cfg.rate_scale) as u64));
         });
-        limiters.sync(&rates, &mut maps)?;
+        if let Some(limiters) = &mut limiters {
+            limiters.sync(&rates, &mut maps)?;
+        }
         if datapath.clamp_window {
             sync_clamps(&**shim, &mut maps.clamps, &clock)?;
         }

@@ -77,34 +77,38 @@ impl Htb {
             .map_err(|e| format!("tc batch: {e}"))
     }
 
-    /// A new leaf class 1:`minor` at `rate_bps` with a byte FIFO of `limit_bytes` under it.
-    pub fn add(&mut self, minor: u16, rate_bps: u64, limit_bytes: u64) -> Result<(), String> {
+    /// A new leaf class 1:`minor` at `rate_bps` with a burst of `burst_bytes` and a byte FIFO
+    /// of `limit_bytes` under it.
+    pub fn add(
+        &mut self,
+        minor: u16,
+        rate_bps: u64,
+        burst_bytes: u64,
+        limit_bytes: u64,
+    ) -> Result<(), String> {
         let dev = self.dev.clone();
         self.line(format!(
             "class add dev {dev} parent {PARENT} classid 1:{minor:x} htb {}",
-            rate_args(rate_bps)
+            rate_args(rate_bps, burst_bytes)
         ))?;
         self.line(format!(
             "qdisc add dev {dev} parent 1:{minor:x} handle {minor:x}: bfifo limit {limit_bytes}"
         ))
     }
 
-    pub fn change(&mut self, minor: u16, rate_bps: u64) -> Result<(), String> {
+    pub fn change(&mut self, minor: u16, rate_bps: u64, burst_bytes: u64) -> Result<(), String> {
         let dev = self.dev.clone();
         self.line(format!(
             "class change dev {dev} parent {PARENT} classid 1:{minor:x} htb {}",
-            rate_args(rate_bps)
+            rate_args(rate_bps, burst_bytes)
         ))
     }
 }
 
-/// A limiter's burst: four full frames, so that a low rate still passes full-size frames.
-pub const BURST_BYTES: u64 = 6056;
-
-/// HTB's rate and ceiling (the same: a limiter, not a share), with the limiters' burst.
-fn rate_args(rate_bps: u64) -> String {
+/// HTB's rate and ceiling (the same: a limiter, not a share) and burst.
+fn rate_args(rate_bps: u64, burst_bytes: u64) -> String {
     let rate = rate_bps.max(8_000);
-    format!("rate {rate}bit ceil {rate}bit burst {BURST_BYTES} cburst {BURST_BYTES} quantum 1514")
+    format!("rate {rate}bit ceil {rate}bit burst {burst_bytes} cburst {burst_bytes} quantum 1514")
 }
 
 impl Drop for Htb {

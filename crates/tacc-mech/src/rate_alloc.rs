@@ -27,7 +27,7 @@ pub enum ShortagePolicy {
 }
 
 /// Token-bucket sizing and shortage behaviour shared by every limiter in this crate.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BucketConfig {
     /// Smallest bucket depth in bytes: one maximum-size Ethernet frame, so that a full-size
     /// packet can always pass at any rate.
@@ -331,6 +331,10 @@ impl<S> KeyedBuckets<S> {
         }
     }
 
+    pub fn config(&self) -> &BucketConfig {
+        &self.config
+    }
+
     /// Limits (`vm`, `key`) to `rate_bps` from `now` on; a new key starts with a full bucket
     /// and `state()`.
     pub fn set_rate(
@@ -562,6 +566,11 @@ impl StaticRateLimiter {
     /// Limits `vm` to `rate_bps` from `now` on.
     pub fn set_rate(&mut self, now: Nanos, vm: u32, rate_bps: u64) {
         self.buckets.set_rate(now, vm, 0, rate_bps, || ());
+    }
+
+    /// The buckets' depth and what they do on a shortage.
+    pub fn bucket_config(&self) -> &BucketConfig {
+        self.buckets.config()
     }
 
     /// The VM's limit, `None` if it is unlimited.

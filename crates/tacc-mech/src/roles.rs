@@ -18,7 +18,7 @@
 
 use crate::control::{ControlMessage, FlowMod, FlowSample, HostMessage, PacketIn, PacketInHeaders};
 use crate::headers::PacketHeaders;
-use crate::rate_alloc::EgressVerdict;
+use crate::rate_alloc::{BucketConfig, EgressVerdict};
 use crate::units::Size;
 use crate::Nanos;
 
@@ -74,6 +74,9 @@ pub struct Datapath {
     pub pair_counts: bool,
     /// Drop the VMs' packets of the feedback protocol and clear the IPR bits they set.
     pub scrub: bool,
+    /// Enforce [`HostShim::rates`] with token buckets of this depth, dropping or queueing
+    /// what finds too few tokens (the scenario's `burst` and `on_shortage`).
+    pub limiter: Option<BucketConfig>,
 }
 
 /// ACKs from `remote` to the local `vm` carry at most `window` in their window field (`mss`

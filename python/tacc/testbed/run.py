@@ -67,10 +67,6 @@ class Options:
     # Host agents drop what only a shim may send (feedback packets, IPR bits) when a VM sends
     # it; off only to measure what a forging VM could do without the protection.
     scrub: bool = True
-    # How host agents enforce the mechanism's rates: "htb" (an HTB class per VM pair, the
-    # excess waits in its FIFO) or "bpf" (a token bucket in the egress program, the excess is
-    # dropped).
-    limiter: str = "htb"
     # The switches: "linux" (each switch a namespace that routes), "ovs" (an Open vSwitch
     # bridge driven by the SDN controller) or "auto" (ovs where the mechanism has a
     # controller app, linux otherwise).
@@ -443,7 +439,6 @@ class _Run:
                     "control_key": str(workdir / control.KEY_FILE),
                     "counts": str(workdir / f"agent-h{j}.counts.json"),
                     "scrub": self.options.scrub,
-                    "limiter": self.options.limiter,
                 }))
         agents = []
         for name, ns, role, config in configs:
@@ -573,7 +568,7 @@ class _Run:
             "run_id": self.names.run_id, "kernel": found.kernel,
             "rate_scale": scale, "rate_cap_bps": self.options.rate_cap_bps,
             "mechanism_time_scale": self.time_scale,
-            "base_rtt_us": base_rtt_us, "limiter": self.options.limiter,
+            "base_rtt_us": base_rtt_us, "limiter": limiter_of(plan),
             "not_emulated": [*plan_notes(plan, found.netem), *found.notes, *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
@@ -603,6 +598,20 @@ def resolve_switches(plan: Plan, switches: str) -> str:
     from tacc import _core
 
     return "ovs" if _core.Controller(json.dumps(plan)).has_app() else "linux"
+
+
+LIMITER_KINDS = ("static-rate", "hygenicc", "sdn-gcc")
+
+
+def limiter_of(plan: Plan) -> str | None:
+    """How the host agents enforce the mechanism's rates, as its `on_shortage` says (default
+    "drop", as the [mechanism] table's): "bpf", a token bucket in the egress program that
+    drops what exceeds the rate, or "htb", an HTB class per rate whose FIFO holds it; None
+    without rates."""
+    mechanism = plan["mechanism"] or {}
+    if mechanism.get("kind") not in LIMITER_KINDS:
+        return None
+    return "htb" if mechanism.get("on_shortage", "drop") == "queue" else "bpf"
 
 
 def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:

@@ -102,6 +102,7 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
             clamp_window: false,
             pair_counts: true,
             scrub: self.config().scrub,
+            limiter: Some(self.config().alloc.bucket),
         }
     }
     fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {

@@ -184,6 +184,7 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for SdnGccShim {
             set_ect: true,
             clear_ce: self.config().clear_ce,
             pair_counts: true,
+            limiter: Some(self.config().alloc.bucket),
             ..Datapath::default()
         }
     }

@@ -6,7 +6,7 @@ use crate::headers::PacketHeaders;
 use crate::mechanisms::limiter::bucket_config;
 use crate::mechanisms::{Checks, Mechanism};
 use crate::rate_alloc::{BucketConfig, EgressVerdict, StaticRateLimiter};
-use crate::roles::{Fabric, HostShim, Instance};
+use crate::roles::{Datapath, Fabric, HostShim, Instance};
 use crate::units::{Duration, Rate};
 use crate::Nanos;
 
@@ -83,6 +83,12 @@ impl Mechanism for StaticRateConfig {
 impl<P: PacketHeaders + ?Sized> HostShim<P> for StaticRateLimiter {
     fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
         StaticRateLimiter::on_egress(self, now, pkt.src(), pkt.ip_len() as u64)
+    }
+    fn datapath(&self) -> Datapath {
+        Datapath {
+            limiter: Some(*self.bucket_config()),
+            ..Datapath::default()
+        }
     }
     fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
         for (vm, key, bps) in self.rates() {
