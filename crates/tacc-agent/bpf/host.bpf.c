@@ -23,6 +23,7 @@
 #define F_SCRUB (1 << 4)
 #define F_CLAMP (1 << 5)
 #define F_BUCKET (1 << 6)
+#define F_ADMISSION (1 << 7)
 
 /* Addresses in network byte order. */
 struct pair_key {
@@ -54,6 +55,7 @@ enum counter {
 	C_RWND_REWRITES,
 	C_UNKNOWN_PAIRS,
 	C_BUCKET_DROPS,
+	C_ADMISSION_DROPS,
 	C_MAX,
 };
 
@@ -123,6 +125,15 @@ struct {
 	__type(key, struct pair_key);
 	__type(value, struct bucket_state);
 } buckets SEC(".maps");
+
+/* Admission control: destinations (network byte order) towards which the VMs may open no
+ * connection now. The agent keeps it to the shim's list. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u8);
+} refused SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -225,6 +236,13 @@ int uplink_egress(struct __sk_buff *skb)
 	if (!ip || ip->protocol == FEEDBACK_PROTO)
 		return TC_ACT_OK; /* the agent's own feedback goes out as it is */
 	__u32 f = flags();
+	if ((f & F_ADMISSION) && bpf_map_lookup_elem(&refused, &ip->daddr)) {
+		struct tcphdr *tcp = tcp_of(skb, ip);
+		if (tcp && tcp->syn && !tcp->ack) {
+			count(C_ADMISSION_DROPS);
+			return TC_ACT_SHOT;
+		}
+	}
 	struct pair_counts *c = pair(ip->saddr, ip->daddr);
 	if (c) {
 		__sync_fetch_and_add(&c->tx_packets, 1);

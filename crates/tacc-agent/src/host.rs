@@ -7,7 +7,7 @@
 //! socket, signed with the run's key ([`crate::control`]). Its counters and the socket's go to
 //! a JSON file for the run's summary.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
@@ -92,6 +92,7 @@ const F_FEEDBACK: u32 = 1 << 3;
 const F_SCRUB: u32 = 1 << 4;
 const F_CLAMP: u32 = 1 << 5;
 const F_BUCKET: u32 = 1 << 6;
+const F_ADMISSION: u32 = 1 << 7;
 
 fn flags(d: Datapath, scrub: bool) -> u32 {
     let drops = d
@@ -105,6 +106,7 @@ fn flags(d: Datapath, scrub: bool) -> u32 {
         (scrub, F_SCRUB),
         (d.clamp_window, F_CLAMP),
         (drops, F_BUCKET),
+        (d.admission_control, F_ADMISSION),
     ]
     .iter()
     .filter(|(on, _)| *on)
@@ -184,19 +186,22 @@ struct Maps {
     classes: BpfHashMap<MapData, PairKey, u32>,
     clamps: BpfHashMap<MapData, PairKey, RawClamp>,
     bucket_rates: BpfHashMap<MapData, PairKey, BucketRate>,
+    /// Destinations (network byte order) the VMs may open no connection to.
+    refused: BpfHashMap<MapData, u32, u8>,
     /// What the programs did on their own, indexed by `enum counter` of host.bpf.c.
     counters: Array<MapData, u64>,
 }
 
 /// The names of host.bpf.c's counters, in the order of its `enum counter`. Its window clamps
-/// are SICC's ACK rewrites, so they add to the shim's own count of them (which stays 0 where
-/// the datapath rewrites).
-const DATAPATH_COUNTERS: [&str; 5] = [
+/// are SICC's ACK rewrites and its refused connection requests HyGenICC's admission drops, so
+/// they add to the shim's own counts of them (which stay 0 where the datapath does the work).
+const DATAPATH_COUNTERS: [&str; 6] = [
     "scrubbed_feedback",
     "scrubbed_ipr",
     "rwnd_rewrites",
     "unknown_pairs",
     "bucket_drops",
+    "admission_drops",
 ];
 
 /// The programs' own counters, by name.
@@ -225,6 +230,7 @@ fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
         classes: take_map(&mut bpf, "classes")?,
         clamps: take_map(&mut bpf, "clamps")?,
         bucket_rates: take_map(&mut bpf, "bucket_rates")?,
+        refused: take_map(&mut bpf, "refused")?,
         counters: take_map(&mut bpf, "counters")?,
     };
     Ok((bpf, maps))
@@ -406,6 +412,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     };
     let names: HashMap<u32, &str> = plan.vms.iter().map(|v| (v.ip(), v.name.as_str())).collect();
     let mut seen: HashMap<PairKey, RawCounts> = HashMap::new();
+    let mut refused = HashSet::new();
     let mut flushed: HashMap<PairKey, u64> = HashMap::new();
     let mut next_sample: Nanos = 0;
     let mut next_counts: Nanos = 0;
@@ -451,6 +458,9 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         }
         if datapath.clamp_window {
             sync_clamps(&**shim, &mut maps.clamps, &clock)?;
+        }
+        if datapath.admission_control {
+            sync_refused(&**shim, now, &mut maps.refused, &mut refused)?;
         }
         // The samples are on the real clock, as the run's other records.
         if elapsed >= next_sample {
@@ -499,6 +509,29 @@ fn write_counts(path: &Path, counts: &BTreeMap<&str, f64>) -> Result<(), String>
     std::fs::write(&tmp, json)
         .and_then(|_| std::fs::rename(&tmp, path))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The refused map holds exactly the shim's refused destinations (`applied`: what it holds,
+/// so that an unchanged list costs no system call).
+fn sync_refused(
+    shim: &dyn HostShim<Ipv4Packet<Vec<u8>>>,
+    now: Nanos,
+    map: &mut BpfHashMap<MapData, u32, u8>,
+    applied: &mut HashSet<u32>,
+) -> Result<(), String> {
+    let mut want = HashSet::new();
+    shim.refused_destinations(now, &mut |dst| {
+        want.insert(dst.to_be());
+    });
+    for k in applied.difference(&want) {
+        let _ = map.remove(k);
+    }
+    for &k in want.difference(applied) {
+        map.insert(k, 1, 0)
+            .map_err(|e| format!("refused map: {e}"))?;
+    }
+    *applied = want;
+    Ok(())
 }
 
 /// The clamps map holds exactly the shim's clamps, expiry on CLOCK_MONOTONIC.
@@ -672,6 +705,36 @@ mod tests {
         maps.flushed.insert(PairKey::new(VM, REMOTE), 1, 0).unwrap();
         let third = run(&mut bpf, "uplink_egress", &frame(&out_pkt));
         assert_eq!(third.frame, expected(&out_pkt, |p| p.set_ecn(Ecn::Ect0)));
+    }
+
+    #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
+    fn admission_control_drops_only_connection_requests_to_refused_destinations() {
+        require_root("admission_control_drops_only_connection_requests_to_refused_destinations");
+        let (mut bpf, mut maps) = load(ALL | F_ADMISSION).unwrap();
+        maps.refused.insert(REMOTE.to_be(), 1, 0).unwrap();
+        let verdict = |bpf: &mut Ebpf, dst: u32, flags: u8| {
+            let p = packet(VM, dst, ip_proto::TCP, Ecn::NotEct, 1, ack(flags, 100));
+            run(bpf, "uplink_egress", &frame(&p)).verdict
+        };
+        assert_eq!(verdict(&mut bpf, REMOTE, tcp_flags::SYN), TC_ACT_SHOT);
+        // A connection already open, and its SYN-ACK, go on; so does a SYN elsewhere.
+        assert_eq!(verdict(&mut bpf, REMOTE, tcp_flags::ACK), TC_ACT_OK);
+        assert_eq!(
+            verdict(&mut bpf, REMOTE, tcp_flags::SYN | tcp_flags::ACK),
+            TC_ACT_OK
+        );
+        assert_eq!(verdict(&mut bpf, REMOTE + 1, tcp_flags::SYN), TC_ACT_OK);
+        let mut counts = BTreeMap::new();
+        datapath_counts(&maps, &mut |k, v| {
+            counts.insert(k, v);
+        })
+        .unwrap();
+        assert_eq!(counts["admission_drops"], 1.0);
+        // Without the flag nothing is refused.
+        let (mut bpf, mut maps) = load(ALL).unwrap();
+        maps.refused.insert(REMOTE.to_be(), 1, 0).unwrap();
+        assert_eq!(verdict(&mut bpf, REMOTE, tcp_flags::SYN), TC_ACT_OK);
     }
 
     #[test]

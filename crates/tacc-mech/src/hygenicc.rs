@@ -426,11 +426,17 @@ impl HygenShim {
     /// True if some local pair towards `dst` has been cut to R_min and had feedback within
     /// the congestion timeout.
     fn congested_towards(&self, now: Nanos, dst: u32) -> bool {
-        self.limiter.entries().any(|(vm, d, rate, p)| {
+        self.congested_destinations(now).any(|d| d == dst)
+    }
+
+    /// The destinations of the pairs held at R_min by fresh congestion: admission control
+    /// refuses new connections towards them. A destination may come more than once.
+    pub fn congested_destinations(&self, now: Nanos) -> impl Iterator<Item = u32> + '_ {
+        self.limiter.entries().filter_map(move |(vm, d, rate, p)| {
             let min_rate =
                 (self.limiter.share_bps(vm) as f64 * self.config.min_rate_fraction) as u64;
             let fresh = now.saturating_sub(p.feedback_time) < self.config.congestion_timeout;
-            d == dst && p.congested && fresh && rate <= min_rate
+            (p.congested && fresh && rate <= min_rate).then_some(d)
         })
     }
 }
@@ -881,6 +887,12 @@ mod tests {
         );
         assert_eq!(syn(&mut s, TU + 1, VM_A, REMOTE2), EgressVerdict::Pass);
         assert_eq!(s.counters().drops_admission, 1);
+        // What a kernel datapath is told to refuse: the same destination alone.
+        assert_eq!(
+            s.congested_destinations(TU + 1).collect::<Vec<_>>(),
+            [REMOTE]
+        );
+        assert_eq!(s.congested_destinations(100_000 + 1_000_000).count(), 0);
         // Once the congestion times out the SYN goes through.
         assert_eq!(
             syn(&mut s, 100_000 + 1_000_000, VM_A, REMOTE),

@@ -77,6 +77,9 @@ pub struct Datapath {
     /// Enforce [`HostShim::rates`] with token buckets of this depth, dropping or queueing
     /// what finds too few tokens (the scenario's `burst` and `on_shortage`).
     pub limiter: Option<BucketConfig>,
+    /// Drop the VMs' connection requests (SYN without ACK) to the destinations of
+    /// [`HostShim::refused_destinations`].
+    pub admission_control: bool,
 }
 
 /// ACKs from `remote` to the local `vm` carry at most `window` in their window field (`mss`
@@ -106,6 +109,9 @@ pub trait HostShim<P: PacketHeaders + ?Sized>: Send {
     }
     /// The window clamps in force, for a kernel datapath.
     fn window_clamps(&self, _out: &mut dyn FnMut(WindowClamp)) {}
+    /// The destinations towards which no VM may open a connection at `now`, for a kernel
+    /// datapath (each once).
+    fn refused_destinations(&self, _now: Nanos, _out: &mut dyn FnMut(u32)) {}
     /// What a kernel datapath did for one pair since its last report, instead of
     /// [`HostShim::on_egress`] and [`HostShim::on_ingress`] per packet.
     fn on_datapath(&mut self, _now: Nanos, _counts: &PairCounts) {}

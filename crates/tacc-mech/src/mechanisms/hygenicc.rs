@@ -103,6 +103,14 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
             pair_counts: true,
             scrub: self.config().scrub,
             limiter: Some(self.config().alloc.bucket),
+            admission_control: self.config().admission_control,
+        }
+    }
+    fn refused_destinations(&self, now: Nanos, out: &mut dyn FnMut(u32)) {
+        if self.config().admission_control {
+            let refused: std::collections::BTreeSet<u32> =
+                self.congested_destinations(now).collect();
+            refused.into_iter().for_each(out);
         }
     }
     fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {
