@@ -37,7 +37,8 @@ import tacc
 from tacc._progress import simulation_bar
 from tacc.testbed import TestbedError, collect, control, dctcp, features, ovs, shell, topology
 from tacc.testbed.plan import (
-    DEFAULT_RATE_CAP_BPS, load_plan, plan_notes, rate_scale, scale_message, vm_tcp_ecn,
+    DEFAULT_RATE_CAP_BPS, PlanError, load_plan, plan_notes, rate_scale, scale_message,
+    vm_tcp_ecn,
 )
 from tacc.testbed.topology import Names
 
@@ -593,11 +594,17 @@ def resolve_switches(plan: Plan, switches: str) -> str:
     """"auto": OVS switches where the mechanism has a controller app."""
     if switches not in ("auto", "linux", "ovs"):
         raise TestbedError(f"switches: expected auto, linux or ovs, got {switches!r}")
-    if switches != "auto":
-        return switches
-    from tacc import _core
+    if switches == "auto":
+        from tacc import _core
 
-    return "ovs" if _core.Controller(json.dumps(plan)).has_app() else "linux"
+        switches = "ovs" if _core.Controller(json.dumps(plan)).has_app() else "linux"
+    multipath = sorted({plan["switches"][r["switch"]]["name"] for r in plan["routes"]
+                        if len(r["ports"]) > 1})
+    if switches == "ovs" and multipath:
+        raise PlanError(f"ECMP routes (at {', '.join(multipath)}) are not supported on Open "
+                        "vSwitch switches: the controller would send each flow by the first "
+                        "port, where the mechanism's path oracle follows the engine's hash")
+    return switches
 
 
 LIMITER_KINDS = ("static-rate", "hygenicc", "sdn-gcc")
