@@ -16,10 +16,12 @@ Each switch's tables, installed when it connects (again after a restart of eithe
 
 What OpenFlow cannot give (a port's ECN mark count, its queue length) the switch agent serves
 on its stats socket. Port and flow byte counters come from OpenFlow statistics, Ethernet
-headers taken off; they and the mark counts are scaled to the plan's rates, so that the app
-sees the counters the simulator would show it. Rules with a hard timeout of whole seconds get it from the switch;
-others are deleted by the controller when they expire. The scenario's `latency` (one way)
-delays every message in and out. Message and byte counts go to `counts` (JSON), carried over
+headers taken off; they and the mark counts are scaled to the plan's rates over the app's
+time, so that the app sees the counters the simulator would show it. The app's time runs at
+`time_scale` times real time (the agents' Clock: dilated by the rate scale for SDN-GCC), and
+its timers, rule timeouts and the scenario's `latency` (one way, on every message in and
+out) with it. Rules with a hard timeout of whole seconds (of real time) get it from the
+switch; others are deleted by the controller when they expire. Message and byte counts go to `counts` (JSON), carried over
 when the controller restarts.
 """
 

@@ -353,7 +353,8 @@ class _Run:
         plan, workdir = self.plan, self.workdir
         self._controller_config = {
             "plan": plan, "rate_scale": scale, "time_scale": self.time_scale,
-            "start_mono_ns": start_ns, "listen": ovs.CONTROLLER_PORT, "reply_socket": str(workdir / "stats.sock"),
+            "start_mono_ns": start_ns, "listen": ovs.CONTROLLER_PORT,
+            "reply_socket": str(workdir / "stats.sock"),
             "agents": {str(j): str(workdir / f"agent-h{j}.sock")
                        for j in range(len(plan["hosts"]))},
             "switch_stats": {str(i): str(workdir / f"agent-sw{i}.stats.sock")
@@ -628,9 +629,9 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
     of the port's packets, and as large a part of a queue's fill and drain, as in the
     simulator. SDN-GCC needs it: in real time its controller polled every 5 ms a queue that
     fills and drains ten times slower than the scenario's, read a tenth of the marks a poll,
-    and held rates twice the simulator's (docs/testbed.md, "SDN-GCC"). The other mechanisms keep real time, the timing their testbed results were measured with
-    (docs/testbed.md: HyGenICC dilated held the simulator's queue but split the link
-    unevenly)."""
+    and held rates twice the simulator's (docs/testbed.md, "SDN-GCC"). The other mechanisms
+    keep real time, the timing their testbed results were measured with (docs/testbed.md:
+    HyGenICC dilated held the simulator's queue but split the link unevenly)."""
     if clock not in ("auto", "real", "dilated"):
         raise TestbedError(f"mechanism clock: expected auto, real or dilated, got {clock!r}")
     if clock == "auto":
