@@ -152,23 +152,23 @@ def test_the_bpf_limiter_holds_the_rate_by_dropping(testbed_machine: None,
 NEWCOMER = Path(__file__).parent / "data" / "newcomer-during-congestion.toml"
 
 
-def test_hygenicc_admission_control_holds_a_new_connection_back_until_the_congestion_ends(
+def test_hygenicc_admission_control_refuses_new_connections_while_congested(
         testbed_machine: None, tmp_path: Path) -> None:
     """HyGenICC's admission control on the testbed: while four established flows (0-2 s)
-    hold s0's pair at R_min (30% of its share), s0's datapath drops its VM's SYN towards
-    the same receiver (0.5 s, and Linux's retry a second later), so the 2 MB newcomer
-    finishes only after the established flows stopped; the simulator drops the same two SYNs
-    (its newcomer done at 3.5 s, after the retry two seconds later still). The mechanism's
-    clock is dilated: in real time HyGenICC reads a tenth of the marks a tick at x0.1 and
-    its rates never reach R_min (no SYN refused, as without admission control)."""
+    hold s0's pair at R_min (30% of its share) with fresh congestion, s0's datapath drops
+    its VM's SYNs towards the same receiver; once the flows stop, the retries get through.
+    Four new connections (0.5-0.9 s) each try at their start and a second later: the
+    simulator refuses all 8 SYNs, the testbed 4-8 in six runs (the established TCP flows'
+    sawtooth leaves moments without fresh feedback), so at least 2 are asked for. The
+    mechanism's clock is dilated: in real time HyGenICC reads a tenth of the marks a tick at
+    x0.1 and its rates never reach R_min here (no SYN refused)."""
     out = tmp_path / "out"
     run.run_testbed(NEWCOMER, [], run.Options(out=out, quiet=True, mechanism_clock="dilated"))
     assert_checksums_correct(out)
     summary = read_summary(out)
-    assert summary["testbed"]["host_agents"]["s0"]["admission_drops"] >= 1, summary["testbed"]
-    newcomer = next(f for f in summary["flows"] if f["name"] == "newcomer")
-    assert newcomer["completed"], newcomer
-    assert 0.5 + newcomer["fct"] >= 2.0, newcomer
+    assert summary["testbed"]["host_agents"]["s0"]["admission_drops"] >= 2, summary["testbed"]
+    newcomers = [f for f in summary["flows"] if f["name"].startswith("newcomer")]
+    assert len(newcomers) == 4 and all(f["completed"] for f in newcomers), newcomers
 
 
 def test_killing_the_agents_leaves_the_last_rates_in_force(testbed_machine: None,
