@@ -15,10 +15,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m tacc.testbed.agent host|switch CONFIG.json", file=sys.stderr)
         return 2
     from tacc import _core
-    from tacc.testbed import shell
 
-    if argv[0] == "switch":
-        shell.realtime(shell.MECHANISM_PRIORITY)
     try:
         _core.agent_run(argv[0], Path(argv[1]).read_text(encoding="utf-8"))
     except OSError as exc:

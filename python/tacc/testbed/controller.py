@@ -586,9 +586,6 @@ def main(argv: list[str]) -> int:
         print("tacc-controller: error: os-ken is not installed (pip install os-ken)",
               file=sys.stderr)
         return 2
-    from tacc.testbed import shell
-
-    shell.realtime(shell.MECHANISM_PRIORITY)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     hub.patch(thread=False)

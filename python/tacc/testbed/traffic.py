@@ -33,7 +33,6 @@ import threading
 import time
 from pathlib import Path
 
-from tacc.testbed import shell
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -49,10 +48,10 @@ PRECONNECT_NS = 100_000_000  # handshakes of flows starting at zero: within the 
 GO_POLL_S = 0.005
 MAX_LAG_NS = 2_000_000  # a late UDP source catches up on at most this much missed sending
 # The VMs' applications are woken on time, before anything else of the host's but the
-# mechanism (shell.realtime): a sender woken late sends a burst that a limiter's small bucket
-# drops, and a receiver read late closes its window with the limiter's queue idle. With two
-# busy loops beside a run, a BPF limiter passed a UDP source 8-9% under its rate in every
-# 100 ms bin, at nice 0 and at nice -10 alike.
+# mechanism (run.Children.start gives them real-time priority): a sender woken late sends a
+# burst that a limiter's small bucket drops, and a receiver read late closes its window with
+# the limiter's queue idle. With two busy loops beside a run, a BPF limiter passed a UDP
+# source 8-9% under its rate in every 100 ms bin, at nice 0 and at nice -10 alike.
 # A UDP source sends at most this many packets a wake-up and then sleeps at least this long:
 # one the CPU cannot keep up with (a high --rate-cap) falls behind its rate instead of holding
 # a core from the rest of the host at real-time priority. 16 packets cover a wake-up 1.9 ms
@@ -287,7 +286,6 @@ def _write_json(path: Path, data: object) -> None:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
-    shell.realtime(shell.APPLICATION_PRIORITY)  # before any thread: they inherit it
     traffic = Traffic(spec)
     signal.signal(signal.SIGTERM, lambda *_: traffic.stopping.set())
     traffic.open_sinks()
