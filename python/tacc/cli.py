@@ -123,6 +123,9 @@ def _parser() -> argparse.ArgumentParser:
                          default="auto",
                          help="the mechanism's timers in real time or dilated by the rate "
                               "scale (auto: dilated for sdn-gcc, real otherwise)")
+    testbed.add_argument("--link-delays", action="store_true",
+                         help="emulate the links' delays, dilated by the rate scale (a delay "
+                              "line per link; see docs/testbed.md: not yet the default)")
     testbed.add_argument("--switches", choices=("auto", "linux", "ovs"), default="auto",
                          help="the switches: linux (namespaces that route), ovs (Open vSwitch "
                               "bridges driven by the SDN controller app) or auto (ovs for "
@@ -312,7 +315,8 @@ def _testbed(args: argparse.Namespace) -> int:
         options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
                               quiet=args.quiet, scrub=not args.no_scrub,
                               switches=args.switches,
-                              mechanism_clock=args.mechanism_clock)
+                              mechanism_clock=args.mechanism_clock,
+                              link_delays=args.link_delays)
         if args.rate_cap is not None:
             options.rate_cap_bps = args.rate_cap
         if args.repeat > 1:

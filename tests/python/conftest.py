@@ -140,7 +140,7 @@ def testbed_machine(engine: None) -> None:
     from tacc.testbed import features
     from tacc.testbed.topology import Names
 
-    problems, _ = features.host_problems(Names(secrets.token_hex(2)).probe)
+    problems = features.host_problems(Names(secrets.token_hex(2)).probe)
     if problems:
         reason = "testbed unavailable: " + "; ".join(problems)
         if os.environ.get("TACC_REQUIRE_TESTBED") == "1":

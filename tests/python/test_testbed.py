@@ -28,7 +28,8 @@ from tacc.summary import read_summary, summary_table
 from tacc.testbed import collect, features, plan as plans, run, topology
 from tacc.testbed.topology import Names
 
-PLAN_FILE = Path(__file__).parent / "data" / "motivating-plan.json"
+DATA = Path(__file__).parent / "data"
+PLAN_FILE = DATA / "motivating-plan.json"
 ENGINE_FLOWS_HEADER = (  # crates/tacc-sim/src/output.rs
     "name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,"
     "completed,retransmits,fast_retransmits,timeouts,ecn_reductions"
@@ -84,11 +85,11 @@ def test_ecmp_routes_are_refused_on_ovs_switches_and_kept_on_linux_ones(engine: 
 def test_the_notes_say_when_linux_reduces_windows_otherwise_than_the_scenario(
         plan: dict[str, Any]) -> None:
     # Linux always reduces with PRR; the scenario asks for RFC 6675's recovery.
-    assert any("RFC 6937" in n for n in plans.plan_notes(plan, netem=False))
+    assert any("RFC 6937" in n for n in plans.plan_notes(plan, link_delays=False))
 
     plan["tcp"]["prr"] = True
 
-    assert not any("RFC 6937" in n for n in plans.plan_notes(plan, netem=False))
+    assert not any("RFC 6937" in n for n in plans.plan_notes(plan, link_delays=False))
 
 
 def test_each_missing_plan_field_is_one_error_line(plan: dict[str, Any]) -> None:
@@ -202,14 +203,13 @@ def test_every_missing_tool_and_root_are_reported(monkeypatch: pytest.MonkeyPatc
                         lambda tool: None if tool in ("ethtool", "ping") else real_which(tool))
     monkeypatch.setattr(features.os, "geteuid", lambda: 1000)
 
-    problems, netem = features.host_problems("tacc-0000-probe")
+    problems = features.host_problems("tacc-0000-probe")
 
     assert problems == [
         "ethtool: not found on PATH (Debian package ethtool)",
         "ping: not found on PATH (Debian package iputils-ping)",
         "not root: namespaces, qdiscs and the BPF filesystem need euid 0",
     ]
-    assert netem is False
 
 
 def test_check_lists_every_missing_item_at_once(
@@ -218,7 +218,7 @@ def test_check_lists_every_missing_item_at_once(
     available = tmp_path / "cc"
     available.write_text("reno cubic\n")
     monkeypatch.setattr(features, "AVAILABLE_CC", available)
-    monkeypatch.setattr(features, "host_problems", lambda _ns: (["not root: ..."], False))
+    monkeypatch.setattr(features, "host_problems", lambda _ns: ["not root: ..."])
     monkeypatch.setattr(features, "agent_problems", lambda: ["agent: ..."])
     monkeypatch.setattr(features.dctcp, "problem", lambda: "no BPF DCTCP in this build")
     plan["flows"][0]["cc"] = "dctcp"
@@ -457,7 +457,9 @@ def test_the_topology_forwards_and_queues_as_planned(testbed_machine: None, name
 
     assert topo.port_devices[8] == (names.switch(0), "p8")
     assert topo.port_devices[9] == (names.host(4), "up0")
-    assert run.measure_base_rtt(plan, names) > 0  # s0 reaches r0 through sw0
+    assert not topo.wires
+    rtts = run.measure_base_rtt(plan, names, 0.1)  # s0 reaches r0 through sw0
+    assert rtts is not None and rtts[0] > 0
     qdiscs = json.loads(subprocess.run(["tc", "-n", names.switch(0), "-j", "qdisc", "show",
                                         "dev", "p8"], capture_output=True, check=True,
                                        text=True).stdout)
@@ -501,7 +503,8 @@ def test_two_paths_and_two_vms_on_a_host(testbed_machine: None, names: Names,
     plans.check_plan(two_paths)
     topology.build(two_paths, names, 0.1)
 
-    assert run.measure_base_rtt(two_paths, names) > 0  # v0 -> v2 across either link
+    rtts = run.measure_base_rtt(two_paths, names, 0.1)  # v0 -> v2 across either link
+    assert rtts is not None and rtts[0] > 0
     for src, dst in ((1, "10.0.0.3"), (1, "10.0.0.1")):  # and to the VM on its own host
         ping = subprocess.run(["ip", "netns", "exec", names.vm(src), "ping", "-n", "-c", "1",
                                "-W", "1", dst], capture_output=True, text=True)
@@ -516,6 +519,30 @@ def test_two_paths_and_two_vms_on_a_host(testbed_machine: None, names: Names,
 
 
 @pytest.mark.testbed
+@pytest.mark.parametrize(("sets", "delay_us", "scale"), [
+    ([], 25.0, 0.1),
+    (["--set", 'topology.link_delay="100us"', "--rate-cap", "50Mbps"], 100.0, 0.05),
+], ids=["25us-x0.1", "100us-x0.05"])
+def test_links_delay_packets_by_the_scenarios_delay_dilated_by_the_rate_scale(
+    testbed_machine: None, tmp_path: Path, sets: list[str], delay_us: float, scale: float,
+) -> None:
+    """Four-flows is a star at 1 Gb/s: a ping crosses four links, each its delay and 84 B
+    of serialization, all dilated by the rate scale. The wire takes the namespaces' own
+    latency (about 100 us) out of the links' delays, so that the base RTT is the
+    scenario's: within 10%."""
+    out = tmp_path / "out"
+    argv = ["testbed", str(DATA / "four-flows.toml"), "--out", str(out), "--duration", "0.3s",
+            "--quiet", "--no-plot", "--link-delays", *sets]
+
+    assert cli.main(argv) == 0
+
+    tb = json.loads((out / "summary.json").read_text())["testbed"]
+    expected_us = 4 * (delay_us + 84 * 8 / 1e9 * 1e6) / scale
+    assert tb["scenario_base_rtt_us"] == pytest.approx(expected_us, rel=1e-6)
+    assert tb["base_rtt_us"] == pytest.approx(expected_us, rel=0.10)
+
+
+@pytest.mark.testbed
 @pytest.mark.parametrize("failure", [RuntimeError("injected"), run.Interrupted()])
 def test_a_failing_run_leaves_nothing_behind(
     testbed_machine: None, plan: dict[str, Any], failure: BaseException,
@@ -525,7 +552,7 @@ def test_a_failing_run_leaves_nothing_behind(
     directory pinned: teardown removes them all."""
     seen: dict[str, Any] = {}
 
-    def fail_after_build(_plan: dict[str, Any], names: Names) -> float:
+    def fail_after_build(_plan: dict[str, Any], names: Names, _scale: float) -> float:
         names.bpffs.mkdir()
         seen["names"] = names
         seen["stray"] = subprocess.Popen(["ip", "netns", "exec", names.vm(0), "sleep", "60"])

@@ -14,6 +14,7 @@ TACC_REQUIRE_TESTBED=1.
 from __future__ import annotations
 
 import csv
+import functools
 import os
 import signal
 import socket
@@ -26,7 +27,7 @@ from typing import Any
 import pytest
 
 from tacc.summary import read_summary
-from tacc.testbed import control, repeat, run
+from tacc.testbed import control, repeat, run, shell
 from tacc.testbed.control import ControlSender
 from tacc.testbed.topology import Names
 
@@ -222,8 +223,11 @@ def forge_from_the_competitor(names: Names, workdir: Path, t0: int) -> None:
     wait = (t0 - time.monotonic_ns()) / 1e9
     time.sleep(max(0.0, wait + 2.0))
     until = time.time() + 4.0
+    # At the VMs' applications' priority, as the traffic: at normal priority the forger
+    # sent a varying part of its packets next to the real-time traffic and wire.
     subprocess.run(["ip", "netns", "exec", names.vm(1), sys.executable, "-c", FORGER,
-                    "10.0.0.1", "10.0.0.3", str(until)], check=True, timeout=30)
+                    "10.0.0.1", "10.0.0.3", str(until)], check=True, timeout=30,
+                   preexec_fn=functools.partial(shell.realtime, shell.APPLICATION_PRIORITY))
 
 
 @pytest.mark.parametrize("scrub", [True, False], ids=["protected", "unprotected"])

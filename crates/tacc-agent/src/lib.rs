@@ -3,7 +3,9 @@
 //! `tacc-mech` state machine on its timers, writing rates and flags back through BPF maps and
 //! HTB classes:
 //! - [`host`]: one per hypervisor namespace, under its VMs (the host shim of `roles`);
-//! - [`switch`]: one per switch namespace, the ports' ECN marking and counters.
+//! - [`switch`]: one per switch namespace, the ports' ECN marking and counters;
+//! - [`delay_line`]: the links' propagation delays (the `wire` role; no eBPF: a frame
+//!   forwarder).
 //!
 //! An agent is started with a JSON configuration that carries the scenario's [`Plan`], so it
 //! builds its mechanism from the same keys as the simulator. It runs until it is killed, and it
@@ -11,6 +13,7 @@
 //! values, when it dies.
 
 mod control;
+pub mod delay_line;
 pub mod host;
 pub mod switch;
 mod tc;
@@ -40,8 +43,12 @@ pub fn has_programs() -> bool {
     !HOST_OBJECT.is_empty() && !SWITCH_OBJECT.is_empty()
 }
 
-/// Runs the agent of `role` ("host" or "switch") with its JSON configuration, until killed.
+/// Runs the agent of `role` ("host", "switch" or "wire") with its JSON configuration, until
+/// killed.
 pub fn run(role: &str, config: &str) -> Result<(), String> {
+    if role == "wire" {
+        return delay_line::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?);
+    }
     if !has_programs() {
         return Err("tacc was built without its eBPF programs (clang was missing)".into());
     }
@@ -49,7 +56,7 @@ pub fn run(role: &str, config: &str) -> Result<(), String> {
         "host" => host::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?),
         "switch" => switch::run(serde_json::from_str(config).map_err(|e| format!("config: {e}"))?),
         other => Err(format!(
-            "unknown agent role {other:?} (expected host or switch)"
+            "unknown agent role {other:?} (expected host, switch or wire)"
         )),
     }
 }

@@ -1,7 +1,7 @@
-"""A testbed agent process: `python -m tacc.testbed.agent host|switch CONFIG.json`, started by
-`tacc testbed` inside a hypervisor or switch namespace (`ip netns exec`). The agent itself is
-Rust (crates/tacc-agent): it attaches the eBPF programs and runs the mechanism's state machine
-until it is killed. Exit status 2 with one `tacc-agent: error: ...` line when it cannot start.
+"""A testbed agent process: `python -m tacc.testbed.agent host|switch|wire CONFIG.json`,
+started by `tacc testbed` inside a hypervisor, switch or wire namespace (`ip netns exec`).
+The agent itself is Rust (crates/tacc-agent): it attaches the eBPF programs and runs the
+mechanism's state machine (the wire: the links' delays) until it is killed. Exit status 2 with one `tacc-agent: error: ...` line when it cannot start.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from pathlib import Path
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("host", "switch"):
-        print("usage: python -m tacc.testbed.agent host|switch CONFIG.json", file=sys.stderr)
+    if len(argv) != 2 or argv[0] not in ("host", "switch", "wire"):
+        print("usage: python -m tacc.testbed.agent host|switch|wire CONFIG.json",
+              file=sys.stderr)
         return 2
     from tacc import _core
 

@@ -1,7 +1,7 @@
 """What a testbed run needs of the machine, checked before anything is built: root, the
 tools, network namespaces, the qdiscs (htb, bfifo, clsact), the BPF filesystem, the
 congestion controls the scenario's flows use, and the agent. Every missing item is
-reported at once (TestbedUnavailable); what only lowers fidelity (no netem) is recorded.
+reported at once (TestbedUnavailable); what only lowers fidelity is recorded.
 """
 
 from __future__ import annotations
@@ -33,11 +33,10 @@ WHY_MISSING = {"dctcp": "no dctcp module"}
 
 @dataclass(frozen=True)
 class Features:
-    """What the machine offers a run: the kernel, netem, and the Linux congestion control
-    each scenario congestion control runs as."""
+    """What the machine offers a run: the kernel and the Linux congestion control each
+    scenario congestion control runs as."""
 
     kernel: str
-    netem: bool
     cc: dict[str, str]
     notes: list[str] = field(default_factory=list)
     # The scenario's DCTCP runs as tacc's BPF DCTCP, registered for the run.
@@ -48,12 +47,12 @@ def check(plan: Plan, probe_ns: str, keep_going: bool = False) -> Features:
     """Every check; raises TestbedUnavailable with one line per missing item. With
     `keep_going`, a missing congestion control runs as its nearest relative (recorded in
     `notes`) instead."""
-    missing, netem = host_problems(probe_ns)
+    missing = host_problems(probe_ns)
     cc, cc_missing, notes, bpf_dctcp = _congestion_controls(plan, keep_going)
     missing += cc_missing + agent_problems()
     if missing:
         raise TestbedUnavailable(missing)
-    return Features(kernel=platform.release(), netem=netem, cc=cc, notes=notes,
+    return Features(kernel=platform.release(), cc=cc, notes=notes,
                     bpf_dctcp=bpf_dctcp)
 
 
@@ -75,8 +74,8 @@ def agent_problems() -> list[str]:
     return []
 
 
-def host_problems(probe_ns: str) -> tuple[list[str], bool]:
-    """What the machine lacks whatever the scenario, and whether it has netem."""
+def host_problems(probe_ns: str) -> list[str]:
+    """What the machine lacks whatever the scenario."""
     missing = [
         f"{tool}: not found on PATH (Debian package {package})"
         for tool, package in TOOLS.items()
@@ -84,17 +83,14 @@ def host_problems(probe_ns: str) -> tuple[list[str], bool]:
     ]
     if os.geteuid() != 0:
         # Namespaces, qdiscs and mounts all need root: their checks would only repeat it.
-        return [*missing, "not root: namespaces, qdiscs and the BPF filesystem need euid 0"], False
+        return [*missing, "not root: namespaces, qdiscs and the BPF filesystem need euid 0"]
     if shutil.which("ip") is None or shutil.which("tc") is None:
-        return missing, False
-    netem = False
+        return missing
     try:
         missing += _probe(probe_ns)
-        netem = _tc_works(probe_ns, "qdisc add dev tb1 root netem delay 1ms") is None
     finally:
         subprocess.run(["ip", "netns", "del", probe_ns], capture_output=True)
-    missing += _bpffs()
-    return missing, netem
+    return missing + _bpffs()
 
 
 def _probe(ns: str) -> list[str]:

@@ -152,6 +152,30 @@ def buffer_bytes(port: dict[str, Any]) -> int:
     return int(queue["limit_packets"]) * PACKET_BYTES
 
 
+def path_ports(plan: Plan, src_vm: int, dst_vm: int) -> list[int]:
+    """The plan ports a packet from VM `src_vm` to VM `dst_vm` leaves by (each switch's
+    first route port: an ECMP choice is not known here)."""
+    hosts = plan["hosts"]
+    src, dst = plan["vms"][src_vm]["host"], plan["vms"][dst_vm]["host"]
+    if src == dst:
+        return []
+    routes = {(r["switch"], r["vm"]): r["ports"] for r in plan["routes"]}
+    ports = [hosts[src]["nic_port"]]
+    while "switch" in (node := plan["ports"][ports[-1]]["to"]):
+        if len(ports) > len(plan["ports"]):
+            raise ValueError(f"the routes from VM {src_vm} to VM {dst_vm} loop")
+        ports.append(routes[(node["switch"], dst_vm)][0])
+    return ports
+
+
+def unloaded_rtt_ns(plan: Plan, src_vm: int, dst_vm: int, ip_bytes: int) -> float:
+    """The scenario's round trip of an `ip_bytes` packet and its answer of the same size
+    through empty queues: each port's serialization and delay, there and back."""
+    ports = path_ports(plan, src_vm, dst_vm) + path_ports(plan, dst_vm, src_vm)
+    return sum(plan["ports"][p]["delay_ns"] + ip_bytes * 8e9 / plan["ports"][p]["rate_bps"]
+               for p in ports)
+
+
 def rate_scale(plan: Plan, cap_bps: float) -> float:
     """The factor every rate is multiplied by so that the fastest link runs at `cap_bps`:
     the machine forwards about 1 Gb/s in all through veths without offloads."""
@@ -195,16 +219,15 @@ def linux_cc(cc: str) -> str:
     return {"newreno": "reno"}.get(cc, cc)
 
 
-def plan_notes(plan: Plan, netem: bool) -> list[str]:
+def plan_notes(plan: Plan, link_delays: bool) -> list[str]:
     """What the plan asks and the testbed does not emulate (recorded with the result);
-    `netem`: the kernel has it (the testbed does not use it yet)."""
+    `link_delays`: the run emulates the links' delays."""
     notes = []
     delays = sorted({p["delay_ns"] for p in plan["ports"] if p["delay_ns"]})
-    if delays:
+    if delays and not link_delays:
         shown = ", ".join(f"{d / 1e3:g}us" for d in delays)
-        why = "netem is not used yet" if netem else "no netem in this kernel"
-        notes.append(f"link delays ({shown}): not emulated ({why}); the base RTT is the "
-                     "veths' own")
+        notes.append(f"link delays ({shown}): not emulated (--link-delays emulates them); "
+                     "the base RTT is the veths' own")
     lossy = [p["name"] for p in plan["ports"] if p["loss_rate"]]
     if lossy:
         notes.append(f"random loss on links ({', '.join(lossy)}): not emulated (the testbed "

@@ -39,7 +39,7 @@ from tacc._progress import simulation_bar
 from tacc.testbed import TestbedError, collect, control, dctcp, features, ovs, shell, topology
 from tacc.testbed.plan import (
     DEFAULT_RATE_CAP_BPS, PlanError, load_plan, plan_notes, rate_scale, scale_message,
-    vm_tcp_ecn,
+    path_ports, unloaded_rtt_ns, vm_tcp_ecn,
 )
 from tacc.testbed.topology import Names
 
@@ -56,6 +56,7 @@ MIN_SAMPLE_NS = 100_000_000  # one `tc` call per sampled namespace: 1 ms would c
 OTHERS_EVERY = 10  # ports not in output.ports are sampled every 10th time (for the summary)
 MIN_AGENT_SAMPLE_NS = 1_000_000
 PING = ("-n", "-c", "20", "-i", "0.01", "-W", "1")
+PING_IP_BYTES = 84  # ping's default 56 bytes of data, ICMP's 8 and IP's 20
 RUN_DIR = re.compile(r"^tacc-testbed-([0-9a-f]{4})$")
 
 
@@ -76,6 +77,8 @@ class Options:
     # The mechanism's clock: "real", "dilated" (its time runs at the rate scale times real
     # time, see mechanism_time_scale) or "auto" (dilated for SDN-GCC, real for the others).
     mechanism_clock: str = "auto"
+    # The links' delays through delay lines (topology), or none: the veths' own.
+    link_delays: bool = False
     # Called in a thread of its own once the traffic has started, with the run's names, its
     # working directory (agents' control sockets: agent-h<j>.sock) and the flows' time zero:
     # for tests and experiments that act on a running testbed.
@@ -293,6 +296,8 @@ class _Run:
         self.failures: list[str] = []
         self.registered_dctcp = False
         self.time_scale = 1.0
+        # The namespaces' own round trip, measured without the links' delays (_start_wire).
+        self.stack_rtt_us: float | None = None
         self.controller: Child | None = None
         self.switches: ovs.Switches | None = None
 
@@ -319,13 +324,14 @@ class _Run:
                  f"{len(plan['hosts'])} hosts, {len(plan['vms'])} VMs, "
                  f"{len(plan['flows'])} flows, {duration_ns / 1e9:g}s")
         switches = resolve_switches(plan, options.switches)
-        topo = topology.build(plan, self.names, scale, switches)
+        topo = topology.build(plan, self.names, scale, switches, options.link_delays)
         agents_start = time.monotonic_ns()
         if switches == "ovs":
             self._start_controller(topo, scale, agents_start)
-        base_rtt_us = measure_base_rtt(plan, self.names)
-        if base_rtt_us is not None:
-            self.say(f"base RTT {base_rtt_us:.0f}us (first flow's endpoints, median of 20)")
+        wire, rtts = self._start_wire(topo, scale)
+        if rtts is not None:
+            self.say(f"base RTT {rtts[0]:.0f}us (first flow's endpoints, median of 20 pings; "
+                     f"the scenario's at x{scale:g} the rates: {rtts[1]:.0f}us)")
         agents = self._start_agents(topo, scale, agents_start)
         m = collect.Measured(duration_ns=duration_ns)
         t0 = self._start_traffic(found.cc, scale, duration_ns)
@@ -339,13 +345,13 @@ class _Run:
         if during is not None:
             during.join()
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
-        self.children.stop(agents + ([self.controller] if self.controller else []))
+        self.children.stop(agents + wire + ([self.controller] if self.controller else []))
         self._read_records(m)
         flows = collect.flow_summaries(plan, m, found.cc)
         summary = collect.summary(
             plan, m, flows, scale=scale, scenario_file=scenario_file,
             wall_seconds=time.monotonic() - started, sample_interval_ns=self.sample_interval_ns,
-            testbed=self._testbed(m, found, scale, base_rtt_us),
+            testbed=self._testbed(m, found, scale, rtts),
             controller=self._controller_counts(),
         )
         out = options.out or Path("out") / f"{plan['name']}-testbed"
@@ -462,6 +468,50 @@ class _Run:
         self._wait_ready(agents, time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9), "agent")
         return agents
 
+    def _start_wire(self, topo: topology.Topology,
+                    scale: float) -> tuple[list[Child], tuple[float, float] | None]:
+        """The links' delay lines (topology's wire namespace), at the priority of the
+        switches, for they are part of the network too; returns them and the base RTT as
+        measured and as the scenario gives it (measure_base_rtt).
+
+        The namespaces' own forwarding adds about 100 us to a round trip, which the
+        simulator's links do not have: the wire is first started with the scenario's delays
+        to measure it (the RTT less the delays and the serialization), then again with each
+        delay less that latency's share per delayed link crossed, so that the base RTT is
+        the scenario's. (A wire without delays would measure its own wake-ups too, which
+        delayed frames do not meet: their delay counts from the kernel's receive time.)"""
+        if not topo.wires:
+            return [], measure_base_rtt(self.plan, self.names, scale)
+        wire = self._launch_wire(topo.wires)
+        rtts = measure_base_rtt(self.plan, self.names, scale)
+        self.children.stop(wire)
+        directions = topo.wires
+        if rtts is not None:
+            flow = self.plan["flows"][0]
+            delay_ns = {d["from"]: d["delay_ns"] for d in topo.wires}
+            crossed = [delay_ns[f"w{p}"] for p in (
+                path_ports(self.plan, flow["src_vm"], flow["dst_vm"])
+                + path_ports(self.plan, flow["dst_vm"], flow["src_vm"])) if f"w{p}" in delay_ns]
+            stack_ns = (rtts[0] - rtts[1]) * 1e3
+            self.stack_rtt_us = stack_ns / 1e3
+            less = max(0.0, stack_ns) / max(1, len(crossed))
+            directions = [{**d, "delay_ns": max(0, round(d["delay_ns"] - less))}
+                          for d in topo.wires]
+        wire = self._launch_wire(directions)
+        return wire, measure_base_rtt(self.plan, self.names, scale)
+
+    def _launch_wire(self, directions: list[dict[str, Any]]) -> list[Child]:
+        path = self.workdir / "wire.json"
+        path.write_text(json.dumps({"directions": directions,
+                                    "ready": str(self.workdir / "wire.ready")}),
+                        encoding="utf-8")
+        (self.workdir / "wire.ready").unlink(missing_ok=True)
+        wire = self.children.start("wire", self.names.wire,
+                                   ["tacc.testbed.agent", "wire", str(path)], self.workdir,
+                                   shell.MECHANISM_PRIORITY)
+        self._wait_ready([wire], time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9), "wire")
+        return [wire]
+
     def _wait_ready(self, children: Sequence[Child], deadline_ns: int, what: str) -> None:
         waiting = list(children)
         while waiting:
@@ -572,7 +622,7 @@ class _Run:
             (m.agent_ports if role == "switch" else m.agent_hosts).extend(collect.read_csv(path))
 
     def _testbed(self, m: collect.Measured, found: features.Features, scale: float,
-                 base_rtt_us: float | None) -> dict[str, Any]:
+                 rtts: tuple[float, float] | None) -> dict[str, Any]:
         """summary.json's `testbed` object: how this run differs from a simulation."""
         plan = self.plan
         _, disagreements = vm_tcp_ecn(plan)
@@ -580,8 +630,12 @@ class _Run:
             "run_id": self.names.run_id, "kernel": found.kernel,
             "rate_scale": scale, "rate_cap_bps": self.options.rate_cap_bps,
             "mechanism_time_scale": self.time_scale,
-            "base_rtt_us": base_rtt_us, "limiter": limiter_of(plan),
-            "not_emulated": [*plan_notes(plan, found.netem), *found.notes, *disagreements],
+            "base_rtt_us": rtts and rtts[0], "scenario_base_rtt_us": rtts and rtts[1],
+            "stack_rtt_us": self.stack_rtt_us,
+            "limiter": limiter_of(plan),
+            "link_delays": self.options.link_delays,
+            "not_emulated": [*plan_notes(plan, self.options.link_delays), *found.notes,
+                             *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
                 "every_s": self.sample_interval_ns / 1e9,
@@ -688,10 +742,11 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
     return specs
 
 
-def measure_base_rtt(plan: Plan, names: Names) -> float | None:
+def measure_base_rtt(plan: Plan, names: Names, scale: float) -> tuple[float, float] | None:
     """The median of 20 pings between the first flow's endpoints, in microseconds, before
-    any traffic (and before the agents): the links' delays are not emulated, so this is
-    the RTT the flows start from. No answer means the topology does not forward."""
+    any traffic (and before the agents), and what the scenario's links give the same
+    packets at `scale` times their rates (delays dilated as the wire does). No answer means
+    the topology does not forward."""
     if not plan["flows"]:
         return None
     flow = plan["flows"][0]
@@ -702,4 +757,7 @@ def measure_base_rtt(plan: Plan, names: Names) -> float | None:
         raise TestbedError(f"base RTT: {exc}: VM {plan['vms'][flow['src_vm']]['name']} "
                            f"cannot reach {plan['vms'][flow['dst_vm']]['name']} ({dst})") from exc
     times = [float(t) for t in re.findall(r"time=([0-9.]+) ms", said)]
-    return statistics.median(times) * 1e3 if times else None
+    if not times:
+        return None
+    scenario_ns = unloaded_rtt_ns(plan, flow["src_vm"], flow["dst_vm"], PING_IP_BYTES)
+    return statistics.median(times) * 1e3, scenario_ns / scale / 1e3

@@ -6,6 +6,13 @@ interface names stay within 15 characters: namespaces `tacc-R-sw<i>`, `tacc-R-h<
 `tacc-R-v<k>`; in a switch the interface of port p is `p<p>`; a host's uplink (its NIC
 port) is `up0`; VM k is joined to its host by `eth0` (in the VM) and `vm<k>` (in the host).
 
+A link with a propagation delay (the kernel has no netem) is two veth pairs instead of one:
+port p's interface is paired with `w<p>` in the namespace `tacc-R-wire`, and a wire process
+there (the `wire` agent) sends what arrives at `w<a>` out of `w<b>` after port a's delay,
+and back. Delays are dilated by the rate scale, as every time on the testbed: at a tenth of
+the rates a 25 us link holds the packet 250 us, so that a link keeps its bandwidth-delay
+product in packets.
+
 With Open vSwitch switches (`switches="ovs"`, for the mechanisms with a controller) a switch
 namespace holds an OVS bridge instead (tacc.testbed.ovs): its ports carry no address and the
 namespace does not route; the controller's rules forward. Every link end then has a MAC made
@@ -41,6 +48,8 @@ from tacc.testbed.plan import buffer_bytes, port_pairs, vm_tcp_ecn
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from tacc.testbed.plan import Plan
 
 BPFFS = Path("/sys/fs/bpf")
@@ -82,6 +91,11 @@ class Names:
     def vm(self, k: int) -> str:
         return f"{self.prefix}v{k}"
 
+    @property
+    def wire(self) -> str:
+        """The namespace of the links' delay lines."""
+        return f"{self.prefix}wire"
+
 
 @dataclass
 class Topology:
@@ -95,6 +109,8 @@ class Topology:
     namespaces: list[str] = field(default_factory=list)
     # Plan port -> its reverse (the other direction of the same link).
     reverse: dict[int, int] = field(default_factory=dict)
+    # The wire agent's directions: frames arriving at `from` leave by `to` `delay_ns` later.
+    wires: list[dict[str, Any]] = field(default_factory=list)
 
 
 def port_mac(port: int) -> str:
@@ -102,13 +118,17 @@ def port_mac(port: int) -> str:
     return "02:74:63:" + ":".join(f"{b:02x}" for b in port.to_bytes(3, "big"))
 
 
-def build(plan: Plan, names: Names, scale: float, switches: str = "linux") -> Topology:
-    """Builds the namespaces, links, addresses, routes, kernel settings and queues. What is
-    made is recorded in the returned Topology as it is made, but teardown finds a run's
-    namespaces by their names: a build that fails halfway leaves nothing behind."""
+def build(plan: Plan, names: Names, scale: float, switches: str = "linux",
+          link_delays: bool = False) -> Topology:
+    """Builds the namespaces, links, addresses, routes, kernel settings and queues (and the
+    delay lines' links with `link_delays`). What is made is recorded in the returned
+    Topology as it is made, but teardown finds a run's namespaces by their names: a build
+    that fails halfway leaves nothing behind."""
+    if not link_delays:
+        plan = dict(plan, ports=[dict(p, delay_ns=0) for p in plan["ports"]])
     topo = Topology(names)
     _namespaces(plan, topo)
-    interfaces = _links(plan, topo)
+    interfaces = _links(plan, topo, scale)
     ovs = switches == "ovs"
     for ns, lines in _addresses_and_routes(plan, topo, interfaces, ovs).items():
         shell.batch("ip", ns, lines)
@@ -134,6 +154,8 @@ def _namespaces(plan: Plan, topo: Topology) -> None:
     made = [names.switch(i) for i in range(len(plan["switches"]))]
     made += [names.host(j) for j in range(len(plan["hosts"]))]
     made += [names.vm(k) for k in range(len(plan["vms"]))]
+    if any(_delayed(plan, a, b) for a, b in port_pairs(plan)):
+        made.append(names.wire)
     for ns in made:
         shell.run(["ip", "netns", "add", ns])
         topo.namespaces.append(ns)
@@ -143,10 +165,15 @@ def _namespaces(plan: Plan, topo: Topology) -> None:
                           "net.ipv6.conf.default.disable_ipv6": 1})
 
 
-def _links(plan: Plan, topo: Topology) -> dict[str, list[str]]:
-    """The veth pairs, made straight into their namespaces; returns each namespace's
-    interfaces."""
+def _delayed(plan: Plan, a: int, b: int) -> bool:
+    return bool(plan["ports"][a]["delay_ns"] or plan["ports"][b]["delay_ns"])
+
+
+def _links(plan: Plan, topo: Topology, scale: float) -> dict[str, list[str]]:
+    """The veth pairs, made straight into their namespaces (through the wire namespace for
+    a link with a delay); returns each namespace's interfaces."""
     names = topo.names
+    interfaces: dict[str, list[str]] = defaultdict(list)
     for i, port in enumerate(plan["ports"]):
         topo.port_devices[i] = _port_device(plan, names, i)
         if "switch" in port["from"]:
@@ -155,14 +182,22 @@ def _links(plan: Plan, topo: Topology) -> dict[str, list[str]]:
     for a, b in port_pairs(plan):
         (ns_a, dev_a), (ns_b, dev_b) = topo.port_devices[a], topo.port_devices[b]
         topo.reverse[a], topo.reverse[b] = b, a
-        lines.append(f"link add name {dev_a} address {port_mac(a)} netns {ns_a} type veth "
-                     f"peer name {dev_b} address {port_mac(b)} netns {ns_b}")
+        if not _delayed(plan, a, b):
+            lines.append(f"link add name {dev_a} address {port_mac(a)} netns {ns_a} type veth "
+                         f"peer name {dev_b} address {port_mac(b)} netns {ns_b}")
+            continue
+        for p, dev, ns in ((a, dev_a, ns_a), (b, dev_b, ns_b)):
+            lines.append(f"link add name {dev} address {port_mac(p)} netns {ns} type veth "
+                         f"peer name w{p} netns {names.wire}")
+            interfaces[names.wire].append(f"w{p}")
+        for p, q in ((a, b), (b, a)):
+            delay_ns = round(plan["ports"][p]["delay_ns"] / scale)
+            topo.wires.append({"from": f"w{p}", "to": f"w{q}", "delay_ns": delay_ns})
     for k, vm in enumerate(plan["vms"]):
         lines.append(f"link add name eth0 netns {names.vm(k)} type veth "
                      f"peer name vm{k} netns {names.host(vm['host'])}")
         topo.host_vm_ports.setdefault(vm["host"], {})[k] = f"vm{k}"
     shell.batch("ip", None, lines)
-    interfaces: dict[str, list[str]] = defaultdict(list)
     for ns, dev in topo.port_devices.values():
         interfaces[ns].append(dev)
     for k, vm in enumerate(plan["vms"]):
@@ -206,6 +241,9 @@ def _addresses_and_routes(plan: Plan, topo: Topology, interfaces: dict[str, list
         # addresses never use.
         lines[ns] = [f"addr add 169.254.{n >> 8}.{n & 255}/32 dev lo", "link set lo up"]
         lines[ns] += [f"link set {dev} up" for dev in interfaces.get(ns, [])]
+    if names.wire in interfaces:
+        # The wire's ends take every frame, whatever its address: the wire is no next hop.
+        lines[names.wire] = [f"link set {dev} promisc on up" for dev in interfaces[names.wire]]
     for j, host in enumerate(plan["hosts"]):
         lines[names.host(j)] += [
             f"route add {vm['address']}/32 dev " + (f"vm{k}" if vm["host"] == j else "up0")
