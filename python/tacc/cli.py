@@ -123,6 +123,10 @@ def _parser() -> argparse.ArgumentParser:
                          default="auto",
                          help="the mechanism's timers in real time or dilated by the rate "
                               "scale (auto: dilated for sdn-gcc, real otherwise)")
+    testbed.add_argument("--approximate", action="store_true",
+                         help="run a scenario that sets keys the testbed does not emulate "
+                              "(refused otherwise, one error per key), listing each in "
+                              "summary.json's testbed.not_emulated")
     testbed.add_argument("--link-delays", action="store_true",
                          help="emulate the links' delays, dilated by the rate scale (a delay "
                               "line per link; see docs/testbed.md: not yet the default)")
@@ -316,7 +320,7 @@ def _testbed(args: argparse.Namespace) -> int:
                               quiet=args.quiet, scrub=not args.no_scrub,
                               switches=args.switches,
                               mechanism_clock=args.mechanism_clock,
-                              link_delays=args.link_delays)
+                              link_delays=args.link_delays, approximate=args.approximate)
         if args.rate_cap is not None:
             options.rate_cap_bps = args.rate_cap
         if args.repeat > 1:

@@ -25,7 +25,7 @@ import tacc
 from tacc import cli, testbed
 from tacc.plot import plot_dir
 from tacc.summary import read_summary, summary_table
-from tacc.testbed import collect, features, plan as plans, run, topology
+from tacc.testbed import collect, departures, features, plan as plans, run, topology
 from tacc.testbed.topology import Names
 
 DATA = Path(__file__).parent / "data"
@@ -68,6 +68,42 @@ def test_the_testbed_refuses_what_it_cannot_run(engine: None) -> None:
     sicc = Path(tacc.__file__).parent / "scenarios" / "papers" / "sicc_dumbbell.toml"
     with pytest.raises(plans.PlanError, match="SICC's in-switch mode"):
         plans.load_plan(sicc, [("mechanism", '{kind="sicc",mode="switch"}')])
+
+
+def _four_flows_with(tmp_path: Path, tcp_lines: str) -> Path:
+    path = tmp_path / "four-flows.toml"
+    text = (DATA / "four-flows.toml").read_text()
+    path.write_text(text.replace("ecn = true\n", "ecn = true\n" + tcp_lines))
+    return path
+
+
+def test_keys_the_testbed_does_not_emulate_are_refused_one_line_each(
+    engine: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before anything is built (no root needed): each key with its file and line,
+    or the --set that gave it; queue_sample, which changes only the result files, is not
+    refused."""
+    path = _four_flows_with(tmp_path, 'dupthresh = 5\nrto_init = "3s"\n')
+
+    status = cli.main(["testbed", str(path), "--set", "flows[0].drop_segments=[3]"])
+
+    errors = capsys.readouterr().err.splitlines()
+    assert status == 2
+    assert errors[0] == (f"tacc: error: {path}:23: tcp.dupthresh: Linux's duplicate-ACK "
+                         "threshold is 3 (tcp_reordering), with RACK's time-based loss "
+                         "detection, not set")
+    assert errors[1] == f"tacc: error: {path}:24: tcp.rto_init: Linux's initial RTO is 1s, not set"
+    assert errors[2] == ("tacc: error: --set flows[0].drop_segments: flows[0].drop_segments: "
+                         "scripted segment drops are not emulated")
+    assert "--approximate" in errors[3] and len(errors) == 4
+
+
+def test_a_set_replaces_the_departing_keys_it_covers(engine: None, tmp_path: Path) -> None:
+    path = _four_flows_with(tmp_path, "dupthresh = 5\n")
+    found = departures.scenario_departures(path, [("tcp", '{cc="newreno",ecn=true}')])
+    assert [m for m, d in found if not d.output_only] == []
+    assert [m for m, _ in departures.scenario_departures(path, [("tcp.dupthresh", "3")])] == [
+        f"{path}:33: output.queue_sample: queues.csv is sampled every 100ms at most often"]
 
 
 def test_ecmp_routes_are_refused_on_ovs_switches_and_kept_on_linux_ones(engine: None) -> None:
@@ -516,6 +552,23 @@ def test_two_paths_and_two_vms_on_a_host(testbed_machine: None, names: Names,
                              "net.ipv4.fib_multipath_hash_policy"],
                             capture_output=True, check=True, text=True)
     assert policy.stdout.strip() == "1"
+
+
+@pytest.mark.testbed
+def test_approximate_runs_the_scenario_and_lists_each_departure(testbed_machine: None,
+                                                                tmp_path: Path) -> None:
+    path = _four_flows_with(tmp_path, "dupthresh = 5\n")
+    out = tmp_path / "out"
+
+    assert cli.main(["testbed", str(path), "--out", str(out), "--duration", "0.3s", "--quiet",
+                     "--no-plot", "--approximate"]) == 0
+
+    notes = json.loads((out / "summary.json").read_text())["testbed"]["not_emulated"]
+    assert notes[:2] == [
+        f"{path}:23: tcp.dupthresh: Linux's duplicate-ACK threshold is 3 (tcp_reordering), "
+        "with RACK's time-based loss detection, not set",
+        f"{path}:33: output.queue_sample: queues.csv is sampled every 100ms at most often",
+    ]
 
 
 @pytest.mark.testbed

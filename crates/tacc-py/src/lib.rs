@@ -156,6 +156,13 @@ fn agent_run(py: Python<'_>, role: &str, config: &str) -> PyResult<()> {
         .map_err(PyOSError::new_err)
 }
 
+/// The line of a key path such as `flows[2].src` in a scenario's TOML text, as the engine's
+/// errors name it (`tacc_sim::scenario::locate`); None if it is not written there.
+#[pyfunction]
+fn locate(text: &str, path: &str) -> Option<usize> {
+    tacc_sim::scenario::locate(text, path)
+}
+
 /// True if this build carries the testbed's eBPF programs.
 #[pyfunction]
 fn agent_available() -> bool {
@@ -263,6 +270,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(workload, m)?)?;
+    m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;
     m.add_function(wrap_pyfunction!(dctcp_object, m)?)?;

@@ -37,6 +37,7 @@ from pathlib import Path
 import tacc
 from tacc._progress import simulation_bar
 from tacc.testbed import TestbedError, collect, control, dctcp, features, ovs, shell, topology
+from tacc.testbed.departures import scenario_departures
 from tacc.testbed.plan import (
     DEFAULT_RATE_CAP_BPS, PlanError, load_plan, plan_notes, rate_scale, scale_message,
     path_ports, unloaded_rtt_ns, vm_tcp_ecn,
@@ -79,6 +80,8 @@ class Options:
     mechanism_clock: str = "auto"
     # The links' delays through delay lines (topology), or none: the veths' own.
     link_delays: bool = False
+    # Run a scenario whose keys the testbed does not all honour (departures), listing them.
+    approximate: bool = False
     # Called in a thread of its own once the traffic has started, with the run's names, its
     # working directory (agents' control sockets: agent-h<j>.sock) and the flows' time zero:
     # for tests and experiments that act on a running testbed.
@@ -92,15 +95,27 @@ class Interrupted(KeyboardInterrupt):
 def run_testbed(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str]] = (),
                 options: Options | None = None) -> Path:
     """Runs a scenario file (or "default") on the testbed; returns the result directory."""
+    options = options or Options()
     plan = load_plan(scenario, sets)
     path = tacc.default_scenario_path() if scenario == "default" else Path(scenario)
-    return run_plan(plan, options or Options(), scenario_file=str(path))
+    found = scenario_departures(path, sets)
+    refused = [message for message, d in found if not d.output_only]
+    if refused and not options.approximate:
+        raise PlanError("\n".join([*refused, "the testbed does not emulate the keys above; "
+                                   "--approximate runs the scenario anyway and lists them in "
+                                   "summary.json's testbed.not_emulated"]))
+    return run_plan(plan, options, scenario_file=str(path),
+                    departures=[message for message, _ in found])
 
 
-def run_plan(plan: Plan, options: Options, scenario_file: str = "") -> Path:
+def run_plan(plan: Plan, options: Options, scenario_file: str = "",
+             departures: Sequence[str] = ()) -> Path:
+    """Runs a plan; `departures` (the scenario's keys the testbed does not honour, each
+    "WHERE: KEY: REASON") are recorded in `testbed.not_emulated`."""
     started = time.monotonic()
     names, workdir = _new_run()
     run = _Run(plan, options, names, workdir)
+    run.departures = list(departures)
     _RUNNING[workdir] = run
     try:
         with _signals_raise():
@@ -298,6 +313,7 @@ class _Run:
         self.time_scale = 1.0
         # The namespaces' own round trip, measured without the links' delays (_start_wire).
         self.stack_rtt_us: float | None = None
+        self.departures: list[str] = []
         self.controller: Child | None = None
         self.switches: ovs.Switches | None = None
 
@@ -634,8 +650,8 @@ class _Run:
             "stack_rtt_us": self.stack_rtt_us,
             "limiter": limiter_of(plan),
             "link_delays": self.options.link_delays,
-            "not_emulated": [*plan_notes(plan, self.options.link_delays), *found.notes,
-                             *disagreements],
+            "not_emulated": [*self.departures, *plan_notes(plan, self.options.link_delays),
+                             *found.notes, *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
                 "every_s": self.sample_interval_ns / 1e9,
