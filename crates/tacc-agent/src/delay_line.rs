@@ -18,7 +18,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use crate::{ifindex, monotonic_ns, signal_ready, sleep_ns};
+use crate::{clock_ns, ifindex, monotonic_ns, signal_ready, sleep_ns};
 
 /// One direction of a delayed link: frames arriving at `from` leave by `to` `delay_ns` later.
 #[derive(Clone, Debug, Deserialize)]
@@ -132,7 +132,7 @@ fn forward(d: &Direction, rx: &OwnedFd, tx: &OwnedFd) -> Result<(), String> {
         }
         // The receive timestamps are CLOCK_REALTIME: moved onto the monotonic clock by the
         // clocks' offset now.
-        let offset = realtime_ns() as i128 - monotonic_ns() as i128;
+        let offset = clock_ns(libc::CLOCK_REALTIME) as i128 - monotonic_ns() as i128;
         loop {
             let mut buf = line.buffer();
             match receive(rx, &mut buf) {
@@ -202,16 +202,6 @@ fn receive(rx: &OwnedFd, buf: &mut [u8]) -> std::io::Result<Option<(usize, Optio
         }
     }
     Ok(Some((n as usize, stamp)))
-}
-
-fn realtime_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes the timespec it is given.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 /// Waits until `fd` is readable.

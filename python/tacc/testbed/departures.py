@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tacc.testbed.plan import parse_seconds
+
 Given = Mapping[str, object]
 
 
@@ -35,29 +37,28 @@ class Departure:
 
 # ----------------------------------------------------------------------------- values
 
-_TIMES = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 _SIZES = {"B": 1, "KB": 1e3, "kB": 1e3, "MB": 1e6, "GB": 1e9,
           "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
-_NUMBER = re.compile(r"\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*")
+_SIZE = re.compile(r"\s*([0-9.]+(?:[eE][-+]?[0-9]+)?)\s*([A-Za-z]*)\s*")
 
 
-def _amount(value: object, units: Mapping[str, float]) -> float | None:
-    """A value with a unit ("25us", "1460B") in the unit's base (ns, bytes), or None."""
-    m = _NUMBER.fullmatch(value) if isinstance(value, str) else None
-    if m is None or m.group(2) not in units:
-        return None
+def _ns(value: object) -> float | None:
+    """A time ("25us") in ns, or None if the value is not one."""
     try:
-        return float(m.group(1)) * units[m.group(2)]
+        return parse_seconds(value) * 1e9 if isinstance(value, str) else None
     except ValueError:
         return None
 
 
-def _ns(value: object) -> float | None:
-    return _amount(value, _TIMES)
-
-
 def _bytes(value: object) -> float | None:
-    return _amount(value, _SIZES)
+    """A size ("1460B", "64KB") in bytes, or None if the value is not one."""
+    m = _SIZE.fullmatch(value) if isinstance(value, str) else None
+    if m is None or m.group(2) not in _SIZES:
+        return None
+    try:
+        return float(m.group(1)) * _SIZES[m.group(2)]
+    except ValueError:
+        return None
 
 
 def _is(expected: object) -> Callable[[object], bool]:

@@ -114,8 +114,7 @@ def run_plan(plan: Plan, options: Options, scenario_file: str = "",
     "WHERE: KEY: REASON") are recorded in `testbed.not_emulated`."""
     started = time.monotonic()
     names, workdir = _new_run()
-    run = _Run(plan, options, names, workdir)
-    run.departures = list(departures)
+    run = _Run(plan, options, names, workdir, departures)
     _RUNNING[workdir] = run
     try:
         with _signals_raise():
@@ -302,8 +301,10 @@ def _signal_group(child: Child, sig: int) -> None:
 
 
 class _Run:
-    def __init__(self, plan: Plan, options: Options, names: Names, workdir: Path) -> None:
+    def __init__(self, plan: Plan, options: Options, names: Names, workdir: Path,
+                 departures: Sequence[str]) -> None:
         self.plan, self.options, self.names, self.workdir = plan, options, names, workdir
+        self.departures = list(departures)
         self.children = Children()
         self.traffic: list[Child] = []
         self.agent_csvs: list[tuple[str, Path]] = []  # (role, the agent's CSV)
@@ -311,9 +312,9 @@ class _Run:
         self.failures: list[str] = []
         self.registered_dctcp = False
         self.time_scale = 1.0
-        # The namespaces' own round trip, measured without the links' delays (_start_wire).
+        # The namespaces' own round trip: the base RTT over the scenario's, with the links'
+        # delays (_start_wire).
         self.stack_rtt_us: float | None = None
-        self.departures: list[str] = []
         self.controller: Child | None = None
         self.switches: ovs.Switches | None = None
 
@@ -504,13 +505,12 @@ class _Run:
         directions = topo.wires
         if rtts is not None:
             flow = self.plan["flows"][0]
-            delay_ns = {d["from"]: d["delay_ns"] for d in topo.wires}
-            crossed = [delay_ns[f"w{p}"] for p in (
+            delayed = {d["from"] for d in topo.wires}
+            crossed = sum(f"w{p}" in delayed for p in (
                 path_ports(self.plan, flow["src_vm"], flow["dst_vm"])
-                + path_ports(self.plan, flow["dst_vm"], flow["src_vm"])) if f"w{p}" in delay_ns]
-            stack_ns = (rtts[0] - rtts[1]) * 1e3
-            self.stack_rtt_us = stack_ns / 1e3
-            less = max(0.0, stack_ns) / max(1, len(crossed))
+                + path_ports(self.plan, flow["dst_vm"], flow["src_vm"])))
+            self.stack_rtt_us = rtts[0] - rtts[1]
+            less = max(0.0, self.stack_rtt_us) * 1e3 / max(1, crossed)
             directions = [{**d, "delay_ns": max(0, round(d["delay_ns"] - less))}
                           for d in topo.wires]
         wire = self._launch_wire(directions)
