@@ -381,7 +381,9 @@ def test_a_switch_agent_answers_the_controllers_stats_requests(ovs_machine: None
     replies: list[Any] = []
 
     def ask(names: Names, workdir: Path, t0: int) -> None:
-        time.sleep(0.5)
+        # 0.5 s into the flows (t0 is 0.2 s after this thread starts). Two Cubic flows into
+        # the 1000-packet buffer hold 57-87 packets 0.3 s in (6 runs), more later.
+        time.sleep(max(0.0, (t0 + 500_000_000 - time.monotonic_ns()) / 1e9))
         path = workdir / "probe.sock"
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
             s.bind(str(path))
