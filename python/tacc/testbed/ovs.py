@@ -14,15 +14,26 @@ its rules and forwards by them, and never falls back to learning-switch forwardi
 would flood a routed fabric); new flows wait for the controller to come back. The
 controller is reconnected to with a backoff of at most `MAX_BACKOFF_MS`.
 
+The userspace datapath reads each port with a packet socket and sends every port's frames
+through one more, and a frame in a port's qdisc is charged to that socket until the veth
+takes it: at the kernel's default send buffer (212992 B, about 91 full frames of 2.3 kB
+each in memory) the switch's ports together could hold 91 packets, and OVS dropped the rest
+uncounted by the qdisc, whatever the scenario's buffer. Each vswitchd's packet sockets get
+buffers the qdiscs' limits always bind first (`_open_buffers`).
+
 Inspect a running switch with
 `ovs-ofctl -O OpenFlow13 dump-flows unix:/tmp/tacc-testbed-R/ovs/sw<i>.mgmt`.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
+import re
 import shutil
 import signal
+import socket
+import time
 from pathlib import Path
 
 from tacc.testbed import TestbedError, TestbedUnavailable, shell
@@ -34,6 +45,17 @@ if TYPE_CHECKING:
 MAX_BACKOFF_MS = 1000
 CONTROLLER_PORT = 6653
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
+# The send socket's buffer: as large as the kernel allows, so only the ports' qdiscs bound
+# what waits. The receive sockets': 32 MiB, 1.7 s of frames at a 100 Mb/s port (2.3 kB of
+# memory per 1500 B frame), for OVS to be descheduled without losing a frame.
+SEND_BUFFER = 2**31 // 2 - 1
+RECEIVE_BUFFER = 32 << 20
+SO_SNDBUFFORCE = 32
+SO_RCVBUFFORCE = 33
+SYS_PIDFD_GETFD = 438
+# A frame no host takes (to a MAC no interface has, EtherType 0x88b5, local experimental)
+# that makes a vswitchd open its send socket.
+PRIMING_FRAME = "02746300ffff" "02746300fffe" "88b5" + "00" * 46
 TOOLS = ("ovsdb-tool", "ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovs-ofctl")
 
 
@@ -139,6 +161,7 @@ class Switches:
             self._vsctl(switch, ["set-controller", bridge, target, "--", "set", "controller",
                                  bridge, f"max_backoff={MAX_BACKOFF_MS}",
                                  "connection_mode=out-of-band"])
+            self._open_buffers(switch)
 
     def _vsctl(self, switch: int, args: list[str]) -> str:
         return shell.run(["ovs-vsctl", f"--db={self._db(switch)}", "--timeout=10", *args])
@@ -162,9 +185,59 @@ class Switches:
             raise TestbedError(f"ovs-vswitchd of switch {switch} did not die")
         pid_file.unlink(missing_ok=True)
         self._start_vswitchd(switch)
+        self._open_buffers(switch)
+
+    def _open_buffers(self, switch: int) -> None:
+        """Gives the switch's vswitchd packet sockets their buffers (the module's docstring
+        says why), through duplicates of its descriptors (pidfd_getfd). The send socket opens
+        at the first frame sent, so one frame is sent out of a port first."""
+        pid = int(self._file(switch, "ovs-vswitchd.pid").read_text().split()[0])
+        ports = self.topo.switch_ports[switch]
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                shell.run(["ovs-ofctl", "-O", "OpenFlow13", "packet-out", self.mgmt(switch),
+                           f"in_port=controller,packet={PRIMING_FRAME},"
+                           f"actions=output:{ofport(min(ports))}"])
+            except TestbedError:
+                pass  # the bridge is not up yet after a restart
+            sockets = packet_sockets(pid)
+            if len(sockets) > len(ports):  # one per port, and the send socket
+                break
+            if time.monotonic() > deadline:
+                raise TestbedError(f"ovs-vswitchd of switch {switch} opened {len(sockets)} "
+                                   f"packet sockets, expected {len(ports) + 1}")
+            time.sleep(0.05)
+        pidfd = os.pidfd_open(pid)
+        try:
+            for fd in sockets:
+                mine = ctypes.CDLL(None, use_errno=True).syscall(SYS_PIDFD_GETFD, pidfd, fd, 0)
+                if mine < 0:
+                    raise TestbedError(f"cannot reach ovs-vswitchd's socket {fd}: "
+                                       f"{os.strerror(ctypes.get_errno())}")
+                with socket.socket(fileno=mine) as s:
+                    s.setsockopt(socket.SOL_SOCKET, SO_SNDBUFFORCE, SEND_BUFFER)
+                    s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RECEIVE_BUFFER)
+        finally:
+            os.close(pidfd)
 
     def dump_flows(self, switch: int) -> list[str]:
         """The bridge's rules as `ovs-ofctl dump-flows` prints them, one per line."""
         said = shell.run(["ovs-ofctl", "-O", "OpenFlow13", "dump-flows", self.mgmt(switch)])
         return [line.strip() for line in said.splitlines()[1:] if line.strip()]
 
+
+def packet_sockets(pid: int) -> list[int]:
+    """The descriptors of process `pid`'s packet sockets (AF_PACKET), by the inodes its
+    namespace's /proc/net/packet lists."""
+    with open(f"/proc/{pid}/net/packet") as table:
+        inodes = {line.split()[-1] for line in list(table)[1:]}
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            target = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue  # closed meanwhile
+        if (m := re.fullmatch(r"socket:\[(\d+)\]", target)) and m.group(1) in inodes:
+            found.append(int(fd))
+    return found
