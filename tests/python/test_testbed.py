@@ -25,11 +25,15 @@ import tacc
 from tacc import cli, testbed
 from tacc.plot import plot_dir
 from tacc.summary import read_summary, summary_table
-from tacc.testbed import collect, departures, features, plan as plans, run, topology
+from tacc.testbed import apps, collect, departures, features, plan as plans, run, topology
 from tacc.testbed.topology import Names
 
 DATA = Path(__file__).parent / "data"
 PLAN_FILE = DATA / "motivating-plan.json"
+INCAST_SMALL = DATA / "incast-small.toml"
+WEBSEARCH_SMALL = DATA / "websearch-small.toml"
+# A full segment's wire time at 100 Mb/s: 1500 IP bytes (htb counts those) for 1448 of data.
+SEGMENT_S, SEGMENT_DATA = 1500 * 8 / 100e6, 1448
 ENGINE_FLOWS_HEADER = (  # crates/tacc-sim/src/output.rs
     "name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,"
     "completed,retransmits,fast_retransmits,timeouts,ecn_reductions"
@@ -68,6 +72,16 @@ def test_the_testbed_refuses_what_it_cannot_run(engine: None) -> None:
     sicc = Path(tacc.__file__).parent / "scenarios" / "papers" / "sicc_dumbbell.toml"
     with pytest.raises(plans.PlanError, match="SICC's in-switch mode"):
         plans.load_plan(sicc, [("mechanism", '{kind="sicc",mode="switch"}')])
+
+
+def test_applications_are_refused_on_a_scaled_testbed(engine: None, tmp_path: Path) -> None:
+    """An incast's epochs and an open-loop source's load are in the scenario's time, which
+    the testbed does not dilate: at a tenth of the rates the same flows would offer ten
+    times the load."""
+    with pytest.raises(plans.PlanError, match=r"\[\[incast\]\] query: applications run at "
+                       r"the scenario's rates only \(this one would be scaled by x0\.1\)"):
+        run.run_testbed(INCAST_SMALL, [("topology.link_rate", '"1Gbps"')],
+                        run.Options(out=tmp_path / "out", quiet=True))
 
 
 def _four_flows_with(tmp_path: Path, tcp_lines: str) -> Path:
@@ -414,7 +428,8 @@ def _traffic(names: Names, tmp_path: Path, duration_s: float, **flows: Any) -> A
     subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
     spec = {"vm": 0, "address": "127.0.0.1", "seed": 1, "bin_ns": 100_000_000,
             "rcv_buf_bytes": 1_000_000, "out": str(tmp_path / "out.json"),
-            "ready": str(tmp_path / "ready"), "go": str(tmp_path / "go"), **flows}
+            "ready": str(tmp_path / "ready"), "go": str(tmp_path / "go"), "sinks": [],
+            "sources": [], "triggered": [], "aggregators": [], "workers": [], **flows}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = dict(os.environ, PYTHONPATH=str(Path(tacc.__file__).resolve().parents[1]))
     proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m",
@@ -638,3 +653,53 @@ def test_cleanup_removes_what_a_dead_run_left(testbed_machine: None,
 
     assert f"run {names.run_id}: 1 namespaces" in capsys.readouterr().out.splitlines()
     assert topology.run_namespaces(names.prefix) == [] and not names.bpffs.exists()
+
+
+@pytest.mark.testbed
+def test_partition_aggregate_runs_epoch_after_epoch(testbed_machine: None,
+                                                    tmp_path: Path) -> None:
+    """Ten epochs of 8 answers of 64 KB, each epoch asked for when the last one's answers
+    are all in: every answer complete, no epoch faster than its bytes through the
+    aggregator's 100 Mb/s port, and none starting before the last one ended."""
+    out = run.run_testbed(INCAST_SMALL, [], run.Options(out=tmp_path / "out", quiet=True))
+
+    epochs: dict[int, list[dict[str, str]]] = {}
+    for row in collect.read_csv(out / "flows.csv"):
+        app, _, epoch = row["name"].split(".")
+        assert app == "query" and row["dst"] == "r0"
+        epochs.setdefault(int(epoch), []).append(row)
+    assert sorted(epochs) == list(range(10))
+    wire_s = 8 * 64_000 / SEGMENT_DATA * SEGMENT_S  # 42.4 ms
+    last_end = 0.0
+    for epoch, rows in sorted(epochs.items()):
+        assert sorted(r["src"] for r in rows) == [f"s{i}" for i in range(8)]
+        assert all(r["completed"] == "true" and int(r["bytes_delivered"]) == 64_000
+                   for r in rows), rows
+        start, end = min(float(r["start"]) for r in rows), max(float(r["end"]) for r in rows)
+        assert start >= last_end, (epoch, start, last_end)
+        # htb lets a burst of a few packets through above the rate: 5%
+        assert end - start >= 0.95 * wire_s, (epoch, end - start)
+        last_end = end
+
+
+@pytest.mark.testbed
+def test_open_loop_flows_are_the_engines_flows(testbed_machine: None, tmp_path: Path) -> None:
+    """The web-search source sends the very flows the engine draws for the seed (names,
+    endpoints, sizes, start times), and each is timed as the engine times it: no flow
+    faster than its bytes at the line rate, and every short flow (100 KB at most) that
+    starts half a second before the end completes."""
+    out = run.run_testbed(WEBSEARCH_SMALL, [], run.Options(out=tmp_path / "out", quiet=True))
+
+    rows = {r["name"]: r for r in collect.read_csv(out / "flows.csv")}
+    drawn = apps.workload(WEBSEARCH_SMALL, [])
+    vms = [vm["name"] for vm in plans.load_plan(WEBSEARCH_SMALL)["vms"]]
+    assert list(rows) == [w["name"] for w in drawn] and len(drawn) > 50
+    for w in drawn:
+        row = rows[w["name"]]
+        assert (row["src"], row["dst"]) == (vms[w["src_vm"]], vms[w["dst_vm"]])
+        assert float(row["start"]) == pytest.approx(w["start_ns"] / 1e9, abs=1e-9)
+        if row["completed"] == "true":
+            assert int(row["bytes_delivered"]) == w["bytes"]
+            assert float(row["fct"]) >= 0.95 * w["bytes"] / SEGMENT_DATA * SEGMENT_S, row
+        elif w["bytes"] <= 100_000:
+            assert w["start_ns"] > 2.5e9, row

@@ -152,6 +152,27 @@ pub struct PlanFlow {
 pub struct PlanApp {
     pub kind: String,
     pub name: String,
+    /// What a partition-aggregate app does (kind "incast"); a traffic source's flows are
+    /// drawn by the engine's workload generator instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub incast: Option<PlanIncast>,
+}
+
+/// A partition-aggregate app: in each of `epochs` epochs every worker opens a new
+/// connection to the aggregator and sends `bytes`, after an exponential delay of mean
+/// `jitter_ns`; flows are named `<name>.<worker index>.<epoch>`.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct PlanIncast {
+    pub aggregator: u32,
+    pub workers: Vec<u32>,
+    pub bytes: u64,
+    pub epochs: u32,
+    pub start_ns: u64,
+    /// The epochs' period; without it an epoch starts when the last one's answers are in.
+    pub interval_ns: Option<u64>,
+    pub jitter_ns: u64,
+    pub cc: String,
+    pub ecn: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

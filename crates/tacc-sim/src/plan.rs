@@ -2,7 +2,7 @@
 //! namespaces and veths, and its agents to build the same mechanism.
 
 use tacc_mech::plan::{
-    Node, Plan, PlanApp, PlanFlow, PlanHost, PlanOutput, PlanPort, PlanQueue, PlanRoute,
+    Node, Plan, PlanApp, PlanFlow, PlanIncast, PlanHost, PlanOutput, PlanPort, PlanQueue, PlanRoute,
     PlanSwitch, PlanTcp, PlanVm,
 };
 use tacc_mech::MechanismConfig;
@@ -145,10 +145,22 @@ pub fn plan(p: &Prepared) -> Plan {
                 App::Incast(i) => PlanApp {
                     kind: "incast".into(),
                     name: i.name.clone(),
+                    incast: Some(PlanIncast {
+                        aggregator: i.aggregator,
+                        workers: i.workers.clone(),
+                        bytes: i.bytes,
+                        epochs: i.epochs,
+                        start_ns: i.start,
+                        interval_ns: i.interval,
+                        jitter_ns: i.jitter,
+                        cc: i.tcp.cc.name().to_string(),
+                        ecn: i.tcp.ecn,
+                    }),
                 },
                 App::Traffic(t) => PlanApp {
                     kind: "traffic".into(),
                     name: t.name.clone(),
+                    incast: None,
                 },
             })
             .collect(),

@@ -107,7 +107,6 @@ def _red_used(given: Given) -> bool:
 # ----------------------------------------------------------------------------- table
 
 _RED = "classic RED runs as drop-tail on the testbed; its parameters are not used"
-_APP = "applications are not emulated on the testbed (no {} traffic is sent)"
 
 DEPARTURES: list[Departure] = [
     # [queue]
@@ -158,8 +157,6 @@ DEPARTURES: list[Departure] = [
     Departure("flows[].forge", None, "the testbed's sockets cannot forge a shim's signals"),
     Departure("flows[].spoof", None, "the testbed's sockets cannot spoof their source"),
     # Whole tables
-    Departure("incast[]", None, _APP.format("incast")),
-    Departure("traffic[]", None, _APP.format("open-loop")),
     Departure("rules[]", None, "scenario flow-table rules are not installed on the testbed"),
     Departure("loss[]", None, "random loss on links is not emulated (no netem)"),
     # [output]

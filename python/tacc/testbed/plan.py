@@ -10,7 +10,7 @@ disagree on what was asked.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from os import PathLike
 
 from tacc.summary import format_rate
@@ -232,9 +232,6 @@ def plan_notes(plan: Plan, link_delays: bool) -> list[str]:
     if lossy:
         notes.append(f"random loss on links ({', '.join(lossy)}): not emulated (the testbed "
                      "does not use netem)")
-    kinds = _counted(a["kind"] for a in plan["apps"])
-    if kinds:
-        notes.append(f"applications not emulated yet: {kinds}")
     red = [p["name"] for p in plan["ports"] if p["queue"]["kind"] not in ("droptail", "red-ecn")]
     if red:
         notes.append(f"RED queues run as drop-tail at their limit: {', '.join(red)}")
@@ -247,13 +244,6 @@ def plan_notes(plan: Plan, link_delays: bool) -> list[str]:
     notes.append("per-flow fast retransmits and ECN window reductions: Linux's tcp_info has no "
                  "such counts")
     return notes
-
-
-def _counted(items: Iterable[str]) -> str:
-    counts: dict[str, int] = {}
-    for item in items:
-        counts[item] = counts.get(item, 0) + 1
-    return ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items()))
 
 
 _UNITS = {"bps": 1.0, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9}

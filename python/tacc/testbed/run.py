@@ -36,7 +36,9 @@ from pathlib import Path
 
 import tacc
 from tacc._progress import simulation_bar
-from tacc.testbed import TestbedError, collect, control, dctcp, features, ovs, shell, topology
+from tacc.testbed import (
+    TestbedError, apps, collect, control, dctcp, features, ovs, shell, topology,
+)
 from tacc.testbed.departures import scenario_departures
 from tacc.testbed.plan import (
     DEFAULT_RATE_CAP_BPS, PlanError, load_plan, plan_notes, rate_scale, scale_message,
@@ -104,6 +106,9 @@ def run_testbed(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str]
         raise PlanError("\n".join([*refused, "the testbed does not emulate the keys above; "
                                    "--approximate runs the scenario anyway and lists them in "
                                    "summary.json's testbed.not_emulated"]))
+    if plan["apps"]:
+        plan = apps.expand(plan, apps.workload(scenario, sets),
+                           rate_scale(plan, options.rate_cap_bps))
     return run_plan(plan, options, scenario_file=str(path),
                     departures=[message for message, _ in found])
 
@@ -364,6 +369,7 @@ class _Run:
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
         self.children.stop(agents + wire + ([self.controller] if self.controller else []))
         self._read_records(m)
+        plan = apps.settle(plan, m)
         flows = collect.flow_summaries(plan, m, found.cc)
         summary = collect.summary(
             plan, m, flows, scale=scale, scenario_file=scenario_file,
@@ -634,6 +640,7 @@ class _Run:
                 if rec.get("error"):
                     name = self.plan["flows"][int(flow)]["name"]
                     self.failures.append(f"flow {name}: {rec['error']}")
+            self.failures += [f"{child.name}: {e}" for e in records.get("errors", [])]
         for role, path in self.agent_csvs:
             (m.agent_ports if role == "switch" else m.agent_hosts).extend(collect.read_csv(path))
 
@@ -736,7 +743,7 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
             "rcv_buf_bytes": plan["tcp"]["rcv_buf_bytes"],
             "out": str(workdir / f"traffic-v{k}.out.json"),
             "ready": str(workdir / f"traffic-v{k}.ready"), "go": str(workdir / "go"),
-            "sinks": [], "sources": [],
+            "sinks": [], "sources": [], "triggered": [], "aggregators": [], "workers": [],
         })
 
     for i, f in enumerate(plan["flows"]):
@@ -747,14 +754,21 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
             "src": plan["vms"][f["src_vm"]]["address"], "src_port": f["src_port"],
             "bytes": f["bytes"], "cc": cc.get(f["cc"]),
         })
-        spec(f["src_vm"])["sources"].append({
+        source = {
             "flow": i, "transport": f["transport"],
             "dst": plan["vms"][f["dst_vm"]]["address"], "dst_port": f["dst_port"],
             "src_port": f["src_port"], "start_ns": f["start_ns"], "stop_ns": f["stop_ns"],
             "bytes": f["bytes"], "cc": cc.get(f["cc"]), "ecn": bool(f["ecn"]),
             "rate_bps": None if f["rate_bps"] is None else round(f["rate_bps"] * scale),
             "packet_bytes": f["packet_bytes"],
-        })
+        }
+        # An incast worker's flow starts when its aggregator asks (the spec's `workers`).
+        spec(f["src_vm"])["triggered" if "incast" in f else "sources"].append(source)
+    aggregators, workers = apps.incast_specs(plan, duration_ns)
+    for k, parts in aggregators.items():
+        spec(k)["aggregators"] = parts
+    for k, parts in workers.items():
+        spec(k)["workers"] = parts
     return specs
 
 

@@ -15,7 +15,16 @@ Spec: {"vm", "address", "seed", "bin_ns", "rcv_buf_bytes", "out", "ready", "go",
 "sinks": [{"flow", "transport", "port", "src", "src_port", "bytes"}], "sources": [{"flow",
 "transport", "dst",
 "dst_port", "src_port", "start_ns", "stop_ns", "bytes", "cc", "ecn", "rate_bps",
-"packet_bytes"}]} (rates already scaled).
+"packet_bytes"}], "triggered": [sources that start when an aggregator asks], "aggregators":
+[{"app", "start_ns", "interval_ns", "port", "workers": [address], "flows": [[flow per
+worker] per epoch]}], "workers": [{"app", "worker", "port", "jitter_ns", "flows": [flow per
+epoch]}]} (rates already scaled).
+
+Partition-aggregate (tacc.testbed.apps): each worker listens on its app's control port; the
+aggregator connects to every worker before time zero and, at each epoch, sends the epoch's
+number on a line to each. A worker then waits an exponential delay of mean `jitter_ns` (its
+own seeded stream) and sends its answer, the epoch's flow, on a new connection. The next
+epoch starts at its interval, or without one when every answer of the last is in.
 """
 
 from __future__ import annotations
@@ -46,6 +55,7 @@ RECV_CHUNK = 1 << 18
 POLL_S = 0.05  # how soon a blocked thread sees the end of the run
 PRECONNECT_NS = 100_000_000  # handshakes of flows starting at zero: within the 0.2 s lead-in
 GO_POLL_S = 0.005
+LAUNCH_LEAD_NS = PRECONNECT_NS + 50_000_000  # a source's thread starts this long before it
 MAX_LAG_NS = 2_000_000  # a late UDP source catches up on at most this much missed sending
 # The VMs' applications are woken on time, before anything else of the host's but the
 # mechanism (run.Children.start gives them real-time priority): a sender woken late sends a
@@ -77,10 +87,15 @@ class Traffic:
             for s in spec["sinks"]
         }
         self.sent: dict[int, dict[str, Any]] = {
-            s["flow"]: {"bytes": 0, "connected_ns": None, "retransmits": None,
-                        "timeouts": None, "send_errors": 0, "error": None}
-            for s in spec["sources"]
+            s["flow"]: {"bytes": 0, "start_ns": None, "connected_ns": None,
+                        "retransmits": None, "timeouts": None, "send_errors": 0, "error": None}
+            for s in spec["sources"] + spec["triggered"]
         }
+        self.triggered = {s["flow"]: s for s in spec["triggered"]}
+        self.answered = threading.Condition()  # notified when a sized flow is all in
+        self.controls: dict[int, socket.socket] = {}  # incast app -> its control listener
+        self.threads: list[threading.Thread] = []
+        self.errors: list[str] = []  # the incast apps' own failures
         self.selector = selectors.DefaultSelector()
         # (transport, port) -> (sender address, sender port) -> flow
         self.flows_at: dict[tuple[str, int], dict[tuple[str, int], int]] = {}
@@ -114,6 +129,100 @@ class Traffic:
                 sock.bind(("0.0.0.0", port))
             sock.setblocking(False)
             self.selector.register(sock, selectors.EVENT_READ, (transport, port, None, sock))
+        for part in self.spec["workers"]:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.spec["address"], part["port"]))
+            sock.listen(1)
+            sock.settimeout(POLL_S)
+            self.controls[part["app"]] = sock
+
+    def start(self, target: Any, *args: Any) -> None:
+        thread = threading.Thread(target=target, args=args, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def launch(self) -> None:
+        """Starts the sources' threads in start order, each shortly before its start: a
+        workload of thousands of flows never holds thousands of sleeping threads."""
+        for src in sorted(self.spec["sources"], key=lambda s: s["start_ns"]):
+            if not self._wait_until(self.t0 + src["start_ns"] - LAUNCH_LEAD_NS):
+                return
+            self.start(self.source, src)
+
+    def aggregate(self, part: dict[str, Any]) -> None:
+        """An incast app's aggregator: its control connections, then the epochs' requests."""
+        conns = []
+        try:
+            for address in part["workers"]:
+                while True:
+                    try:
+                        conns.append(socket.create_connection((address, part["port"]),
+                                                              timeout=POLL_S))
+                        break
+                    except OSError:
+                        if self.stopping.wait(POLL_S):
+                            return
+            for epoch, flows in enumerate(part["flows"]):
+                if part["interval_ns"] is not None or epoch == 0:
+                    at = self.t0 + part["start_ns"] + epoch * (part["interval_ns"] or 0)
+                    if not self._wait_until(at):
+                        return
+                elif not self._answered(part["flows"][epoch - 1]):
+                    return
+                if time.monotonic_ns() >= self.end:
+                    return
+                for conn in conns:
+                    conn.sendall(f"{epoch}\n".encode())
+        except OSError as exc:
+            if not self.stopping.is_set() and time.monotonic_ns() < self.end:
+                self.errors.append(f"incast aggregator of app {part['app']}: "
+                                   f"{type(exc).__name__}: {exc}")
+        finally:
+            for conn in conns:
+                conn.close()
+
+    def _answered(self, flows: list[int]) -> bool:
+        """Waits until every flow of `flows` is in; False if the run stops first."""
+        with self.answered:
+            while not all(self.received[f]["done_ns"] is not None for f in flows):
+                if self.stopping.is_set() or time.monotonic_ns() >= self.end:
+                    return False
+                self.answered.wait(POLL_S)
+        return True
+
+    def work(self, part: dict[str, Any]) -> None:
+        """An incast worker: each request starts the epoch's flow after the jitter."""
+        listener = self.controls[part["app"]]
+        jitter = random.Random(self.spec["seed"] * 1_000_003 + part["app"] * 10_007
+                               + part["worker"])
+        conn = None
+        while conn is None:
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                if self.stopping.is_set():
+                    return
+        with conn:
+            conn.settimeout(POLL_S)
+            pending = b""
+            while not self.stopping.is_set():
+                try:
+                    data = conn.recv(64)
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                if not data:
+                    return
+                pending += data
+                while b"\n" in pending:
+                    line, pending = pending.split(b"\n", 1)
+                    mean = part["jitter_ns"]
+                    delay = round(jitter.expovariate(1 / mean)) if mean > 0 else 0
+                    src = self.triggered[part["flows"][int(line)]]
+                    self.start(self.source,
+                               dict(src, start_ns=time.monotonic_ns() - self.t0 + delay))
 
     def sink_loop(self) -> None:
         """Accepts connections and reads every sink; a connection's flow is known when it is
@@ -161,9 +270,12 @@ class Traffic:
         rec["bins"][b] = rec["bins"].get(b, 0) + n
         if rec["size"] is not None and rec["done_ns"] is None and rec["bytes"] >= rec["size"]:
             rec["done_ns"] = now - self.t0
+            with self.answered:
+                self.answered.notify_all()
 
     def source(self, src: dict[str, Any]) -> None:
         rec = self.sent[src["flow"]]
+        rec["start_ns"] = src["start_ns"]
         # TCP flows that start at time zero shake hands in the lead-in: the simulator starts
         # them in the same nanosecond, where these processes start some milliseconds apart,
         # and a SYN (Not-ECT) that meets a queue the others built past K is dropped, again
@@ -218,9 +330,16 @@ class Traffic:
                 left -= n
             if left == 0:
                 # Sent in full: its last bytes may still be on their way (or lost and
-                # retransmitted) until the run ends.
+                # retransmitted) until the sink has them all and closes (with a reset).
                 sock.shutdown(socket.SHUT_WR)
-                self._wait_until(self.end)
+                while not self.stopping.is_set() and time.monotonic_ns() < self.end:
+                    try:
+                        if not sock.recv(1):
+                            break
+                    except TimeoutError:
+                        continue
+                    except ConnectionResetError:
+                        break
         finally:
             if rec["connected_ns"] is not None:
                 with contextlib.suppress(OSError):
@@ -267,6 +386,7 @@ class Traffic:
             "received": {str(f): {k: v for k, v in r.items() if k != "size"}
                          for f, r in self.received.items()},
             "sent": {str(f): r for f, r in self.sent.items()},
+            "errors": self.errors,
         }
 
 
@@ -297,18 +417,19 @@ def main(argv: list[str]) -> int:
             return 0
     clock = json.loads(go.read_text(encoding="utf-8"))
     traffic.t0, traffic.end = clock["start_mono_ns"], clock["end_mono_ns"]
-    threads = [threading.Thread(target=traffic.sink_loop, daemon=True)]
-    threads += [threading.Thread(target=traffic.source, args=(s,), daemon=True)
-                for s in spec["sources"]]
-    for thread in threads:
-        thread.start()
+    traffic.start(traffic.sink_loop)
+    traffic.start(traffic.launch)
+    for part in spec["aggregators"]:
+        traffic.start(traffic.aggregate, part)
+    for part in spec["workers"]:
+        traffic.start(traffic.work, part)
     # Never before the end (a timed wait may return a little early): the orchestrator
     # counts an exit before it as a failure.
     while (left := traffic.end - time.monotonic_ns()) > 0:
         if traffic.stopping.wait(left / 1e9):
             break
     traffic.stopping.set()
-    for thread in threads:
+    for thread in list(traffic.threads):
         thread.join(timeout=2.0)
     _write_json(Path(spec["out"]), traffic.records())
     return 0

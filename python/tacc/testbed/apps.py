@@ -1,0 +1,135 @@
+"""The scenario's applications as testbed flows: `[[traffic]]` sources as the very flows the
+engine draws (`tacc._core.workload`: names, endpoints, sizes and start times), and
+`[[incast]]` partition-aggregate as one flow per worker and epoch whose start the aggregator
+triggers at run time (tacc.testbed.traffic: a request over a control connection to each
+worker, which answers after its jitter on a new connection).
+
+The plan's flow list is extended with them before the run (`expand`), each worker's flow
+marked with its app, worker and epoch; after the run, `settle` keeps the incast flows whose
+epoch came, at the start their worker drew, as the engine lists only the flows it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from os import PathLike
+
+from tacc.testbed.plan import PlanError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from tacc.testbed.collect import Measured
+    from tacc.testbed.plan import Plan
+
+TCP_DPORT = 5001  # the engine's (tacc_sim::model::TCP_DPORT): every TCP flow's sink port
+FIRST_PORT = 10_000  # the engine's first source port of a VM
+# Worker w of incast app a listens for its aggregator's requests here.
+INCAST_CONTROL_PORT = 4000
+
+
+def workload(scenario: str | PathLike[str], sets: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """The scenario's `[[traffic]]` flows as the engine draws them for its seed."""
+    import tacc
+
+    return tacc._engine().workload(str(tacc._scenario_path(scenario)),
+                                   sets=tacc._set_pairs(sets))
+
+
+def expand(plan: Plan, workload: list[dict[str, Any]], scale: float) -> Plan:
+    """The plan with its applications' flows appended. Refused at a rate scale under 1: an
+    open-loop source's load and an incast's epochs are set in the scenario's time, which
+    the testbed runs undilated, so at a tenth of the rates the same flows would offer ten
+    times the load."""
+    if not plan["apps"]:
+        return plan
+    if scale < 1.0:
+        names = ", ".join(f"[[{a['kind']}]] {a['name']}" for a in plan["apps"])
+        raise PlanError(f"{names}: applications run at the scenario's rates only (this one "
+                        f"would be scaled by x{scale:g}); raise --rate-cap to the fastest "
+                        f"link's rate")
+    next_port: dict[int, int] = {}
+    for f in plan["flows"]:
+        next_port[f["src_vm"]] = max(next_port.get(f["src_vm"], FIRST_PORT), f["src_port"] + 1)
+
+    def flow(name: str, group: str, src: int, dst: int, start_ns: int, size: int, cc: str,
+             ecn: bool) -> dict[str, Any]:
+        port = next_port.get(src, FIRST_PORT)
+        next_port[src] = port + 1
+        return {"name": name, "group": group, "src_vm": src, "dst_vm": dst,
+                "start_ns": start_ns, "stop_ns": None, "bytes": size, "transport": "tcp",
+                "cc": cc, "ecn": ecn, "rate_bps": None, "packet_bytes": None,
+                "src_port": port, "dst_port": TCP_DPORT, "forge": None, "spoof_src": None}
+
+    flows = list(plan["flows"])
+    for w in workload:
+        flows.append(flow(w["name"], w["group"], w["src_vm"], w["dst_vm"], w["start_ns"],
+                          w["bytes"], w["cc"], w["ecn"]))
+    for a, app in enumerate(plan["apps"]):
+        inc = app.get("incast")
+        if inc is None:
+            continue
+        for epoch in range(inc["epochs"]):
+            # The earliest an epoch can start; its flows' real starts come from the run.
+            earliest = inc["start_ns"] + epoch * (inc["interval_ns"] or 0)
+            for w, vm in enumerate(inc["workers"]):
+                f = flow(f"{app['name']}.{w}.{epoch}", app["name"], vm, inc["aggregator"],
+                         earliest, inc["bytes"], inc["cc"], inc["ecn"])
+                f["incast"] = {"app": a, "worker": w, "epoch": epoch}
+                flows.append(f)
+    return dict(plan, flows=flows)
+
+
+def settle(plan: Plan, m: Measured) -> Plan:
+    """The plan's flows as the run started them: an incast flow at the start its worker
+    drew, or dropped if its epoch never came; the records renumbered to match."""
+    sent = {int(flow): rec for records in m.traffic.values()
+            for flow, rec in records.get("sent", {}).items()}
+    kept: list[dict[str, Any]] = []
+    renumber: dict[int, int] = {}
+    for i, f in enumerate(plan["flows"]):
+        if "incast" in f:
+            start = sent.get(i, {}).get("start_ns")
+            if start is None:
+                continue
+            f = dict(f, start_ns=start)
+        renumber[i] = len(kept)
+        kept.append(f)
+    for records in m.traffic.values():
+        for side in ("sent", "received"):
+            if side in records:
+                records[side] = {str(renumber[int(k)]): v for k, v in records[side].items()
+                                 if int(k) in renumber}
+    return dict(plan, flows=kept)
+
+
+def incast_specs(plan: Plan, duration_ns: int) -> tuple[dict[int, list[dict[str, Any]]],
+                                                        dict[int, list[dict[str, Any]]]]:
+    """Per VM, its aggregators' and its workers' parts of the plan's incast apps (the
+    traffic spec's `aggregators` and `workers`); flows are the plan's flow numbers."""
+    aggregators: dict[int, list[dict[str, Any]]] = {}
+    workers: dict[int, list[dict[str, Any]]] = {}
+    by_app: dict[int, dict[tuple[int, int], int]] = {}
+    for i, f in enumerate(plan["flows"]):
+        if "incast" in f:
+            by_app.setdefault(f["incast"]["app"], {})[
+                (f["incast"]["epoch"], f["incast"]["worker"])] = i
+    for a, flows in sorted(by_app.items()):
+        inc = plan["apps"][a]["incast"]
+        if inc["start_ns"] >= duration_ns:
+            continue
+        port = INCAST_CONTROL_PORT + a
+        aggregators.setdefault(inc["aggregator"], []).append({
+            "app": a, "start_ns": inc["start_ns"], "interval_ns": inc["interval_ns"],
+            "port": port,
+            "workers": [plan["vms"][vm]["address"] for vm in inc["workers"]],
+            "flows": [[flows[(e, w)] for w in range(len(inc["workers"]))]
+                      for e in range(inc["epochs"])],
+        })
+        for w, vm in enumerate(inc["workers"]):
+            workers.setdefault(vm, []).append({
+                "app": a, "worker": w, "port": port, "jitter_ns": inc["jitter_ns"],
+                "flows": [flows[(e, w)] for e in range(inc["epochs"])],
+            })
+    return aggregators, workers
