@@ -2,8 +2,8 @@
 //! namespaces and veths, and its agents to build the same mechanism.
 
 use tacc_mech::plan::{
-    Node, Plan, PlanApp, PlanFlow, PlanIncast, PlanHost, PlanOutput, PlanPort, PlanQueue, PlanRoute,
-    PlanSwitch, PlanTcp, PlanVm,
+    Node, Plan, PlanApp, PlanFlow, PlanHost, PlanIncast, PlanOutput, PlanPort, PlanQueue,
+    PlanRoute, PlanSwitch, PlanTcp, PlanVm,
 };
 use tacc_mech::MechanismConfig;
 
