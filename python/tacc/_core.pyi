@@ -116,3 +116,8 @@ class Controller:
     def timer(self, now_ns: int) -> list[str]:
         """The app's timer (statistics requests, expiries); call it at `poll_at`."""
     def poll_at(self) -> int | None: ...
+    def route_port(
+        self, switch: int, src: int, dst: int, protocol: int, sport: int, dport: int
+    ) -> int | None:
+        """The plan port `switch` sends this 5-tuple out of: among a route's equal ports,
+        the one the engine's ECMP hash picks; None without a route."""

@@ -120,18 +120,6 @@ def test_a_set_replaces_the_departing_keys_it_covers(engine: None, tmp_path: Pat
         f"{path}:33: output.queue_sample: queues.csv is sampled every 100ms at most often"]
 
 
-def test_ecmp_routes_are_refused_on_ovs_switches_and_kept_on_linux_ones(engine: None) -> None:
-    """The OVS controller sends a flow by a route's first port; the engine (and a Linux
-    switch, hashing by 5-tuple) spread flows over all of them."""
-    tree = Path(tacc.__file__).parent / "scenarios" / "papers" / "sicc_tree144.toml"
-    sets = [("mechanism", '{kind="sicc"}')]
-    plan = plans.load_plan(tree, sets)
-    assert any(len(r["ports"]) > 1 for r in plan["routes"]), "no ECMP in this tree"
-    with pytest.raises(plans.PlanError, match="ECMP routes .* are not supported on Open vSwitch"):
-        run.resolve_switches(plan, "auto")
-    assert run.resolve_switches(plan, "linux") == "linux"
-
-
 def test_the_notes_say_when_linux_reduces_windows_otherwise_than_the_scenario(
         plan: dict[str, Any]) -> None:
     # Linux always reduces with PRR; the scenario asks for RFC 6675's recovery.

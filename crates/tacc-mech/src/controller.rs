@@ -13,20 +13,14 @@ use crate::Nanos;
 
 type Packet = Ipv4Packet<Vec<u8>>;
 
-/// A plan's routes followed hop by hop. Only single-path routes are followed: a controller
-/// cannot know which member of an ECMP set a switch's own hash picks, so a path stops there.
+/// A plan's routes followed hop by hop, each switch choosing among equal ports by its ECMP
+/// hash ([`Plan::route_port`]): the testbed's controller installs that very choice.
 impl PathOracle for Plan {
     fn path(&self, mut switch: u32, h: &crate::control::PacketInHeaders) -> Vec<(u32, u32)> {
         let mut hops = Vec::new();
-        let Some(vm) = self.vm_by_ip(h.dst) else {
-            return hops;
-        };
-        while let Some(r) = self
-            .routes
-            .iter()
-            .find(|r| r.switch == switch && r.vm == vm)
+        while let Some(port) =
+            self.route_port(switch, h.src, h.dst, h.protocol, h.src_port, h.dst_port)
         {
-            let [port] = r.ports[..] else { break };
             hops.push((switch, port));
             match self.ports[port as usize].to {
                 Node::Switch(next) if hops.len() <= self.switches.len() => switch = next,

@@ -58,6 +58,27 @@ impl PlanVm {
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct PlanSwitch {
     pub name: String,
+    /// The switch's ECMP salt: among a route's equal ports it takes
+    /// `ports[flow_hash(salt, 5-tuple) % ports.len()]`, as the engine's switches do.
+    #[serde(default)]
+    pub salt: u64,
+}
+
+/// The ECMP hash of a 5-tuple (transport ports for TCP and UDP alike); `salt` differs per
+/// switch so that paths decorrelate across tiers.
+#[inline]
+pub fn flow_hash(salt: u64, src: u32, dst: u32, protocol: u8, sport: u16, dport: u16) -> u64 {
+    let mut h = salt ^ 0x51_7c_c1_b7_27_22_0a_95;
+    for v in [
+        src as u64,
+        dst as u64,
+        protocol as u64,
+        ((sport as u64) << 16) | dport as u64,
+    ] {
+        h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        h ^= h >> 29;
+    }
+    h
 }
 
 /// One end of a link.
@@ -201,6 +222,27 @@ impl Plan {
     /// The VM index of an address.
     pub fn vm_by_ip(&self, ip: u32) -> Option<u32> {
         self.vms.iter().position(|v| v.ip() == ip).map(|i| i as u32)
+    }
+
+    /// The port switch `switch` sends a packet of this 5-tuple out of, choosing among a
+    /// route's equal ports by the switch's hash as the engine does; `None` without a route.
+    pub fn route_port(
+        &self,
+        switch: u32,
+        src: u32,
+        dst: u32,
+        protocol: u8,
+        sport: u16,
+        dport: u16,
+    ) -> Option<u32> {
+        let vm = self.vm_by_ip(dst)?;
+        let r = self
+            .routes
+            .iter()
+            .find(|r| r.switch == switch && r.vm == vm)?;
+        let salt = self.switches[switch as usize].salt;
+        let k = flow_hash(salt, src, dst, protocol, sport, dport) % r.ports.len().max(1) as u64;
+        r.ports.get(k as usize).copied()
     }
 }
 

@@ -255,6 +255,22 @@ impl Controller {
     fn poll_at(&self) -> Option<u64> {
         self.get().poll_at()
     }
+
+    /// The plan port a switch sends this 5-tuple out of: among equal ports, the one the
+    /// engine's ECMP hash picks (`Plan::route_port`).
+    fn route_port(
+        &self,
+        switch: u32,
+        src: u32,
+        dst: u32,
+        protocol: u8,
+        sport: u16,
+        dport: u16,
+    ) -> Option<u32> {
+        self.get()
+            .plan()
+            .route_port(switch, src, dst, protocol, sport, dport)
+    }
 }
 
 #[pyfunction]

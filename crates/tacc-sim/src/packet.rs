@@ -5,6 +5,7 @@
 //! rewrite that forgets to update it is caught when the end host verifies it (debug builds).
 
 use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
+pub use tacc_mech::plan::flow_hash;
 use tacc_mech::wire::update_checksum;
 
 pub const IP_HEADER: u32 = 20;
@@ -177,22 +178,6 @@ impl Packet {
             self.dport,
         )
     }
-}
-
-/// The ECMP hash of a 5-tuple (transport ports for TCP and UDP alike).
-#[inline]
-pub fn flow_hash(salt: u64, src: u32, dst: u32, protocol: u8, sport: u16, dport: u16) -> u64 {
-    let mut h = salt ^ 0x51_7c_c1_b7_27_22_0a_95;
-    for v in [
-        src as u64,
-        dst as u64,
-        protocol as u64,
-        ((sport as u64) << 16) | dport as u64,
-    ] {
-        h = (h ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        h ^= h >> 29;
-    }
-    h
 }
 
 impl PacketHeaders for Packet {

@@ -88,7 +88,11 @@ pub fn plan(p: &Prepared) -> Plan {
             .graph
             .switches
             .iter()
-            .map(|name| PlanSwitch { name: name.clone() })
+            .zip(&m.switch_salt)
+            .map(|(name, &salt)| PlanSwitch {
+                name: name.clone(),
+                salt,
+            })
             .collect(),
         ports: m
             .ports
@@ -179,5 +183,36 @@ pub fn plan(p: &Prepared) -> Plan {
             ports: m.sampled_ports.clone(),
         },
         mechanism: (!matches!(p.mechanism, MechanismConfig::None(_))).then(|| p.mechanism.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::packet::Packet;
+
+    /// The plan's route choice is the engine's forwarding, ECMP included: the testbed's
+    /// controller installs `route_port`, so its flows take the simulator's paths.
+    #[test]
+    fn the_plans_route_port_is_the_engines_ecmp_choice() {
+        let text = "name = \"ft\"\nduration = \"1s\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n\
+                    link_rate = \"1Gbps\"\nlink_delay = \"1us\"\n";
+        let p = crate::load(text, "ft.toml", &[], Some(7)).unwrap();
+        let plan = super::plan(&p);
+        let m = &p.model;
+        let mut spread = std::collections::HashSet::new();
+        for s in 0..plan.switches.len() as u32 {
+            for (dst, vm) in m.vms.iter().enumerate() {
+                for sport in 10_000..10_040u16 {
+                    let src = m.vms[(dst + 1) % m.vms.len()].ip;
+                    let mut pkt = Packet::new(src, vm.ip, 6, 1500);
+                    (pkt.sport, pkt.dport) = (sport, 5001);
+                    let port = plan.route_port(s, src, vm.ip, 6, sport, 5001);
+                    assert_eq!(port, m.route(s, &pkt), "switch {s}, vm {dst}, port {sport}");
+                    spread.insert((s, dst, port));
+                }
+            }
+        }
+        // ECMP sets are used whole: an edge switch reaches a host of another pod by 2 ports.
+        assert!(spread.len() > plan.routes.len());
     }
 }

@@ -12,7 +12,11 @@ Each switch's tables, installed when it connects (again after a restart of eithe
              hook then decides whether the app hears of it, as in the simulator); only in
              switches where the mechanism has a hook; then table 1
     table 1  the mechanism's rules (SICC's SYN/FIN copies, SDN-ECN's marking rules); then 2
-    table 2  routes: a rule per destination VM (next hop's MAC, TTL, output port)
+    table 2  routes: a rule per destination VM (next hop's MAC, TTL, output port); where the
+             route has equal ports (ECMP), the destination's rule sends a flow's first packet
+             to the controller, which installs a rule for the flow's 5-tuple out of the port
+             the engine's hash picks (`route_port`) and sends the packet on: the mechanisms'
+             path oracle is then the path the packets take
 
 What OpenFlow cannot give (a port's ECN mark count, its queue length) the switch agent serves
 on its stats socket. Port and flow byte counters come from OpenFlow statistics, Ethernet
@@ -133,6 +137,7 @@ if app_manager is not None:
             self.datapaths: dict[int, Any] = {}
             self.configured: set[int] = set()
             self.accounted: dict[int, set[tuple[int, int, int, int, int]]] = {}
+            self.routed: dict[int, set[tuple[int, int, int, int, int]]] = {}  # ECMP decided
             # Rules the app installed, kept to reinstall after a switch restart:
             # (switch, match JSON, priority) -> (FlowMod, its expiry in ns or None).
             self.rules: dict[tuple[int, str, int], tuple[dict[str, Any], int | None]] = {}
@@ -167,6 +172,7 @@ if app_manager is not None:
             self.datapaths[switch] = dp
             self.configured.discard(switch)
             self.accounted[switch] = set()
+            self.routed[switch] = set()
             self._configure(dp, switch)
 
         @set_ev_cls(ofp_event.EventOFPStateChange, [DEAD_DISPATCHER])
@@ -198,8 +204,12 @@ if app_manager is not None:
                 if s != switch:
                     continue
                 match = parser.OFPMatch(eth_type=0x0800, ipv4_dst=self.plan["vms"][vm]["address"])
-                self._flow(dp, ROUTES, ROUTE_PRIORITY, match,
-                           [self._output(dp, ports[0])], "setup")
+                if len(ports) == 1:
+                    action = self._output(dp, ports[0])
+                else:
+                    action = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [
+                        parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)])
+                self._flow(dp, ROUTES, ROUTE_PRIORITY, match, [action], "setup")
             for text in self.mech.initial_rules():
                 self._flow_mod(dp, json.loads(text), None, "flow_mod")
                 self.counts.event("rules_installed")
@@ -232,6 +242,9 @@ if app_manager is not None:
                 self.counts.event("packet_ins_ignored")
                 return
             ip = frame[ETH_HEADER:]
+            if msg.table_id == ROUTES:
+                self._route_flow(msg.datapath, switch, ip, msg)
+                return
             # The packet came in on the device whose egress is plan port ofport - 1: it
             # arrived by the link's other direction, the port the engine calls in_port.
             in_port = self.reverse[msg.match["in_port"] - 1]
@@ -488,41 +501,49 @@ if app_manager is not None:
 
         def _output(self, dp: Any, port: int, before: list[Any] | None = None) -> Any:
             """Apply-actions that send a packet out of plan port `port` to the next hop."""
-            ofp, parser = dp.ofproto, dp.ofproto_parser
-            peer = self.reverse[port]
-            actions = [*(before or []), parser.OFPActionDecNwTtl(),
-                       parser.OFPActionSetField(eth_src=port_mac(port)),
-                       parser.OFPActionSetField(eth_dst=port_mac(peer)),
-                       parser.OFPActionOutput(port + 1, 0)]
-            return parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, actions)
+            return dp.ofproto_parser.OFPInstructionActions(
+                dp.ofproto.OFPIT_APPLY_ACTIONS, [*(before or []), *self._hop(dp, port)])
+
+        def _hop(self, dp: Any, port: int) -> list[Any]:
+            """The actions of a hop out of plan port `port`: TTL, the MACs, the port."""
+            parser = dp.ofproto_parser
+            return [parser.OFPActionDecNwTtl(),
+                    parser.OFPActionSetField(eth_src=port_mac(port)),
+                    parser.OFPActionSetField(eth_dst=port_mac(self.reverse[port])),
+                    parser.OFPActionOutput(port + 1, 0)]
 
         def _route_port(self, switch: int, ip: bytes) -> int | None:
-            vm = self.vm_of_ip.get(int.from_bytes(ip[16:20], "big"))
-            ports = self.routes.get((switch, vm)) if vm is not None else None
-            return ports[0] if ports else None
+            return self.mech.route_port(switch, *_five_tuple(ip))
+
+        def _route_flow(self, dp: Any, switch: int, ip: bytes, msg: Any) -> None:
+            """A flow's first packet at a switch with equal ports towards its destination:
+            a rule for the flow out of the port the engine's hash picks, and the packet sent
+            on by it (every packet that came before the rule took hold, too)."""
+            key = _five_tuple(ip)
+            port = self._route_port(switch, ip)
+            if port is None:
+                self.counts.event("packet_ins_ignored")
+                return
+            parser = dp.ofproto_parser
+            if key not in self.routed[switch]:
+                self.routed[switch].add(key)
+                self.counts.event("ecmp_flows")
+                self._flow(dp, ROUTES, ROUTE_PRIORITY + 1, parser.OFPMatch(**_match(key)),
+                           [self._output(dp, port)], "routing")
+            self._send(dp, parser.OFPPacketOut(
+                dp, buffer_id=dp.ofproto.OFP_NO_BUFFER, in_port=msg.match["in_port"],
+                actions=self._hop(dp, port), data=msg.data), "routing")
 
         def _account(self, dp: Any, switch: int, ip: bytes) -> None:
             """A per-flow counting rule for the flow of this packet (once per flow)."""
-            ihl = (ip[0] & 0x0F) * 4
-            proto = ip[9]
-            src, dst = int.from_bytes(ip[12:16], "big"), int.from_bytes(ip[16:20], "big")
-            sport = dport = 0
-            if proto in (6, 17) and len(ip) >= ihl + 4:
-                sport = int.from_bytes(ip[ihl:ihl + 2], "big")
-                dport = int.from_bytes(ip[ihl + 2:ihl + 4], "big")
-            key = (src, dst, proto, sport, dport)
+            key = _five_tuple(ip)
             seen = self.accounted.setdefault(switch, set())
             out = self._route_port(switch, ip)
             if key in seen or out is None:
                 return
             seen.add(key)
             parser = dp.ofproto_parser
-            fields: dict[str, Any] = {"eth_type": 0x0800, "ipv4_src": _dotted(src),
-                                      "ipv4_dst": _dotted(dst), "ip_proto": proto}
-            if proto in (6, 17):
-                l4 = "tcp" if proto == 6 else "udp"
-                fields[f"{l4}_src"], fields[f"{l4}_dst"] = sport, dport
-            self._flow(dp, ACCOUNTING, ACCOUNT_PRIORITY, parser.OFPMatch(**fields),
+            self._flow(dp, ACCOUNTING, ACCOUNT_PRIORITY, parser.OFPMatch(**_match(key)),
                        [parser.OFPInstructionGotoTable(MECHANISM)], "accounting",
                        cookie=COOKIE_ACCOUNT | out)
 
@@ -555,6 +576,29 @@ def _ip(address: str) -> int:
 
 def _dotted(ip: int) -> str:
     return socket.inet_ntoa(ip.to_bytes(4, "big"))
+
+
+def _five_tuple(ip: bytes) -> tuple[int, int, int, int, int]:
+    """(source, destination, protocol, source port, destination port) of an IPv4 packet;
+    ports 0 but for TCP and UDP."""
+    ihl = (ip[0] & 0x0F) * 4
+    proto = ip[9]
+    sport = dport = 0
+    if proto in (6, 17) and len(ip) >= ihl + 4:
+        sport = int.from_bytes(ip[ihl:ihl + 2], "big")
+        dport = int.from_bytes(ip[ihl + 2:ihl + 4], "big")
+    return int.from_bytes(ip[12:16], "big"), int.from_bytes(ip[16:20], "big"), proto, sport, dport
+
+
+def _match(key: tuple[int, int, int, int, int]) -> dict[str, Any]:
+    """OFPMatch fields of a 5-tuple."""
+    src, dst, proto, sport, dport = key
+    fields: dict[str, Any] = {"eth_type": 0x0800, "ipv4_src": _dotted(src),
+                              "ipv4_dst": _dotted(dst), "ip_proto": proto}
+    if proto in (6, 17):
+        l4 = "tcp" if proto == 6 else "udp"
+        fields[f"{l4}_src"], fields[f"{l4}_dst"] = sport, dport
+    return fields
 
 
 def _flow_key(match: Any) -> dict[str, int] | None:

@@ -8,8 +8,7 @@ delayed ACKs, PRR) is recorded in `not_emulated` by `plan.plan_notes` without re
 as are departures that change only the result files (`output_only`).
 
 Left to the checks on the plan (plan.check_plan, plan_notes, vm_tcp_ecn): what depends on
-the built world rather than on keys, such as ECMP routes on Open vSwitch switches or TCP
-flows of one VM that disagree on ECN.
+the built world rather than on keys, such as TCP flows of one VM that disagree on ECN.
 """
 
 from __future__ import annotations

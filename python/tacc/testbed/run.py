@@ -686,12 +686,6 @@ def resolve_switches(plan: Plan, switches: str) -> str:
         from tacc import _core
 
         switches = "ovs" if _core.Controller(json.dumps(plan)).has_app() else "linux"
-    multipath = sorted({plan["switches"][r["switch"]]["name"] for r in plan["routes"]
-                        if len(r["ports"]) > 1})
-    if switches == "ovs" and multipath:
-        raise PlanError(f"ECMP routes (at {', '.join(multipath)}) are not supported on Open "
-                        "vSwitch switches: the controller would send each flow by the first "
-                        "port, where the mechanism's path oracle follows the engine's hash")
     return switches
 
 
