@@ -144,6 +144,20 @@ def flow_summaries(plan: Plan, m: Measured, cc: dict[str, str]) -> list[dict[str
     return flows
 
 
+def start_lateness(plan: Plan, m: Measured) -> dict[str, float] | None:
+    """How late the sources opened their TCP flows' connections (ms after each flow's start,
+    median, 99th percentile and most): whether the VMs' processes kept up with the flows'
+    arrivals. Flows starting at zero connect early on purpose and are left out."""
+    sent = _by_flow(m.traffic, "sent")
+    late = sorted((rec["began_ns"] - f["start_ns"]) / 1e6
+                  for i, f in enumerate(plan["flows"])
+                  if f["start_ns"] > 0 and (rec := sent.get(i, {})).get("began_ns") is not None)
+    if not late:
+        return None
+    return {"flows": len(late), "median": statistics.median(late),
+            "p99": late[min(len(late) - 1, round(0.99 * (len(late) - 1)))], "max": late[-1]}
+
+
 def _by_flow(traffic: dict[int, dict[str, Any]], side: str) -> dict[int, dict[str, Any]]:
     return {int(flow): rec for records in traffic.values()
             for flow, rec in records.get(side, {}).items()}

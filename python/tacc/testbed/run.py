@@ -369,7 +369,7 @@ class _Run:
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
         self.children.stop(agents + wire + ([self.controller] if self.controller else []))
         self._read_records(m)
-        plan = apps.settle(plan, m)
+        plan = self.plan = apps.settle(plan, m)  # the records are renumbered to match
         flows = collect.flow_summaries(plan, m, found.cc)
         summary = collect.summary(
             plan, m, flows, scale=scale, scenario_file=scenario_file,
@@ -666,6 +666,7 @@ class _Run:
             },
             "switches": "ovs" if self.switches is not None else "linux",
             "agent_offset_s": m.agent_offset_s,
+            "start_lateness_ms": collect.start_lateness(plan, m),
             "agents": collect.agent_totals(plan, m),
             "host_agents": self._host_agent_counts(),
             # Impossible windows the kernel handed tacc's BPF DCTCP, repaired (dctcp.bpf.c).

@@ -87,7 +87,7 @@ class Traffic:
             for s in spec["sinks"]
         }
         self.sent: dict[int, dict[str, Any]] = {
-            s["flow"]: {"bytes": 0, "start_ns": None, "connected_ns": None,
+            s["flow"]: {"bytes": 0, "start_ns": None, "began_ns": None, "connected_ns": None,
                         "retransmits": None, "timeouts": None, "send_errors": 0, "error": None}
             for s in spec["sources"] + spec["triggered"]
         }
@@ -314,6 +314,7 @@ class Traffic:
         stop_at = self._stop_at(src)
         sock.settimeout(max(POLL_S, (stop_at - time.monotonic_ns()) / 1e9))
         try:
+            rec["began_ns"] = time.monotonic_ns() - self.t0
             sock.connect((src["dst"], src["dst_port"]))
             rec["connected_ns"] = time.monotonic_ns() - self.t0
             if not self._wait_until(self.t0 + src["start_ns"]):
