@@ -128,6 +128,10 @@ def test_the_notes_say_when_linux_reduces_windows_otherwise_than_the_scenario(
     plan["tcp"]["prr"] = True
 
     assert not any("RFC 6937" in n for n in plans.plan_notes(plan, link_delays=False))
+    # A scenario that sets it is refused key by key, or listed once with --approximate.
+    plan["tcp"]["prr"] = False
+    assert not any("RFC 6937" in n
+                   for n in plans.plan_notes(plan, link_delays=False, departed={"tcp.prr"}))
 
 
 def test_each_missing_plan_field_is_one_error_line(plan: dict[str, Any]) -> None:
@@ -691,3 +695,26 @@ def test_open_loop_flows_are_the_engines_flows(testbed_machine: None, tmp_path: 
             assert float(row["fct"]) >= 0.95 * w["bytes"] / SEGMENT_DATA * SEGMENT_S, row
         elif w["bytes"] <= 100_000:
             assert w["start_ns"] > 2.5e9, row
+
+
+@pytest.mark.testbed
+def test_partition_aggregate_at_an_interval_starts_each_epoch_on_time(testbed_machine: None,
+                                                                      tmp_path: Path) -> None:
+    """With `interval`, epoch e is asked for at start + e x interval whether or not the last
+    one's answers are in: every epoch's first answer starts within 5 ms of it (the request's
+    trip, a worker's wake-up and the least of 8 draws of 100 us mean), and answers of 512 KB
+    that need 42 ms through the port overlap the next epoch at 30 ms."""
+    sets = [("incast[0].interval", '"30ms"'), ("incast[0].epochs", "6")]
+    out = run.run_testbed(INCAST_SMALL, sets, run.Options(out=tmp_path / "out", quiet=True))
+
+    starts: dict[int, list[float]] = {}
+    ends: dict[int, list[float]] = {}
+    for row in collect.read_csv(out / "flows.csv"):
+        epoch = int(row["name"].split(".")[2])
+        starts.setdefault(epoch, []).append(float(row["start"]))
+        ends.setdefault(epoch, []).append(float(row["end"]))
+    assert sorted(starts) == list(range(6))
+    for epoch, at in sorted(starts.items()):
+        asked = 0.1 + 0.03 * epoch
+        assert asked <= min(at) <= asked + 0.005, (epoch, min(at), asked)
+    assert any(max(ends[e]) > min(starts[e + 1]) for e in range(5))

@@ -10,7 +10,7 @@ disagree on what was asked.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from os import PathLike
 
 from tacc.summary import format_rate
@@ -219,9 +219,10 @@ def linux_cc(cc: str) -> str:
     return {"newreno": "reno"}.get(cc, cc)
 
 
-def plan_notes(plan: Plan, link_delays: bool) -> list[str]:
+def plan_notes(plan: Plan, link_delays: bool, departed: Collection[str] = ()) -> list[str]:
     """What the plan asks and the testbed does not emulate (recorded with the result);
-    `link_delays`: the run emulates the links' delays."""
+    `link_delays`: the run emulates the links' delays; `departed`: the departures' key
+    patterns (tacc.testbed.departures) already listed, whose notes would say it twice."""
     notes = []
     delays = sorted({p["delay_ns"] for p in plan["ports"] if p["delay_ns"]})
     if delays and not link_delays:
@@ -229,15 +230,16 @@ def plan_notes(plan: Plan, link_delays: bool) -> list[str]:
         notes.append(f"link delays ({shown}): not emulated (--link-delays emulates them); "
                      "the base RTT is the veths' own")
     lossy = [p["name"] for p in plan["ports"] if p["loss_rate"]]
-    if lossy:
+    if lossy and "loss[]" not in departed:
         notes.append(f"random loss on links ({', '.join(lossy)}): not emulated (the testbed "
                      "does not use netem)")
     red = [p["name"] for p in plan["ports"] if p["queue"]["kind"] not in ("droptail", "red-ecn")]
-    if red:
+    if red and not {"queue.kind", "queue.overrides[].kind"} & set(departed):
         notes.append(f"RED queues run as drop-tail at their limit: {', '.join(red)}")
-    notes.append(f"delayed ACKs are Linux's own (quick-ack, then delayed), not "
-                 f"delack_count={plan['tcp']['delack_count']}")
-    if not plan["tcp"]["prr"]:
+    if not {"tcp.delayed_ack", "tcp.delack_timeout"} & set(departed):
+        notes.append(f"delayed ACKs are Linux's own (quick-ack, then delayed), not "
+                     f"delack_count={plan['tcp']['delack_count']}")
+    if not plan["tcp"]["prr"] and "tcp.prr" not in departed:
         notes.append("window reductions are Linux's proportional rate reduction (RFC 6937), "
                      "not RFC 6675's recovery (tcp.prr=false)")
     notes.append("VM vNIC queues: a VM's veth has none; its host's NIC queue is the first")

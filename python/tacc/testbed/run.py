@@ -39,7 +39,7 @@ from tacc._progress import simulation_bar
 from tacc.testbed import (
     TestbedError, apps, collect, control, dctcp, features, ovs, shell, topology,
 )
-from tacc.testbed.departures import scenario_departures
+from tacc.testbed.departures import Departure, scenario_departures
 from tacc.testbed.plan import (
     DEFAULT_RATE_CAP_BPS, PlanError, load_plan, plan_notes, rate_scale, scale_message,
     path_ports, unloaded_rtt_ns, vm_tcp_ecn,
@@ -109,14 +109,13 @@ def run_testbed(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str]
     if plan["apps"]:
         plan = apps.expand(plan, apps.workload(scenario, sets),
                            rate_scale(plan, options.rate_cap_bps))
-    return run_plan(plan, options, scenario_file=str(path),
-                    departures=[message for message, _ in found])
+    return run_plan(plan, options, scenario_file=str(path), departures=found)
 
 
 def run_plan(plan: Plan, options: Options, scenario_file: str = "",
-             departures: Sequence[str] = ()) -> Path:
+             departures: Sequence[tuple[str, Departure]] = ()) -> Path:
     """Runs a plan; `departures` (the scenario's keys the testbed does not honour, each
-    "WHERE: KEY: REASON") are recorded in `testbed.not_emulated`."""
+    "WHERE: KEY: REASON" with its table entry) are recorded in `testbed.not_emulated`."""
     started = time.monotonic()
     names, workdir = _new_run()
     run = _Run(plan, options, names, workdir, departures)
@@ -307,7 +306,7 @@ def _signal_group(child: Child, sig: int) -> None:
 
 class _Run:
     def __init__(self, plan: Plan, options: Options, names: Names, workdir: Path,
-                 departures: Sequence[str]) -> None:
+                 departures: Sequence[tuple[str, Departure]]) -> None:
         self.plan, self.options, self.names, self.workdir = plan, options, names, workdir
         self.departures = list(departures)
         self.children = Children()
@@ -657,7 +656,9 @@ class _Run:
             "stack_rtt_us": self.stack_rtt_us,
             "limiter": limiter_of(plan),
             "link_delays": self.options.link_delays,
-            "not_emulated": [*self.departures, *plan_notes(plan, self.options.link_delays),
+            "not_emulated": [*(message for message, _ in self.departures),
+                             *plan_notes(plan, self.options.link_delays,
+                                         {d.pattern for _, d in self.departures}),
                              *found.notes, *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
