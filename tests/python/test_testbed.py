@@ -478,6 +478,21 @@ def test_the_traffic_process_sends_and_counts(testbed_machine: None, names: Name
 
 
 @pytest.mark.testbed
+def test_an_aggregator_that_cannot_reach_a_worker_says_so(testbed_machine: None, names: Names,
+                                                        tmp_path: Path) -> None:
+    """A worker still unreachable when the first epoch is due is the run's failure, not an
+    incast that silently never ran."""
+    proc = _traffic(names, tmp_path, 0.5, aggregators=[
+        {"app": 0, "start_ns": 50_000_000, "interval_ns": None, "port": 4000,
+         "workers": ["127.0.0.1"], "flows": [[0]]}])
+    proc.communicate(timeout=10)
+
+    assert proc.returncode == 0
+    errors = json.loads((tmp_path / "out.json").read_text())["errors"]
+    assert len(errors) == 1 and "worker 127.0.0.1 unreachable" in errors[0], errors
+
+
+@pytest.mark.testbed
 def test_the_traffic_process_writes_its_records_on_sigterm(
     testbed_machine: None, names: Names, tmp_path: Path
 ) -> None:

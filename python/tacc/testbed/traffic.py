@@ -160,7 +160,11 @@ class Traffic:
                         conns.append(socket.create_connection((address, part["port"]),
                                                               timeout=POLL_S))
                         break
-                    except OSError:
+                    except OSError as exc:
+                        # Every worker listens before the go file: one still unreachable
+                        # when the first epoch is due would leave the app silently unrun.
+                        if time.monotonic_ns() >= self.t0 + part["start_ns"]:
+                            raise OSError(f"worker {address} unreachable: {exc}") from exc
                         if self.stopping.wait(POLL_S):
                             return
             for epoch, flows in enumerate(part["flows"]):
