@@ -3,6 +3,11 @@
 from collections.abc import Callable
 from typing import TypedDict
 
+FIRST_PORT: int
+"""A VM's first source port; a run allocates them per VM upward from here."""
+TCP_DPORT: int
+"""Every TCP flow's sink port."""
+
 class ScenarioError(ValueError):
     """Bad scenario input; the message has one line per error, e.g.
     ``scenarios/x.toml:12: flows[1].rate: expected a rate such as "1Gbps", got "fast"``."""
@@ -65,6 +70,8 @@ class _WorkloadFlow(TypedDict):
     start_ns: int
     cc: str
     ecn: bool
+    src_port: int
+    dst_port: int
     ports: list[int]
 
 def workload(

@@ -84,6 +84,26 @@ def test_applications_are_refused_on_a_scaled_testbed(engine: None, tmp_path: Pa
                         run.Options(out=tmp_path / "out", quiet=True))
 
 
+def test_open_loop_flows_keep_the_engines_ports_and_incast_flows_take_free_ones(
+        engine: None) -> None:
+    """An open-loop flow's source port picks its ECMP path, so the testbed sends it from the
+    port the engine gives it; an incast flow's port is new on its VM."""
+    extra = ("incast", '[{name="q",aggregator="r0",workers="s{i}",count=3,bytes="10KB",'
+             'epochs=2,start="100ms"}]')
+    plan = plans.load_plan(WEBSEARCH_SMALL, [extra])
+    drawn = apps.workload(WEBSEARCH_SMALL, [extra])
+    flows = apps.expand(plan, drawn, 1.0)["flows"]
+    by_name = {f["name"]: f for f in flows}
+    assert all((by_name[w["name"]]["src_port"], by_name[w["name"]]["dst_port"])
+               == (w["src_port"], w["dst_port"]) for w in drawn)
+    incast = [f for f in flows if "incast" in f]
+    assert len(incast) == 6
+    tuples = {(f["src_vm"], f["dst_vm"], f["src_port"], f["dst_port"]) for f in flows}
+    assert len(tuples) == len(flows)
+    assert min(f["src_port"] for f in flows) >= tacc._engine().FIRST_PORT
+    assert run.resolve_switches(plan, "linux") == "linux"
+
+
 def _four_flows_with(tmp_path: Path, tcp_lines: str) -> Path:
     path = tmp_path / "four-flows.toml"
     text = (DATA / "four-flows.toml").read_text()

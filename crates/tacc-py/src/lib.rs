@@ -124,6 +124,8 @@ fn workload<'py>(
             d.set_item("start_ns", f.start)?;
             d.set_item("cc", f.cc)?;
             d.set_item("ecn", f.ecn)?;
+            d.set_item("src_port", f.src_port)?;
+            d.set_item("dst_port", f.dst_port)?;
             d.set_item("ports", f.ports)?;
             Ok(d)
         })
@@ -281,6 +283,8 @@ fn version() -> &'static str {
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
+    m.add("FIRST_PORT", tacc_sim::model::FIRST_PORT)?;
+    m.add("TCP_DPORT", tacc_sim::model::TCP_DPORT)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(run_summary, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;

@@ -945,7 +945,7 @@ impl Fib {
 
 /// Source ports are allocated from here up, wrapping round: a VM can source this many flows
 /// at once with distinct 5-tuples.
-pub(crate) const FIRST_PORT: u16 = 10_000;
+pub const FIRST_PORT: u16 = 10_000;
 /// The destination port of every TCP flow.
 pub const TCP_DPORT: u16 = 5001;
 pub(crate) const PORTS_PER_VM: u32 = u16::MAX as u32 + 1 - FIRST_PORT as u32;

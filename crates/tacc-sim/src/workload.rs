@@ -19,6 +19,9 @@ pub struct WorkloadFlow {
     pub start: u64,
     pub cc: &'static str,
     pub ecn: bool,
+    /// The source port the run gives the flow, and the sink's.
+    pub src_port: u16,
+    pub dst_port: u16,
     /// The ports the data packets cross, source NIC first.
     pub ports: Vec<u32>,
 }
@@ -50,7 +53,7 @@ pub fn generate(m: &mut Model) -> Vec<WorkloadFlow> {
                 unreachable!("drawn from a traffic source")
             };
             let (name, group, cc, ecn) = (format!("{name}.{k}"), name.clone(), tcp.cc, tcp.ecn);
-            let sport = m.alloc_port(arrival.src);
+            let (sport, dport) = (m.alloc_port(arrival.src), crate::model::TCP_DPORT);
             WorkloadFlow {
                 name,
                 group,
@@ -60,7 +63,9 @@ pub fn generate(m: &mut Model) -> Vec<WorkloadFlow> {
                 start,
                 cc: cc.name(),
                 ecn,
-                ports: m.tcp_path(arrival.src, arrival.dst, sport, crate::model::TCP_DPORT),
+                src_port: sport,
+                dst_port: dport,
+                ports: m.tcp_path(arrival.src, arrival.dst, sport, dport),
             }
         })
         .collect()

@@ -23,8 +23,6 @@ if TYPE_CHECKING:
     from tacc.testbed.collect import Measured
     from tacc.testbed.plan import Plan
 
-TCP_DPORT = 5001  # the engine's (tacc_sim::model::TCP_DPORT): every TCP flow's sink port
-FIRST_PORT = 10_000  # the engine's first source port of a VM
 # Worker w of incast app a listens for its aggregator's requests here.
 INCAST_CONTROL_PORT = 4000
 
@@ -49,23 +47,33 @@ def expand(plan: Plan, workload: list[dict[str, Any]], scale: float) -> Plan:
         raise PlanError(f"{names}: applications run at the scenario's rates only (this one "
                         f"would be scaled by x{scale:g}); raise --rate-cap to the fastest "
                         f"link's rate")
-    next_port: dict[int, int] = {}
-    for f in plan["flows"]:
-        next_port[f["src_vm"]] = max(next_port.get(f["src_vm"], FIRST_PORT), f["src_port"] + 1)
+    import tacc
+
+    engine = tacc._engine()
 
     def flow(name: str, group: str, src: int, dst: int, start_ns: int, size: int, cc: str,
-             ecn: bool) -> dict[str, Any]:
-        port = next_port.get(src, FIRST_PORT)
-        next_port[src] = port + 1
+             ecn: bool, ports: tuple[int, int]) -> dict[str, Any]:
         return {"name": name, "group": group, "src_vm": src, "dst_vm": dst,
                 "start_ns": start_ns, "stop_ns": None, "bytes": size, "transport": "tcp",
                 "cc": cc, "ecn": ecn, "rate_bps": None, "packet_bytes": None,
-                "src_port": port, "dst_port": TCP_DPORT, "forge": None, "spoof_src": None}
+                "src_port": ports[0], "dst_port": ports[1], "forge": None, "spoof_src": None}
 
-    flows = list(plan["flows"])
-    for w in workload:
-        flows.append(flow(w["name"], w["group"], w["src_vm"], w["dst_vm"], w["start_ns"],
-                          w["bytes"], w["cc"], w["ecn"]))
+    # Open-loop flows take the ports the engine gives them, and so its ECMP paths.
+    flows = list(plan["flows"]) + [
+        flow(w["name"], w["group"], w["src_vm"], w["dst_vm"], w["start_ns"], w["bytes"],
+             w["cc"], w["ecn"], (w["src_port"], w["dst_port"])) for w in workload]
+    # The engine allocates an incast flow's port as its epoch starts, interleaved with the
+    # open-loop ones; here each takes the next port above all its VM's others.
+    next_port: dict[int, int] = {}
+    for f in flows:
+        next_port[f["src_vm"]] = max(next_port.get(f["src_vm"], engine.FIRST_PORT),
+                                     f["src_port"] + 1)
+
+    def incast_ports(src: int) -> tuple[int, int]:
+        port = next_port.get(src, engine.FIRST_PORT)
+        next_port[src] = port + 1
+        return port, engine.TCP_DPORT
+
     for a, app in enumerate(plan["apps"]):
         inc = app.get("incast")
         if inc is None:
@@ -75,7 +83,7 @@ def expand(plan: Plan, workload: list[dict[str, Any]], scale: float) -> Plan:
             earliest = inc["start_ns"] + epoch * (inc["interval_ns"] or 0)
             for w, vm in enumerate(inc["workers"]):
                 f = flow(f"{app['name']}.{w}.{epoch}", app["name"], vm, inc["aggregator"],
-                         earliest, inc["bytes"], inc["cc"], inc["ecn"])
+                         earliest, inc["bytes"], inc["cc"], inc["ecn"], incast_ports(vm))
                 f["incast"] = {"app": a, "worker": w, "epoch": epoch}
                 flows.append(f)
     return dict(plan, flows=flows)
