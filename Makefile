@@ -10,7 +10,7 @@ STAMP := $(VENV)/.tacc-built
 $(VENV)/bin/python:
 	python3 -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet "maturin>=1.7,<2" "pytest>=8" "numpy>=1.26" "pandas>=2.2" "matplotlib>=3.8" "tqdm>=4.66" "os-ken>=4" "ray>=2.9,<3"
+	$(PY) -m pip install --quiet "maturin>=1.7,<2" "pytest>=8" "dpkt>=1.9" "numpy>=1.26" "pandas>=2.2" "matplotlib>=3.8" "tqdm>=4.66" "os-ken>=4" "ray>=2.9,<3"
 
 # The engine is built profile-guided (tools/pgo-profile.sh), trained again only when the
 # engine or the training scenarios change.

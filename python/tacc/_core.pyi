@@ -7,6 +7,8 @@ FIRST_PORT: int
 """A VM's first source port; a run allocates them per VM upward from here."""
 TCP_DPORT: int
 """Every TCP flow's sink port."""
+PCAP_SNAPLEN: int
+"""Bytes kept of each captured packet (its headers with their options)."""
 
 class ScenarioError(ValueError):
     """Bad scenario input; the message has one line per error, e.g.
@@ -128,3 +130,10 @@ class Controller:
     ) -> int | None:
         """The plan port `switch` sends this 5-tuple out of: among a route's equal ports,
         the one the engine's ECMP hash picks; None without a route."""
+
+def capture_stem(port: str) -> str:
+    """A port's capture file name without `.pcapng`: `sw0->r0` gives `sw0-to-r0`."""
+
+def pcap_to_pcapng(src: str, dst: str, port: str) -> int:
+    """Rewrites tcpdump's pcap file `src` as `dst` in the engine's capture format (pcapng,
+    the interface named `port`); returns the number of packets."""

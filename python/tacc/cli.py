@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
 import shlex
 import sys
@@ -60,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     _add_set_option(run)
     run.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    _add_pcap_option(run)
     run.add_argument("--approx", choices=("link-decomposition",), metavar="METHOD",
                      help="approximate instead of a packet-level run of the whole fabric: "
                           "link-decomposition (each loaded link simulated alone, delays "
@@ -130,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
     testbed.add_argument("--link-delays", action="store_true",
                          help="emulate the links' delays, dilated by the rate scale (a delay "
                               "line per link; see docs/testbed.md: not yet the default)")
+    _add_pcap_option(testbed)
     testbed.add_argument("--switches", choices=("auto", "linux", "ovs"), default="auto",
                          help="the switches: linux (namespaces that route), ovs (Open vSwitch "
                               "bridges driven by the SDN controller app) or auto (ovs for "
@@ -199,6 +202,19 @@ def _add_set_option(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_pcap_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pcap", action="append", default=[], metavar="PORT",
+                        help="capture what the port sends into DIR/pcap/PORT.pcapng, e.g. "
+                             "--pcap 'sw0->r0' (repeatable; as --set output.pcap=[...])")
+
+
+def _pcap_sets(args: argparse.Namespace) -> None:
+    """--pcap as the scenario key it stands for."""
+    if args.pcap:
+        items = ", ".join(json.dumps(p) for p in args.pcap)  # a JSON string is a TOML one
+        args.sets.append(("output.pcap", f"[{items}]"))
+
+
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -227,10 +243,14 @@ def _rate(text: str) -> float:
 def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
     if args.approx:
+        if args.pcap:
+            return _fail_lines(["--pcap: a link decomposition has no packets of the whole "
+                                "fabric to capture; run without --approx"], 2)
         return _run_approx(args, out)
     if args.engine or args.jobs or args.cluster_tolerance is not None or args.passes:
         return _fail_lines(["--engine, --jobs, --cluster-tolerance and --passes apply only "
                             "with --approx"], 2)
+    _pcap_sets(args)
     # The plotting libraries take most of a second to import: a thread imports them while
     # the engine, which lets go of the interpreter, simulates.
     plotting = None if args.no_plot else threading.Thread(target=importlib.import_module,
@@ -316,6 +336,7 @@ def _testbed(args: argparse.Namespace) -> int:
             for line in run.cleanup() or ["nothing to clean up"]:
                 print(line)
             return 0
+        _pcap_sets(args)
         options = run.Options(out=args.out, duration_s=args.duration, keep_going=args.keep_going,
                               quiet=args.quiet, scrub=not args.no_scrub,
                               switches=args.switches,

@@ -216,6 +216,9 @@ pub struct PlanOutput {
     pub queue_sample_ns: u64,
     /// The ports whose queues are sampled.
     pub ports: Vec<u32>,
+    /// The ports whose packets are captured (`output.pcap`), and whether their drops too.
+    pub pcap: Vec<u32>,
+    pub pcap_dropped: bool,
 }
 
 impl Plan {

@@ -410,10 +410,27 @@ pub struct TcpFields {
     pub window: u16,
 }
 
+/// The transport header [`emit_transport`] writes after the IPv4 header.
+#[derive(Clone, Copy, Debug)]
+pub enum Transport<'a> {
+    /// A TCP header followed by `options` (a multiple of 4 bytes, as [`tcp_options`] pads).
+    Tcp(&'a TcpFields, &'a [u8]),
+    /// A UDP header (source and destination ports) without a checksum (zero: none, which
+    /// IPv4 allows).
+    Udp(u16, u16),
+    /// None: the payload follows the IPv4 header.
+    None,
+}
+
 /// Builds an IPv4 packet (20-byte header, DF set) with an optional TCP header, a zero
 /// payload up to `ip.total_len` and valid checksums. The TCP header is written only if it
 /// fits in `total_len`.
 pub fn emit(ip: &Ipv4Fields, tcp: Option<&TcpFields>) -> Vec<u8> {
+    emit_transport(ip, tcp.map_or(Transport::None, |t| Transport::Tcp(t, &[])))
+}
+
+/// [`emit`] with any [`Transport`]: a header that does not fit in `ip.total_len` is left out.
+pub fn emit_transport(ip: &Ipv4Fields, transport: Transport<'_>) -> Vec<u8> {
     let total = (ip.total_len as usize).max(IPV4_MIN_HEADER);
     let mut b = vec![0u8; total];
     b[0] = 0x45;
@@ -425,19 +442,52 @@ pub fn emit(ip: &Ipv4Fields, tcp: Option<&TcpFields>) -> Vec<u8> {
     b[9] = ip.protocol;
     b[12..16].copy_from_slice(&ip.src.to_be_bytes());
     b[16..20].copy_from_slice(&ip.dst.to_be_bytes());
-    if let Some(t) = tcp.filter(|_| total >= IPV4_MIN_HEADER + TCP_MIN_HEADER) {
-        let s = &mut b[IPV4_MIN_HEADER..];
-        write_u16(s, 0, t.src_port);
-        write_u16(s, 2, t.dst_port);
-        s[4..8].copy_from_slice(&t.seq.to_be_bytes());
-        s[8..12].copy_from_slice(&t.ack.to_be_bytes());
-        s[12] = 5 << 4;
-        s[13] = t.flags;
-        write_u16(s, TCP_WINDOW, t.window);
+    let room = total - IPV4_MIN_HEADER;
+    let s = &mut b[IPV4_MIN_HEADER..];
+    match transport {
+        Transport::Tcp(t, options) if room >= TCP_MIN_HEADER + options.len() => {
+            debug_assert_eq!(options.len() % 4, 0, "TCP options pad to a word");
+            write_u16(s, 0, t.src_port);
+            write_u16(s, 2, t.dst_port);
+            s[4..8].copy_from_slice(&t.seq.to_be_bytes());
+            s[8..12].copy_from_slice(&t.ack.to_be_bytes());
+            s[12] = (((TCP_MIN_HEADER + options.len()) / 4) as u8) << 4;
+            s[13] = t.flags;
+            write_u16(s, TCP_WINDOW, t.window);
+            s[TCP_MIN_HEADER..TCP_MIN_HEADER + options.len()].copy_from_slice(options);
+        }
+        Transport::Udp(src_port, dst_port) if room >= 8 => {
+            write_u16(s, 0, src_port);
+            write_u16(s, 2, dst_port);
+            write_u16(s, 4, room as u16);
+        }
+        _ => {}
     }
     let mut pkt = Ipv4Packet { buffer: &mut b[..] };
     pkt.fill_checksums();
     b
+}
+
+/// TCP options as a sender writes them (RFC 9293 3.1, RFC 7323 2.2, RFC 2018 3): MSS and
+/// window scale on a SYN, SACK blocks on an ACK, aligned with NOPs and padded to a word.
+pub fn tcp_options(mss: Option<u16>, wscale: Option<u8>, sack: &[(u32, u32)]) -> Vec<u8> {
+    let mut o = Vec::new();
+    if let Some(mss) = mss {
+        o.extend_from_slice(&[2, 4]);
+        o.extend_from_slice(&mss.to_be_bytes());
+    }
+    if let Some(shift) = wscale {
+        o.extend_from_slice(&[1, 3, 3, shift]);
+    }
+    if !sack.is_empty() {
+        o.extend_from_slice(&[1, 1, 5, 2 + 8 * sack.len() as u8]);
+        for &(left, right) in sack {
+            o.extend_from_slice(&left.to_be_bytes());
+            o.extend_from_slice(&right.to_be_bytes());
+        }
+    }
+    o.resize(o.len().div_ceil(4) * 4, 1);
+    o
 }
 
 #[cfg(test)]
@@ -503,6 +553,29 @@ mod tests {
         assert_eq!(p.tcp_flags(), Some(tcp_flags::ACK));
         assert_eq!(p.tcp_window(), Some(1000));
         assert_eq!((p.tcp_seq(), p.tcp_ack()), (Some(1), Some(1461)));
+    }
+
+    #[test]
+    fn options_and_udp_headers_are_emitted_as_a_receiver_reads_them() {
+        let syn = tcp_options(Some(1460), Some(7), &[]);
+        assert_eq!(syn, [2, 4, 0x05, 0xb4, 1, 3, 3, 7]);
+        let b = emit_transport(&ip(ip_proto::TCP, 60), Transport::Tcp(&ack(100), &syn));
+        let p = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(p.checksums_valid());
+        assert_eq!(p.tcp_syn_options(), (Some(1460), Some(7)));
+        assert_eq!(p.tcp_window(), Some(100));
+        // Two SACK blocks: NOP, NOP, kind 5, length 18, then the edges; 20 bytes in all.
+        let sack = tcp_options(None, None, &[(10, 20), (30, 40)]);
+        assert_eq!(sack.len(), 20);
+        assert_eq!(&sack[..4], &[1, 1, 5, 18]);
+        assert_eq!(&sack[12..16], &30u32.to_be_bytes());
+        // Options that do not fit leave the TCP header out, as a TCP header does.
+        let short = emit_transport(&ip(ip_proto::TCP, 40), Transport::Tcp(&ack(1), &sack));
+        assert!(short[20..36].iter().all(|&x| x == 0));
+        let u = emit_transport(&ip(ip_proto::UDP, 1000), Transport::Udp(7, 9));
+        let p = Ipv4Packet::new_checked(&u[..]).unwrap();
+        assert!(p.checksums_valid());
+        assert_eq!((p.udp_ports(), read_u16(&u, 24)), (Some((7, 9)), 980));
     }
 
     #[test]

@@ -132,6 +132,35 @@ fn workload<'py>(
         .collect()
 }
 
+/// A port's capture file name without `.pcapng` (`sw0->r0`: `sw0-to-r0`).
+#[pyfunction]
+fn capture_stem(port: &str) -> String {
+    tacc_sim::output::capture_stem(port)
+}
+
+/// Rewrites tcpdump's classic pcap file `src` as a capture of port `port` in the format of
+/// the engine's (`tacc_sim::output::Capture`): pcapng, the interface named after the port.
+/// Returns the number of packets.
+#[pyfunction]
+fn pcap_to_pcapng(src: &str, dst: &str, port: &str) -> PyResult<usize> {
+    use tacc_sim::pcap::{read_pcap, PcapngWriter};
+    let bytes = std::fs::read(src).map_err(|e| PyOSError::new_err(format!("{src}: {e}")))?;
+    let pcap = read_pcap(&bytes).map_err(|e| PyValueError::new_err(format!("{src}: {e}")))?;
+    let write = || -> std::io::Result<()> {
+        let file = std::io::BufWriter::new(std::fs::File::create(dst)?);
+        let app = concat!("tacc testbed ", env!("CARGO_PKG_VERSION"), " (tcpdump)");
+        let mut w = PcapngWriter::new(file, app)?;
+        let snaplen = tacc_sim::output::PCAP_SNAPLEN;
+        let interface = w.interface(port, pcap.linktype, snaplen)?;
+        for (ts, len, data) in &pcap.packets {
+            w.packet(interface, *ts, data, *len as usize, None)?;
+        }
+        w.flush()
+    };
+    write().map_err(|e| PyOSError::new_err(format!("{dst}: {e}")))?;
+    Ok(pcap.packets.len())
+}
+
 /// The built world as JSON (`tacc_mech::plan::Plan`), for the testbed and its agents;
 /// `routes=False` leaves the routes out (most of a large fabric's plan).
 #[pyfunction]
@@ -285,11 +314,14 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ScenarioError", m.py().get_type::<ScenarioError>())?;
     m.add("FIRST_PORT", tacc_sim::model::FIRST_PORT)?;
     m.add("TCP_DPORT", tacc_sim::model::TCP_DPORT)?;
+    m.add("PCAP_SNAPLEN", tacc_sim::output::PCAP_SNAPLEN)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(run_summary, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(workload, m)?)?;
+    m.add_function(wrap_pyfunction!(pcap_to_pcapng, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_stem, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;

@@ -242,6 +242,8 @@ impl Model {
             queue_sample: s.output.queue_sample.0,
             sampled_ports,
             sampled_subset,
+            pcap_ports: s.output.pcap.iter().map(|n| port_index[n]).collect(),
+            pcap_dropped: s.output.pcap_dropped,
             tables: Vec::new(),
             pending_rules: Vec::new(),
             shims: Vec::new(),

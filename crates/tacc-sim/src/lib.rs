@@ -10,7 +10,7 @@
 //!   topology builders and routing, and the world built from a checked scenario.
 //! - [`event_queue`], [`sim`]: the event loop: (time, insertion sequence) ordered, integer
 //!   nanoseconds.
-//! - [`output`]: summary.json and CSV tables.
+//! - [`output`]: summary.json and CSV tables; [`pcap`]: packet captures of ports.
 //! - [`workload`]: a scenario's open-loop flows and their paths, drawn without a run.
 //!
 //! A run is a pure function of (scenario text, overrides, seed).
@@ -25,6 +25,7 @@ pub mod mechanism;
 pub mod model;
 pub mod output;
 pub mod packet;
+pub mod pcap;
 pub mod plan;
 pub mod queue;
 pub mod rng;
@@ -84,21 +85,24 @@ pub fn read_scenario(path: &Path) -> Result<String, ScenarioError> {
     })
 }
 
-/// Runs a prepared scenario to completion, keeping every sample in memory.
+/// Runs a prepared scenario to completion, keeping every sample in memory (and capturing
+/// nothing: `output.pcap` writes into a run's directory).
 pub fn run(p: Prepared, progress: &mut dyn FnMut(u64, u64)) -> (sim::Sim, output::Summary) {
-    run_sim(p, None, progress)
+    run_sim(p, None, None, progress)
 }
 
 /// Runs a prepared scenario and writes its result files into `dir`. Queue samples are streamed
 /// to disk during the run, so memory does not grow with the simulated time.
 pub fn run_into(
-    p: Prepared,
+    mut p: Prepared,
     dir: &Path,
     progress: &mut dyn FnMut(u64, u64),
 ) -> std::io::Result<output::Summary> {
     std::fs::create_dir_all(dir)?;
     let stream = output::QueueStream::create(&dir.join(".queues.csv.tmp"))?;
-    let (mut sim, summary) = run_sim(p, Some(stream), progress);
+    let capture = output::Capture::create(dir, &mut p.model)?;
+    let (mut sim, summary) = run_sim(p, Some(stream), capture, progress);
+    sim.rec.capture.take().map(|c| c.finish()).transpose()?;
     output::write(dir, &sim.m, &mut sim.rec, &summary)?;
     Ok(summary)
 }
@@ -106,11 +110,13 @@ pub fn run_into(
 fn run_sim(
     p: Prepared,
     queue_out: Option<output::QueueStream>,
+    capture: Option<output::Capture>,
     progress: &mut dyn FnMut(u64, u64),
 ) -> (sim::Sim, output::Summary) {
     let t0 = std::time::Instant::now();
     let mut s = sim::Sim::new(p.model);
     s.rec.queue_out = queue_out;
+    s.rec.capture = capture;
     s.run(progress);
     let summary = output::summarize(
         &s.m,

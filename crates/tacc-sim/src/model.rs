@@ -139,12 +139,15 @@ pub struct Port {
     /// packet's output port there is then known as it leaves this port (routes are fixed),
     /// and its arrival is a `Forward`.
     pub plain_far_end: bool,
-    /// `noise` is set: read first, so that ports without noise never load that field's line.
-    pub(crate) has_noise: bool,
+    /// [`Port::NOISE`]: `noise` is set (read first, so that ports without noise never load
+    /// that field's line); [`Port::CAPTURED`]: the port's packets are written to a capture
+    /// (`output.pcap`, in a run with an output directory). One byte for both: the hot lines
+    /// are full.
+    pub(crate) extras: u8,
     pub stats: PortStats,
     /// In the port, in the line after the hot ones: a host NIC reads it at every packet,
     /// where a box cost a load of the pointer and then one of the box. Set only through
-    /// `Port::new` and `noise_or_default`, which keep `has_noise` with it.
+    /// `Port::new` and `noise_or_default`, which keep `extras` with it.
     noise: Option<LinkNoise>,
     /// Read by classic RED only.
     pub red: Red,
@@ -197,6 +200,15 @@ pub struct Waiting {
 impl Port {
     /// The cache lines at its start that a packet's passage touches.
     pub const HOT_LINES: usize = 2;
+    /// Bits of `extras`.
+    pub(crate) const NOISE: u8 = 1;
+    pub(crate) const CAPTURED: u8 = 2;
+
+    /// Whether the port's packets are written to a capture.
+    #[inline]
+    pub fn captured(&self) -> bool {
+        self.extras & Port::CAPTURED != 0
+    }
 
     /// A port of the link from `from` to `to`, idle and empty (`ps_per_byte` from `rate_bps`).
     pub(crate) fn new(
@@ -219,7 +231,7 @@ impl Port {
             departs_by_event: false,
             holds_vnic: false,
             plain_far_end: false,
-            has_noise: noise.is_some(),
+            extras: if noise.is_some() { Port::NOISE } else { 0 },
             stats: PortStats::default(),
             noise,
             red,
@@ -244,8 +256,8 @@ impl Port {
     /// The link's noise, if any, its line read only where there is some.
     #[inline]
     pub fn noise_mut(&mut self) -> Option<&mut LinkNoise> {
-        debug_assert_eq!(self.has_noise, self.noise.is_some());
-        if self.has_noise {
+        debug_assert_eq!(self.extras & Port::NOISE != 0, self.noise.is_some());
+        if self.extras & Port::NOISE != 0 {
             self.noise.as_mut()
         } else {
             None
@@ -254,7 +266,7 @@ impl Port {
 
     /// The link's noise, made (without jitter) if it has none yet.
     pub(crate) fn noise_or_default(&mut self) -> &mut LinkNoise {
-        self.has_noise = true;
+        self.extras |= Port::NOISE;
         self.noise.get_or_insert_with(|| LinkNoise::new(0))
     }
 
@@ -794,6 +806,9 @@ pub struct Model {
     pub sampled_ports: Vec<u32>,
     /// Set when the default bound left switch ports out of `sampled_ports`.
     pub sampled_subset: Option<PortSubset>,
+    /// The ports of `output.pcap`, and whether their drops are captured too.
+    pub pcap_ports: Vec<u32>,
+    pub pcap_dropped: bool,
     /// One flow table per switch (empty unless rules are installed).
     pub tables: Vec<FlowTable>,
     /// Rules from the scenario, with the switch and install time.

@@ -1,9 +1,11 @@
 //! Result files: summary.json, flows.csv, goodput.csv, queues.csv. Everything a report or a
 //! plot shows is read back from these.
 
-use crate::model::Model;
+use crate::model::{Model, Port};
 use crate::packet::Packet;
+use crate::pcap::{PcapngWriter, LINKTYPE_RAW};
 use serde::Serialize;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
@@ -39,6 +41,8 @@ pub struct Recorded {
     pub queue_out: Option<QueueStream>,
     /// Headers copied to the controller by switch rules: (time, switch, in port, packet).
     pub packet_ins: Vec<(u64, u32, u32, Packet)>,
+    /// The captures of `output.pcap`, written as the run goes.
+    pub capture: Option<Capture>,
 }
 
 impl Recorded {
@@ -49,6 +53,83 @@ impl Recorded {
             None => self.queue_samples.push((now, port, pkts, bytes)),
         }
     }
+}
+
+/// Bytes kept of a captured packet: its headers with their options (as `tcpdump -s 128`).
+pub const PCAP_SNAPLEN: u32 = 128;
+
+/// The captures of `output.pcap`: one pcapng file per port in `pcap/`, named after the port
+/// (`sw0->r0` in `sw0-to-r0.pcapng`), packets as [`Packet::to_wire`] writes them.
+pub struct Capture {
+    files: HashMap<u32, PcapngWriter<io::BufWriter<std::fs::File>>>,
+    /// The first write error, reported when the run ends.
+    error: Option<io::Error>,
+}
+
+impl Capture {
+    /// Opens the captures of the model's `pcap_ports` in `dir/pcap` (which it empties first:
+    /// no capture of an earlier run is left beside them) and flags their ports; `None`
+    /// without any.
+    pub fn create(dir: &Path, m: &mut Model) -> io::Result<Option<Capture>> {
+        let pcap_dir = dir.join("pcap");
+        match std::fs::remove_dir_all(&pcap_dir) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        if m.pcap_ports.is_empty() {
+            return Ok(None);
+        }
+        std::fs::create_dir_all(&pcap_dir)?;
+        let mut files = HashMap::new();
+        let mut stems = HashSet::new();
+        for &port in &m.pcap_ports {
+            let p = &mut m.ports[port as usize];
+            p.extras |= Port::CAPTURED;
+            let mut stem = capture_stem(&p.name);
+            if !stems.insert(stem.clone()) {
+                stem = format!("{stem}-{port}");
+                stems.insert(stem.clone());
+            }
+            let file = std::fs::File::create(pcap_dir.join(format!("{stem}.pcapng")))?;
+            let app = concat!("tacc ", env!("CARGO_PKG_VERSION"));
+            let mut w = PcapngWriter::new(io::BufWriter::new(file), app)?;
+            w.interface(&p.name, LINKTYPE_RAW, PCAP_SNAPLEN)?;
+            files.insert(port, w);
+        }
+        Ok(Some(Capture { files, error: None }))
+    }
+
+    pub fn packet(&mut self, port: u32, at: u64, pkt: &Packet, note: Option<&str>) {
+        if let (None, Some(w)) = (&self.error, self.files.get_mut(&port)) {
+            let bytes = pkt.to_wire();
+            if let Err(e) = w.packet(0, at, &bytes, bytes.len(), note) {
+                self.error = Some(e);
+            }
+        }
+    }
+
+    /// Flushes the files; the first error of the run, if any.
+    pub fn finish(mut self) -> io::Result<()> {
+        if let Some(e) = self.error.take() {
+            return Err(e);
+        }
+        self.files.values_mut().try_for_each(|w| w.flush())
+    }
+}
+
+/// A capture's file name for a port: `->` as `-to-`, anything but letters, digits, `.`,
+/// `_` and `-` as `_`.
+pub fn capture_stem(port: &str) -> String {
+    port.replace("->", "-to-")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Queue samples streamed to a CSV file as the run goes (`queues.csv`'s format).

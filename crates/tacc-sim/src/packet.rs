@@ -6,7 +6,7 @@
 
 use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
 pub use tacc_mech::plan::flow_hash;
-use tacc_mech::wire::update_checksum;
+use tacc_mech::wire::{self, update_checksum, Ipv4Fields, Ipv4Packet, TcpFields, Transport};
 
 pub const IP_HEADER: u32 = 20;
 pub const TCP_HEADER: u32 = 20;
@@ -137,6 +137,47 @@ impl Packet {
 
     pub fn is_tcp(&self) -> bool {
         self.protocol == ip_proto::TCP
+    }
+
+    /// The packet as bytes on a wire (`tacc_mech::wire`), for a capture: its header fields
+    /// (ECN, the reserved bit, IP ID, ports, sequence numbers, flags, window), a TCP
+    /// segment's options (MSS and window scale on a SYN, SACK blocks), a zero payload and
+    /// valid checksums. The engine charges a TCP header as 20 bytes: the options are written
+    /// beyond the packet's simulated length. TTL, which nothing models, is 64.
+    pub fn to_wire(&self) -> Vec<u8> {
+        let tcp = TcpFields {
+            src_port: self.sport,
+            dst_port: self.dport,
+            seq: self.seq,
+            ack: self.ack,
+            flags: self.flags,
+            window: self.window,
+        };
+        let options = match self.protocol {
+            ip_proto::TCP => wire::tcp_options(self.mss(), self.wscale(), self.sack_blocks()),
+            _ => Vec::new(),
+        };
+        let transport = match self.protocol {
+            ip_proto::TCP => Transport::Tcp(&tcp, &options),
+            ip_proto::UDP => Transport::Udp(self.sport, self.dport),
+            _ => Transport::None,
+        };
+        let ip = Ipv4Fields {
+            src: self.src,
+            dst: self.dst,
+            protocol: self.protocol,
+            ident: self.ip_id,
+            ecn: self.ecn,
+            total_len: self.len.saturating_add(options.len() as u16),
+            ttl: 64,
+        };
+        let mut bytes = wire::emit_transport(&ip, transport);
+        if self.reserved_bit {
+            Ipv4Packet::new_checked(&mut bytes[..])
+                .expect("emitted whole")
+                .set_reserved_bit(true);
+        }
+        bytes
     }
 
     /// The TCP checksum (RFC 793) over the pseudo-header and base header, zero payload.
@@ -320,5 +361,52 @@ mod tests {
             p.set_tcp_window(w);
             assert_eq!(p.tcp_checksum, p.compute_tcp_checksum(), "window {w}");
         }
+    }
+
+    #[test]
+    fn on_the_wire_a_packet_carries_its_fields_and_the_engines_checksum() {
+        let mut p = Packet::new(0x0a00_0001, 0x0a00_0002, ip_proto::TCP, 1500);
+        (p.sport, p.dport, p.seq, p.ack) = (10_000, 5001, 0xdead_beef, 77);
+        (p.flags, p.window, p.ip_id, p.ecn) = (0x18, 1460, 9, Ecn::Ce);
+        p.reserved_bit = true;
+        p.fill_tcp_checksum();
+        let b = p.to_wire();
+        let w = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(w.checksums_valid());
+        assert_eq!(
+            (w.ip_len(), w.ip_id(), w.ecn(), w.reserved_bit()),
+            (1500, 9, Ecn::Ce, true)
+        );
+        assert_eq!(
+            (w.tcp_seq(), w.tcp_ack(), w.tcp_window()),
+            (Some(0xdead_beef), Some(77), Some(1460))
+        );
+        // Without options, the checksum the engine keeps is the one on the wire.
+        assert_eq!(w.tcp_checksum_field(), Some(p.tcp_checksum));
+
+        let mut ack = Packet::new(0x0a00_0002, 0x0a00_0001, ip_proto::TCP, 40);
+        ack.set_sack(&Sack {
+            blocks: [(100, 200), (300, 400), (0, 0)],
+            len: 2,
+        });
+        let b = ack.to_wire();
+        let w = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert!(w.checksums_valid());
+        assert_eq!(w.ip_len(), 60); // 40 charged, 20 of SACK options beyond
+        assert_eq!(&b[40..44], &[1, 1, 5, 18]);
+
+        let mut syn = Packet::new(0x0a00_0001, 0x0a00_0002, ip_proto::TCP, 40);
+        syn.set_syn_options(1460, 9);
+        let b = syn.to_wire();
+        assert_eq!(
+            Ipv4Packet::new_checked(&b[..]).unwrap().tcp_syn_options(),
+            (Some(1460), Some(9))
+        );
+
+        let mut udp = Packet::new(0x0a00_0001, 0x0a00_0002, ip_proto::UDP, 1000);
+        (udp.sport, udp.dport) = (10_001, 9);
+        let b = udp.to_wire();
+        let w = Ipv4Packet::new_checked(&b[..]).unwrap();
+        assert_eq!((w.ip_len(), w.udp_ports()), (1000, Some((10_001, 9))));
     }
 }

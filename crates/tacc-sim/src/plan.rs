@@ -181,6 +181,8 @@ pub fn plan(p: &Prepared) -> Plan {
             goodput_bin_ns: m.goodput_bin,
             queue_sample_ns: m.queue_sample,
             ports: m.sampled_ports.clone(),
+            pcap: m.pcap_ports.clone(),
+            pcap_dropped: m.pcap_dropped,
         },
         mechanism: (!matches!(p.mechanism, MechanismConfig::None(_))).then(|| p.mechanism.clone()),
     }

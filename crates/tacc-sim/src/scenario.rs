@@ -508,6 +508,14 @@ pub struct OutputCfg {
     /// unset, the switch ports up to a bound (`build::DEFAULT_SAMPLED_PORTS`).
     #[serde(default)]
     pub ports: Option<HostSet>,
+    /// Ports whose sent packets are written to `pcap/<port>.pcapng` (a run with an output
+    /// directory): headers as on the wire, simulated timestamps.
+    #[serde(default)]
+    pub pcap: Vec<String>,
+    /// Whether those captures also hold the packets the port's queue dropped, each with a
+    /// comment saying so, at the time it was refused.
+    #[serde(default)]
+    pub pcap_dropped: bool,
 }
 
 fn default_bin() -> Duration {
@@ -523,6 +531,8 @@ impl Default for OutputCfg {
             goodput_bin: default_bin(),
             queue_sample: default_sample(),
             ports: None,
+            pcap: Vec::new(),
+            pcap_dropped: false,
         }
     }
 }

@@ -422,12 +422,17 @@ impl Sim {
         );
         match verdict {
             Verdict::DropOverflow | Verdict::DropAqm => {
-                if verdict == Verdict::DropOverflow {
+                let reason = if verdict == Verdict::DropOverflow {
                     p.drops.overflow += 1;
+                    "dropped: the queue was full"
                 } else {
                     p.drops.aqm += 1;
-                }
+                    "dropped by the AQM"
+                };
                 self.rec.cons.dropped += 1;
+                if p.captured() && self.m.pcap_dropped {
+                    self.capture(port, id, now, Some(reason));
+                }
                 self.pkts.free(id);
                 return;
             }
@@ -464,14 +469,21 @@ impl Sim {
             NodeRef::Switch(s) if p.plain_far_end => Some(s),
             _ => None,
         };
+        let mut lost = false;
         if let Some(noise) = p.noise_mut() {
             at = noise.jitter(at, &mut self.m.rng);
-            if noise.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng)) {
-                p.drops.loss += 1;
-                self.rec.cons.dropped += 1;
-                self.pkts.free(id);
-                return;
-            }
+            lost = noise.loss.as_mut().is_some_and(|l| l.lose(&mut self.m.rng));
+        }
+        if p.captured() {
+            // Stamped as a sender's capture stamps it: as it starts onto the wire.
+            let start = end - p.ser(self.pkts.get(id).len as u32);
+            self.capture(port, id, start, lost.then_some("lost on the link"));
+        }
+        if lost {
+            self.m.ports[port as usize].drops.loss += 1;
+            self.rec.cons.dropped += 1;
+            self.pkts.free(id);
+            return;
         }
         let kind = match plain_switch.and_then(|s| self.m.route(s, self.pkts.get(id))) {
             Some(out) => EvKind::Forward(out, id),
@@ -479,6 +491,14 @@ impl Sim {
             None => EvKind::Arrive(port, id),
         };
         self.schedule(at, kind);
+    }
+
+    /// Writes packet `id` to port `port`'s capture, stamped `at`.
+    #[cold]
+    fn capture(&mut self, port: u32, id: PktId, at: u64, note: Option<&str>) {
+        if let Some(c) = &mut self.rec.capture {
+            c.packet(port, at, self.pkts.get(id), note);
+        }
     }
 
     /// A port that departs by event reached its head packet's start: send it, and wait for

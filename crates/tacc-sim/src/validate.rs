@@ -287,18 +287,20 @@ fn queue(r: &mut Report, s: &Scenario) {
     }
 }
 
-/// Port names: queue overrides and the ports sampled into queues.csv.
+/// Port names: queue overrides, the ports sampled into queues.csv and the captured ones.
 fn ports(r: &mut Report, s: &Scenario, n: &Names) {
+    let unknown = |name: &str| {
+        if n.graph.links.is_empty() {
+            format!("no port named {name:?} (the topology has no links)")
+        } else {
+            let like = topology::port_name(&n.graph, 0);
+            format!("no port named {name:?} (ports are named like {like:?})")
+        }
+    };
     for (oi, o) in s.queue.overrides.iter().enumerate() {
         for (pi, name) in o.ports.iter().enumerate() {
             if !n.ports.contains_key(name) {
-                let message = if n.graph.links.is_empty() {
-                    format!("no port named {name:?} (the topology has no links)")
-                } else {
-                    let like = topology::port_name(&n.graph, 0);
-                    format!("no port named {name:?} (ports are named like {like:?})")
-                };
-                r.error(&format!("queue.overrides[{oi}].ports[{pi}]"), message);
+                r.error(&format!("queue.overrides[{oi}].ports[{pi}]"), unknown(name));
             }
         }
     }
@@ -312,13 +314,26 @@ fn ports(r: &mut Report, s: &Scenario, n: &Names) {
         Some(HostSet::List(names)) => {
             for (i, name) in names.iter().enumerate() {
                 if !n.ports.contains_key(name) {
-                    r.error(
-                        &format!("output.ports[{i}]"),
-                        format!("no port named {name:?}"),
-                    );
+                    r.error(&format!("output.ports[{i}]"), unknown(name));
                 }
             }
         }
+    }
+    for (i, name) in s.output.pcap.iter().enumerate() {
+        if !n.ports.contains_key(name) {
+            r.error(&format!("output.pcap[{i}]"), unknown(name));
+        } else if s.output.pcap[..i].contains(name) {
+            r.error(
+                &format!("output.pcap[{i}]"),
+                format!("{name:?} is listed twice"),
+            );
+        }
+    }
+    if s.output.pcap_dropped && s.output.pcap.is_empty() {
+        r.error(
+            "output.pcap_dropped",
+            "set, but no port is captured (output.pcap is empty)",
+        );
     }
 }
 

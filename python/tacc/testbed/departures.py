@@ -161,6 +161,8 @@ DEPARTURES: list[Departure] = [
     # [output]
     Departure("output.queue_sample", lambda v: (t := _ns(v)) is not None and t < 1e8,
               "queues.csv is sampled every 100ms at most often", output_only=True),
+    Departure("output.pcap_dropped", lambda v: v is True, "a testbed capture holds what a "
+              "port sent: the packets its queue dropped are not in it", output_only=True),
     # [mechanism]
     Departure("mechanism.keying", _is("path"), "the host datapath keys rates by destination: "
               "per-path notifications are ignored and rates never cut"),

@@ -64,7 +64,7 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 }
 _TABLES = {
     "tcp": ("mss", "init_cwnd", "rto_min_ns", "rcv_buf_bytes", "sack", "delack_count", "prr"),
-    "output": ("goodput_bin_ns", "queue_sample_ns", "ports"),
+    "output": ("goodput_bin_ns", "queue_sample_ns", "ports", "pcap", "pcap_dropped"),
 }
 
 

@@ -268,13 +268,18 @@ class Children:
         """`python -m ARGS` in namespace `ns`, under SCHED_FIFO at `priority` (shell.realtime)
         from before its interpreter starts: a controller that imported os-ken at normal
         priority next to the real-time traffic took 2-3 s instead of 0.8 to start."""
-        stderr = workdir / f"{name}.stderr"
         env = dict(os.environ)
         # The children import this same tacc, installed or from the source tree.
         root = str(Path(tacc.__file__).resolve().parents[1])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
+        return self.spawn(name, ns, [sys.executable, "-m", *args], workdir, priority, env)
+
+    def spawn(self, name: str, ns: str, argv: Sequence[str], workdir: Path,
+              priority: int | None = None, env: dict[str, str] | None = None) -> Child:
+        """Program `argv` in namespace `ns`, its stderr in `workdir/NAME.stderr`."""
+        stderr = workdir / f"{name}.stderr"
         with stderr.open("wb") as err:
-            proc = subprocess.Popen(shell.in_ns(ns, sys.executable, "-m", *args),
+            proc = subprocess.Popen(shell.in_ns(ns, *argv),
                                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                     stderr=err, env=env, start_new_session=True,
                                     preexec_fn=None if priority is None
@@ -321,6 +326,7 @@ class _Run:
         self.stack_rtt_us: float | None = None
         self.controller: Child | None = None
         self.switches: ovs.Switches | None = None
+        self.captures: list[Child] = []  # tcpdump per port of output.pcap
 
     def say(self, text: str) -> None:
         if not self.options.quiet:
@@ -354,6 +360,7 @@ class _Run:
             self.say(f"base RTT {rtts[0]:.0f}us (first flow's endpoints, median of 20 pings; "
                      f"the scenario's at x{scale:g} the rates: {rtts[1]:.0f}us)")
         agents = self._start_agents(topo, scale, agents_start)
+        self._start_captures(topo)
         m = collect.Measured(duration_ns=duration_ns)
         t0 = self._start_traffic(found.cc, scale, duration_ns)
         m.agent_offset_s = (t0 - agents_start) / 1e9
@@ -366,7 +373,8 @@ class _Run:
         if during is not None:
             during.join()
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
-        self.children.stop(agents + wire + ([self.controller] if self.controller else []))
+        self.children.stop(agents + wire + self.captures
+                           + ([self.controller] if self.controller else []))
         self._read_records(m)
         plan = self.plan = apps.settle(plan, m)  # the records are renumbered to match
         flows = collect.flow_summaries(plan, m, found.cc)
@@ -378,6 +386,7 @@ class _Run:
         )
         out = options.out or Path("out") / f"{plan['name']}-testbed"
         collect.write_results(out, plan, m, summary, flows)
+        self._write_captures(out)
         if self.failures:
             raise TestbedError("\n".join([*self.failures, f"results written to {out}"]))
         return out
@@ -548,6 +557,41 @@ class _Run:
                     f"{c.name} ({c.said() or 'no message'})" for c in waiting))
             time.sleep(0.02)
 
+    def _start_captures(self, topo: topology.Topology) -> None:
+        """tcpdump on each port of `output.pcap`: what its interface sends (`-Q out`: after
+        the port's qdisc and the switch agent's marks, as the engine's captures), its first
+        snap length's bytes, nanosecond stamps. Returns once each has opened its interface."""
+        from tacc import _core
+
+        for port in self.plan["output"]["pcap"]:
+            ns, dev = topo.port_devices[port]
+            self.captures.append(self.children.spawn(
+                f"pcap-{port}", ns,
+                # Immediate mode: libpcap's default hands packets over in blocks retired
+                # after up to a second, and the last block was lost when tcpdump stopped.
+                ["tcpdump", "-i", dev, "-Q", "out", "-n", "-s", str(_core.PCAP_SNAPLEN),
+                 "--immediate-mode", "--time-stamp-precision=nano",
+                 "-w", str(self.workdir / f"pcap-{port}.pcap")],
+                self.workdir))
+        deadline = time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9)
+        for child in self.captures:
+            while "listening on" not in child.stderr.read_text(errors="replace"):
+                if child.proc.poll() is not None or time.monotonic_ns() > deadline:
+                    raise TestbedError(f"{child.name}: tcpdump did not start: "
+                                       f"{child.said() or 'no message'}")
+                time.sleep(0.02)
+
+    def _write_captures(self, out: Path) -> None:
+        """The captures as the engine writes them: out/pcap/PORT.pcapng, no other file."""
+        from tacc import _core
+
+        shutil.rmtree(out / "pcap", ignore_errors=True)
+        for port in self.plan["output"]["pcap"]:
+            name = self.plan["ports"][port]["name"]
+            (out / "pcap").mkdir(parents=True, exist_ok=True)
+            _core.pcap_to_pcapng(str(self.workdir / f"pcap-{port}.pcap"),
+                                 str(out / "pcap" / f"{_core.capture_stem(name)}.pcapng"), name)
+
     def _start_traffic(self, cc: dict[str, str], scale: float, duration_ns: int) -> int:
         """One process per VM that sends or receives, started once every sink listens
         (the go file); returns the flows' time zero."""
@@ -590,7 +634,8 @@ class _Run:
                                                 c["backlog_bytes"]))
                     next_sample += interval
                     tick += 1
-                watched = agents + self.traffic + ([self.controller] if self.controller else [])
+                watched = agents + self.traffic + self.captures + (
+                    [self.controller] if self.controller else [])
                 self._watch(watched, t0, end)
                 if bar is not None:
                     bar(now - t0, m.duration_ns)

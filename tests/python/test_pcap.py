@@ -1,0 +1,209 @@
+"""Packet captures of simulated ports (`[output] pcap`, `tacc run --pcap`), read back with
+dpkt, a pcap reader nobody here wrote: each packet's headers are the simulated packet's, and
+the captures agree with the run's own counters to the packet."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+import dpkt
+import pytest
+
+from tacc import cli
+from tacc.summary import read_summary
+
+DATA = Path(__file__).parent / "data"
+FOUR_FLOWS = DATA / "four-flows.toml"
+INCAST = DATA / "incast-over-elephants.toml"
+MSS = 1460
+LINKTYPE_RAW = 101  # tcpdump.org's link-layer header types: IPv4 first (dpkt's DLT_RAW is 12)
+
+
+Packet = tuple[float, Any, str | None, bytes]
+
+
+def read_capture(path: Path, ethernet: bool = False) -> tuple[str, list[Packet]]:
+    """The interface's name and (time, IPv4 packet, comment, its bytes kept) per packet;
+    `ethernet`: frames, whose IPv4 packets are read (anything else is kept as the frame)."""
+    with path.open("rb") as f:
+        reader = dpkt.pcapng.Reader(f)
+        name = next(o.data for o in reader.idb.opts if o.code == dpkt.pcapng.PCAPNG_OPT_IF_NAME)
+    packets: list[Packet] = []
+    raw = path.read_bytes()
+    i = 0
+    while i < len(raw):
+        kind, length = struct.unpack_from("<II", raw, i)
+        if kind == dpkt.pcapng.PCAPNG_BT_EPB:
+            epb = dpkt.pcapng.EnhancedPacketBlockLE(raw[i:i + length])
+            comment = next((o.data.decode() for o in epb.opts
+                            if o.code == dpkt.pcapng.PCAPNG_OPT_COMMENT), None)
+            ts = ((epb.ts_high << 32) | epb.ts_low) / 1e9
+            kept = epb.pkt_data
+            if ethernet:
+                frame = dpkt.ethernet.Ethernet(kept)
+                packets.append((ts, frame.data, comment, kept[14:]))
+            else:
+                packets.append((ts, dpkt.ip.IP(kept), comment, kept))
+        i += length
+    return name.decode(), packets
+
+
+def checksums_hold(ip: Any, kept: bytes) -> bool:
+    """The IPv4 header's checksum, and the TCP one over the pseudo-header and the bytes
+    kept (the payload beyond the snap length is zero, and zeros add nothing to the sum)."""
+    header_len = (kept[0] & 0x0F) * 4
+    if dpkt.in_cksum(kept[:header_len]) != 0:
+        return False
+    if ip.p != dpkt.ip.IP_PROTO_TCP:
+        return True
+    pseudo = struct.pack(">4s4sxBH", ip.src, ip.dst, ip.p, ip.len - header_len)
+    return dpkt.in_cksum(pseudo + kept[header_len:]) == 0
+
+
+def run(tmp_path: Path, scenario: Path, sets: list[str], ports: list[str]) -> Path:
+    out = tmp_path / "out"
+    args = ["run", str(scenario), "--out", str(out), "--no-plot", "--quiet"]
+    for s in sets:
+        args += ["--set", s]
+    for p in ports:
+        args += ["--pcap", p]
+    assert cli.main(args) == 0
+    return out
+
+
+def port_summary(out: Path, name: str) -> dict[str, Any]:
+    return next(p for p in read_summary(out)["ports"] if p["name"] == name)
+
+
+def test_a_bottleneck_capture_holds_every_packet_sent_its_marks_and_sequence_numbers(
+        engine: None, tmp_path: Path) -> None:
+    """Four NewReno flows with ECN through RED at K = 20 into one 1 Gb/s port, 0.3 s: the
+    capture holds every packet the port admitted, CE on exactly the packets the port marked,
+    one after another no faster than the line rate, checksums valid, SYNs with the MSS. Each flow's highest
+    sequence number sent is at least what the receiver got, and at most the buffer and the
+    path's bandwidth-delay product (100 + 9 packets, at 1 Gb/s over 100 us) beyond it."""
+    out = run(tmp_path, FOUR_FLOWS, ["duration=0.3s"], ["sw0->r0"])
+    with (out / "pcap" / "sw0-to-r0.pcapng").open("rb") as f:
+        assert dpkt.pcapng.Reader(f).datalink() == LINKTYPE_RAW
+    name, packets = read_capture(out / "pcap" / "sw0-to-r0.pcapng")
+    port = port_summary(out, "sw0->r0")
+    assert name == "sw0->r0"
+    assert len(packets) == port["enqueued"] > 20_000
+    assert sum(ip.tos & 3 == 3 for _, ip, _, _ in packets) == port["marked"] > 1000
+    for (t0, ip0, _, _), (t1, _, _, _) in zip(packets, packets[1:]):
+        # The engine charges a TCP header as 20 bytes; the capture adds its options.
+        assert t1 - t0 >= (ip0.len - len(ip0.data.opts)) * 8 / 1e9 - 1e-9
+    assert all(checksums_hold(ip, kept) for _, ip, _, kept in packets)
+    isn: dict[bytes, int] = {}
+    highest: dict[bytes, int] = {}
+    for _, ip, _, _ in packets:
+        tcp = ip.data
+        if tcp.flags & dpkt.tcp.TH_SYN:
+            isn[ip.src] = tcp.seq
+            opts = dict(dpkt.tcp.parse_opts(tcp.opts))
+            assert struct.unpack(">H", opts[dpkt.tcp.TCP_OPT_MSS])[0] == MSS
+        elif ip.len > 40:
+            end = (tcp.seq - isn[ip.src] - 1 + ip.len - 40) % 2**32
+            highest[ip.src] = max(highest.get(ip.src, 0), end)
+    flows = json.loads((out / "summary.json").read_text())["flows"]
+    assert len(highest) == 4
+    delivered = sorted(f["bytes_delivered"] for f in flows)
+    for got, sent in zip(delivered, sorted(highest.values())):
+        assert got <= sent <= got + 109 * MSS
+
+
+def test_dropped_packets_are_captured_with_a_comment_when_asked(engine: None,
+                                                                 tmp_path: Path) -> None:
+    """Drop-tail at 20 packets without ECN: the capture holds each packet the queue refused,
+    with a comment saying so, as many as the port counts; the others are the ones it sent."""
+    sets = ['queue={kind="droptail",limit="20pkt"}', "tcp.ecn=false", "duration=0.3s",
+            "output.pcap_dropped=true"]
+    out = run(tmp_path, FOUR_FLOWS, sets, ["sw0->r0"])
+    _, packets = read_capture(out / "pcap" / "sw0-to-r0.pcapng")
+    port = port_summary(out, "sw0->r0")
+    comments = [c for _, _, c, _ in packets]
+    assert comments.count("dropped: the queue was full") == port["dropped_overflow"] > 10
+    assert comments.count(None) == port["enqueued"]
+    assert set(comments) == {None, "dropped: the queue was full"}
+
+
+def test_clamped_windows_are_on_the_wire_as_the_switch_wrote_them(engine: None,
+                                                                  tmp_path: Path) -> None:
+    """SICC in the switch clamps the window of ACKs to one MSS while an incast is on: on
+    every port toward the senders, the ACKs whose window (scaled by the SYN-ACK's shift) is
+    under one MSS and one scale unit, and the SYN-ACKs at one MSS, number exactly the
+    rewrites the switch counts."""
+    ports = [f"sw0->s{i}" for i in range(20)]
+    out = run(tmp_path, INCAST, ['mechanism={kind="sicc",mode="switch"}'], ports)
+    clamped = 0
+    for p in ports:
+        name, packets = read_capture(out / "pcap" / f"{p.replace('->', '-to-')}.pcapng")
+        assert name == p
+        shift: dict[int, int] = {}
+        for _, ip, _, _ in packets:
+            tcp = ip.data
+            if tcp.flags & dpkt.tcp.TH_SYN:
+                shift[tcp.dport] = dict(dpkt.tcp.parse_opts(tcp.opts))[dpkt.tcp.TCP_OPT_WSCALE][0]
+                clamped += tcp.win == MSS
+            elif tcp.win << shift[tcp.dport] < MSS + (1 << shift[tcp.dport]):
+                clamped += 1
+    counters = json.loads((out / "summary.json").read_text())["mechanism"]["counters"]
+    assert clamped == counters["rwnd_rewrites"] > 1000
+
+
+def test_a_capture_of_an_unknown_port_is_refused(engine: None, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["run", str(FOUR_FLOWS), "--out", str(tmp_path / "o"), "--pcap",
+                     "sw0->nowhere"]) == 2
+    err = capsys.readouterr().err
+    assert 'output.pcap[0]: no port named "sw0->nowhere" (ports are named like' in err
+
+
+@pytest.mark.testbed
+def test_a_testbed_port_is_captured_in_the_engines_format(testbed_machine: None,
+                                                          tmp_path: Path) -> None:
+    """`tacc testbed --pcap`: tcpdump's capture of what the port's interface sent, written
+    as the engine writes its own (pcapng, the interface named after the port): Linux's
+    packets with their real headers, every checksum valid (offloads are off), no more data
+    without ECT than the kernel's retransmissions, CE on at least the packets the switch
+    agent counts as marked and sent, and each flow's highest sequence number at least what
+    its receiver got."""
+    out = tmp_path / "out"
+    assert cli.main(["testbed", str(FOUR_FLOWS), "--out", str(out), "--quiet", "--duration",
+                     "2s", "--pcap", "sw0->r0"]) == 0
+    path = out / "pcap" / "sw0-to-r0.pcapng"
+    with path.open("rb") as f:
+        assert dpkt.pcapng.Reader(f).datalink() == dpkt.pcap.DLT_EN10MB
+    name, frames = read_capture(path, ethernet=True)
+    assert name == "sw0->r0"
+    tcp_packets = [(ip, kept) for _, ip, _, kept in frames
+                   if isinstance(ip, dpkt.ip.IP) and ip.p == dpkt.ip.IP_PROTO_TCP]
+    assert len(tcp_packets) > 10_000
+    assert all(checksums_hold(ip, kept) for ip, kept in tcp_packets)
+    # The capture runs from before the flows' start to after their end, the counters
+    # between the two: it holds every packet the port sent and every mark that left.
+    port = port_summary(out, "sw0->r0")
+    assert len(frames) >= port["enqueued"] - port["dropped"]
+    marked = sum(ip.tos & 3 == 3 for ip, _ in tcp_packets)
+    assert marked >= port["marked"] - port["dropped"] > 100
+    highest: dict[bytes, int] = {}
+    isn: dict[bytes, int] = {}
+    not_ect = 0
+    for ip, _ in tcp_packets:
+        tcp = ip.data
+        if tcp.flags & dpkt.tcp.TH_SYN:
+            isn[ip.src] = tcp.seq
+        elif ip.src in isn and (size := ip.len - ip.hl * 4 - tcp.off * 4) > 0:
+            start = (tcp.seq - isn[ip.src] - 1) % 2**32
+            highest[ip.src] = max(highest.get(ip.src, 0), start + size)
+            not_ect += ip.tos & 3 == 0
+    flows = read_summary(out)["flows"]
+    # Only a retransmission goes without ECT (RFC 3168 6.1.5), as the kernel counts them.
+    assert not_ect <= sum(f["retransmits"] for f in flows)
+    delivered = sorted(f["bytes_delivered"] for f in flows)
+    assert len(highest) == 4
+    for got, sent in zip(delivered, sorted(highest.values())):
+        assert sent >= got
