@@ -2,8 +2,9 @@
 # The system packages `tacc testbed` needs, from Debian: clang (compiles the eBPF programs into
 # the build) and libbpf's headers, bpftool (the kernel's types for the BPF DCTCP at build time;
 # registers it at run time), iproute2 (ip, tc, nstat), ethtool (offloads off on the veths),
-# ping (base RTT), tcpdump (captures) and Open vSwitch (the switches of the mechanisms with
-# an SDN controller; only its tools are used, the system service is never started). Installed when missing and run as root; otherwise
+# ping (base RTT), tcpdump (captures), tshark (the test suite reads captures with it) and Open
+# vSwitch (the switches of the mechanisms with an SDN controller; only its tools are used, the
+# system service is never started). Installed when missing and run as root; otherwise
 # the missing ones are named and the build goes on (the simulator needs none of them; the
 # testbed then says what it lacks and exits 2).
 set -euo pipefail
@@ -16,6 +17,7 @@ have tc && have nstat || missing+=(iproute2)
 have ethtool || missing+=(ethtool)
 have ping || missing+=(iputils-ping)
 have tcpdump || missing+=(tcpdump)
+have tshark || missing+=(tshark)
 have ovs-vswitchd || missing+=(openvswitch-switch)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! have apt-get; then

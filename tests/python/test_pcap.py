@@ -1,11 +1,15 @@
-"""Packet captures of simulated ports (`[output] pcap`, `tacc run --pcap`), read back with
-dpkt, a pcap reader nobody here wrote: each packet's headers are the simulated packet's, and
-the captures agree with the run's own counters to the packet."""
+"""Packet captures of simulated ports (`[output] pcap`, `tacc run --pcap`) and of testbed
+ports (`tacc testbed --pcap`), read back with dpkt and tshark, readers nobody here wrote:
+each packet's headers are the simulated packet's, and the captures agree with the run's own
+counters to the packet."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +65,29 @@ def checksums_hold(ip: Any, kept: bytes) -> bool:
         return True
     pseudo = struct.pack(">4s4sxBH", ip.src, ip.dst, ip.p, ip.len - header_len)
     return dpkt.in_cksum(pseudo + kept[header_len:]) == 0
+
+
+def tshark() -> str:
+    """Wireshark's reader: installed with the testbed's packages (tools/testbed-deps.sh, as
+    root); a skip without it, a failure where the testbed is required."""
+    path = shutil.which("tshark")
+    if path is None:
+        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
+            pytest.fail("tshark is missing (tools/testbed-deps.sh installs it)")
+        pytest.skip("tshark is missing (tools/testbed-deps.sh installs it, as root)")
+    return path
+
+
+def tshark_expert(path: Path, level: str) -> str:
+    """What Wireshark's expert analysis reports at `level` or above, checksums verified
+    (empty when nothing); tshark's own complaints about the file fail the test."""
+    done = subprocess.run(
+        [tshark(), "-r", str(path), "-o", "ip.check_checksum:TRUE", "-o",
+         "tcp.check_checksum:TRUE", "-q", "-z", f"expert,{level}"],
+        capture_output=True, text=True, check=True)
+    complaints = [line for line in done.stderr.splitlines() if "Running as user" not in line]
+    assert not complaints, complaints
+    return done.stdout.strip()
 
 
 def run(tmp_path: Path, scenario: Path, sets: list[str], ports: list[str]) -> Path:
@@ -207,3 +234,21 @@ def test_a_testbed_port_is_captured_in_the_engines_format(testbed_machine: None,
     assert len(highest) == 4
     for got, sent in zip(delivered, sorted(highest.values())):
         assert sent >= got
+    assert tshark_expert(path, "error") == ""
+
+
+def test_tshark_reads_the_captures_without_a_warning(engine: None, tmp_path: Path) -> None:
+    """Wireshark, checksums verified, finds nothing to warn about in a bottleneck's capture
+    (no drops, ECN) and no error in one with its drops; it reads each drop's comment."""
+    marks = run(tmp_path / "ecn", FOUR_FLOWS, ["duration=0.3s"], ["sw0->r0"])
+    assert tshark_expert(marks / "pcap" / "sw0-to-r0.pcapng", "warn") == ""
+    sets = ['queue={kind="droptail",limit="20pkt"}', "tcp.ecn=false", "duration=0.3s",
+            "output.pcap_dropped=true"]
+    drops = run(tmp_path / "drops", FOUR_FLOWS, sets, ["sw0->r0"])
+    path = drops / "pcap" / "sw0-to-r0.pcapng"
+    assert tshark_expert(path, "error") == ""
+    comments = subprocess.run(
+        [tshark(), "-r", str(path), "-Y", "frame.comment", "-T", "fields", "-e",
+         "frame.comment"], capture_output=True, text=True, check=True).stdout.split("\n")
+    dropped = port_summary(drops, "sw0->r0")["dropped_overflow"]
+    assert comments.count("dropped: the queue was full") == dropped > 10
