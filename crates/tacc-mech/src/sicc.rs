@@ -146,10 +146,10 @@ impl SiccController {
         self.port(switch, port).buffer_pkts = buffer_pkts;
     }
 
-    /// A SYN copy from `src` to `dst` leaving `port` of ToR `switch` towards `dst`. `wscale`
-    /// must be the window scale `dst` announced (the one `src` applies to `dst`'s rwnd); a
-    /// caller that sees only the initiator's SYN passes its scale, which is right when both
-    /// ends scale alike.
+    /// A SYN copy from `src` to `dst` leaving `port` of ToR `switch` towards `dst`, with the
+    /// window scale `src` announced: the clamp's until `dst`'s SYN-ACK gives the scale `src`
+    /// applies to `dst`'s rwnd ([`SiccController::on_syn_ack`]), the same where both ends
+    /// scale alike.
     #[allow(clippy::too_many_arguments)]
     pub fn on_syn(
         &mut self,
@@ -181,6 +181,33 @@ impl SiccController {
         state.kappa_time = now;
         state.beta = 0;
         self.messages_for(switch, port, false, true)
+    }
+
+    /// A SYN-ACK copy from `responder` to `initiator`, announcing `wscale`: the scale of
+    /// the windows the clamp rewrites (the ACKs `responder` sends). Sent again to the
+    /// initiator's hypervisor where the pair is clamped already with another scale.
+    pub fn on_syn_ack(&mut self, initiator: u32, responder: u32, wscale: u8) -> Vec<SiccMessage> {
+        let Some((mss, scale)) = self.pairs.get_mut(&(initiator, responder)) else {
+            return Vec::new();
+        };
+        if *scale == wscale {
+            return Vec::new();
+        }
+        *scale = wscale;
+        let mss = *mss;
+        let clamped = self
+            .ports
+            .values()
+            .any(|s| s.incast && s.dsts.contains(&responder));
+        if !clamped {
+            return Vec::new();
+        }
+        vec![SiccMessage::IncastOn {
+            src: initiator,
+            dst: responder,
+            wscale,
+            mss,
+        }]
     }
 
     /// A FIN copy through `port` of `switch`.
@@ -628,6 +655,39 @@ mod tests {
         let view = c.port_view(7, 2).unwrap();
         assert!(view.incast);
         assert_eq!(view.new_connections, 0, "beta restarts after ON");
+    }
+
+    #[test]
+    fn the_clamp_takes_the_window_scale_of_the_syn_ack() {
+        let mut c = controller();
+        // Before any ON: the scale is kept for the clamp to come, nothing is sent.
+        assert!(c.on_syn_ack(src(1), DST, 9).is_empty());
+        // The same scale again, or a pair the controller saw no SYN of: nothing.
+        assert!(c.on_syn_ack(src(1), DST, 9).is_empty());
+        assert!(c.on_syn_ack(src(9), DST, 3).is_empty());
+        let on = c.on_queue_sample(MS, 7, 2, 200);
+        assert!(on.contains(&SiccMessage::IncastOn {
+            src: src(1),
+            dst: DST,
+            wscale: 9,
+            mss: 1460
+        }));
+        assert!(on.contains(&SiccMessage::IncastOn {
+            src: src(2),
+            dst: DST,
+            wscale: 7,
+            mss: 1460
+        }));
+        // A SYN-ACK during the ON corrects that pair's clamp at once.
+        assert_eq!(
+            c.on_syn_ack(src(2), DST, 5),
+            [SiccMessage::IncastOn {
+                src: src(2),
+                dst: DST,
+                wscale: 5,
+                mss: 1460
+            }]
+        );
     }
 
     #[test]

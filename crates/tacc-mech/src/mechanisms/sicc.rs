@@ -157,8 +157,9 @@ impl Mechanism for SiccConfig {
             })));
         }
         for switch in fabric.tors() {
+            // SYNs and SYN-ACKs (the responder's window scale), and FINs.
             for (mask, value) in [
-                (tcp_flags::SYN | tcp_flags::ACK, tcp_flags::SYN),
+                (tcp_flags::SYN, tcp_flags::SYN),
                 (tcp_flags::FIN, tcp_flags::FIN),
             ] {
                 inst.initial_rules.push(FlowMod {
@@ -290,6 +291,12 @@ impl ControllerApp for SiccController {
                 h.mss.unwrap_or(1460),
                 h.wscale.unwrap_or(0),
             );
+            out.extend(
+                msgs.into_iter()
+                    .map(|m| ControlMessage::ToHost(HostMessage::Incast(m))),
+            );
+        } else if h.tcp_flags & tcp_flags::SYN != 0 {
+            let msgs = self.on_syn_ack(h.dst, h.src, h.wscale.unwrap_or(0));
             out.extend(
                 msgs.into_iter()
                     .map(|m| ControlMessage::ToHost(HostMessage::Incast(m))),
