@@ -107,7 +107,9 @@ def test_installed_tacc_lists_and_reproduces(user: Tacc, tmp_path: Path) -> None
                 env_extra={reproduce.SCALE_ENV: "0.05"})
 
     assert proc.returncode == 0, proc.stderr
-    assert "The papers' claims: " in proc.stdout
+    rows = len(reproduce.BY_ID[CHEAP_FIGURE].rows())  # not a figure of the paper: tacc's own
+    assert "The papers' claims (0 rows)" in proc.stdout
+    assert f"tacc's own experiments ({rows} rows): " in proc.stdout
     report = (tmp_path / "repro" / "REPORT.md").read_text()
     assert f"Command: `tacc reproduce {CHEAP_FIGURE} --quick --out repro`" in report
     assert report.count(f"| {CHEAP_FIGURE} |") == len(reproduce.BY_ID[CHEAP_FIGURE].rows())

@@ -126,19 +126,26 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
     return res
 
 
-def summary_line(rows: Sequence[RowResult]) -> str:
-    """How many claims hold: the papers' with tacc's settings and as published (the same
-    claims), and tacc's own experiments'."""
-    def held(verdicts: Sequence[Verdict]) -> str:
-        judged = [v for v in verdicts if v.holds is not None]
-        return f"{sum(1 for v in judged if v.holds)} of {len(judged)}"
+def tally(verdicts: Sequence[Verdict]) -> str:
+    """Every row counted once: it holds, it fails, or it is not resolved (a comparison the
+    seeds' spread could explain, or a row with no number to judge)."""
+    spread = sum(1 for v in verdicts if v.holds is not None and v.spread)
+    unjudged = sum(1 for v in verdicts if v.holds is None)
+    held = sum(1 for v in verdicts if v.holds is True and not v.spread)
+    failed = sum(1 for v in verdicts if v.holds is False and not v.spread)
+    return (f"{held} hold, {failed} fail, {spread + unjudged} not resolved ({spread} within "
+            f"the seeds' spread, {unjudged} not judged)")
 
+
+def summary_line(rows: Sequence[RowResult]) -> str:
+    """Every row of the report counted: the papers' claims with tacc's settings and as
+    published (the same rows), and tacc's own experiments' apart."""
     papers = [r for r in rows if r.published is not None]
     own = [r.tacc for r in rows if r.published is None]
-    line = (f"The papers' claims: {held([r.tacc for r in papers])} hold with tacc's "
-            f"settings, {held([r.published for r in papers if r.published])} with the "
-            "algorithms as the papers specify them")
-    return line + (f"; tacc's own experiments: {held(own)} hold" if own else "")
+    line = (f"The papers' claims ({len(papers)} rows): with tacc's settings "
+            f"{tally([r.tacc for r in papers])}; with the algorithms as the papers specify "
+            f"them {tally([r.published for r in papers if r.published])}")
+    return line + (f"; tacc's own experiments ({len(own)} rows): {tally(own)}" if own else "")
 
 
 def _verdict(v: Verdict | None) -> str:

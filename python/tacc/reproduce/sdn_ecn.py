@@ -212,6 +212,7 @@ EXPERIMENTS: list[Experiment] = [
         notes="Not a figure of the paper: the paper's 10 s Cubic FCT needs a deeper standing "
               "queue than tacc's Cubic keeps in 1000 packets (topo1-fct above), so the "
               "FCT gain is measured here behind 3000-packet drop-tail queues.",
+        published=None,  # counted with tacc's own experiments
     ),
     Experiment(
         "sdn-ecn-latency", "sdn-ecn",
