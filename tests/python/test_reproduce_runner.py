@@ -176,3 +176,27 @@ def test_verdicts_name_the_setting_that_alone_gives_tacc_s_verdict() -> None:
     assert paper is not None and paper.holds and why == []
     # tacc's own experiments have no published verdict
     assert verdicts(_limiter_experiment(None), row, means(tacc=fast))[1] is None  # type: ignore[arg-type]
+
+
+def test_a_comparison_within_the_seeds_spread_runs_again_with_more_seeds(
+        engine: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An experiment whose comparison the seeds' spread could explain runs again with twice
+    the seeds, until the comparison resolves or the seeds reach MAX_SEED_FACTOR times its
+    own; an experiment without one keeps its seeds. (The spread is scripted here: resolved
+    once a variant has 4 values, then never.)"""
+    monkeypatch.setenv(runner.SCALE_ENV, "0.02")
+    latency, tiny = reproduce.BY_ID["sicc-latency"], reproduce.BY_ID[TINY_FIGURE]
+    base = latency.quick_seeds
+    monkeypatch.setattr(Less, "spread",
+                        lambda self, m: len(values(m, self.a, self.metric)) < 2 * base)
+    _, results = reproduce.reproduce([latency.id, TINY_FIGURE], quick=True, out=tmp_path)
+    seeds = {r.exp.id: r.seeds for r in results}
+    assert seeds == {latency.id: 2 * base, TINY_FIGURE: tiny.quick_seeds}
+
+    monkeypatch.setattr(Less, "spread", lambda self, m: True)
+    md, results = reproduce.reproduce([latency.id], quick=True, out=tmp_path)
+    (res,) = results
+    cap = reproduce.MAX_SEED_FACTOR * base
+    assert res.seeds == cap and res.runs == cap * len(latency.variants(0.02))
+    assert any(r.tacc.spread for r in res.rows)
+    assert f"{res.runs} runs, {cap} seed(s)" in md.read_text()

@@ -23,7 +23,7 @@ from tacc.reproduce.registry import (
     one_changed,
     profile_means,
 )
-from tacc.reproduce.runner import engine_version
+from tacc.reproduce.runner import MAX_SEED_FACTOR, engine_version
 from tacc.reproduce.stats import mean_ci
 
 
@@ -126,6 +126,13 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
     return res
 
 
+def unresolved(res: ExperimentResult) -> bool:
+    """Whether a comparison of the experiment is within the seeds' spread, under either
+    profile."""
+    return any(r.tacc.spread or (r.published is not None and r.published.spread)
+               for r in res.rows)
+
+
 def tally(verdicts: Sequence[Verdict]) -> str:
     """Every row counted once: it holds, it fails, or it is not resolved (a comparison the
     seeds' spread could explain, or a row with no number to judge)."""
@@ -209,7 +216,10 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
               "With several seeds tacc shows mean ± 95% CI half-width, and a comparison of "
               "two variants whose means differ by less than Welch's t-test (95%) can tell "
               f"from seed-to-seed variation is marked \"within seed spread\" ({spread} "
-              "here): its verdict could flip with other seeds.")
+              "here): its verdict could flip with other seeds. An experiment with such a "
+              "comparison runs again with twice the seeds, up to "
+              f"{MAX_SEED_FACTOR} times its own; the mark stays on a comparison those do "
+              "not resolve.")
     md.append("")
     departures = _departures(results)
     if departures:

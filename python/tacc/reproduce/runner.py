@@ -9,7 +9,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,9 +58,19 @@ def _slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
-def plan(experiments: Sequence[Experiment], out: Path, quick: bool) -> tuple[
+# The most seeds a comparison within the seeds' spread gets, over the experiment's own.
+MAX_SEED_FACTOR = 4
+
+
+def base_seeds(exp: Experiment, quick: bool) -> int:
+    return exp.quick_seeds if quick else exp.seeds
+
+
+def plan(experiments: Sequence[Experiment], out: Path, quick: bool,
+         seeds: Mapping[str, int] | None = None) -> tuple[
         list[Task], dict[str, dict[str, list[Path]]], dict[str, float]]:
-    """All runs (cached or not) and, per experiment, the result dirs of each variant."""
+    """All runs (cached or not) and, per experiment, the result dirs of each variant; each
+    experiment with its own number of seeds unless `seeds` gives one by id."""
     version = engine_version()
     tasks: list[Task] = []
     dirs: dict[str, dict[str, list[Path]]] = {}
@@ -71,7 +81,7 @@ def plan(experiments: Sequence[Experiment], out: Path, quick: bool) -> tuple[
         if quick and env_scale:
             scale = float(env_scale)
         scales[exp.id] = scale
-        n_seeds = exp.quick_seeds if quick else exp.seeds
+        n_seeds = (seeds or {}).get(exp.id, base_seeds(exp, quick))
         dirs[exp.id] = {}
         # A variant whose settings the paper's profile leaves as they are runs once.
         made: dict[str, Path] = {}
