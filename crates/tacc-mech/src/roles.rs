@@ -1,6 +1,7 @@
 //! The mechanism interface: the three roles a mechanism can play, and the fabric it is built
-//! for. A driver (the simulator today, a Linux host agent and an SDN controller tomorrow)
-//! moves packets, time and control messages through these traits and never names a mechanism.
+//! for. A driver (the simulator, the Linux host and switch agents, the testbed's SDN
+//! controller) moves packets, time and control messages through these traits and never
+//! names a mechanism.
 //!
 //! - [`HostShim`]: in each host's virtual switch, between the VMs and the NIC. Egress and
 //!   ingress hooks return a verdict and may rewrite header fields; a timer; messages from the
