@@ -131,9 +131,11 @@ class Controller:
         """The plan port `switch` sends this 5-tuple out of: among a route's equal ports,
         the one the engine's ECMP hash picks; None without a route."""
 
-def capture_stem(port: str) -> str:
-    """A port's capture file name without `.pcapng`: `sw0->r0` gives `sw0-to-r0`."""
+def capture_files(ports: list[str]) -> list[str]:
+    """The capture file of each port named, as the engine names them: `sw0->r0` gives
+    `sw0-to-r0.pcapng` (a name taken already gets a number)."""
 
-def pcap_to_pcapng(src: str, dst: str, port: str) -> int:
+def pcap_to_pcapng(src: str, dst: str, port: str) -> tuple[int, bool]:
     """Rewrites tcpdump's pcap file `src` as `dst` in the engine's capture format (pcapng,
-    the interface named `port`); returns the number of packets."""
+    the interface named `port`); returns the number of packets and whether `src` ended
+    inside a record (the packets before it kept). OSError or ValueError if it cannot."""

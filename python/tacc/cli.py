@@ -204,8 +204,9 @@ def _add_set_option(parser: argparse.ArgumentParser) -> None:
 
 def _add_pcap_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pcap", action="append", default=[], metavar="PORT",
-                        help="capture what the port sends into DIR/pcap/PORT.pcapng, e.g. "
-                             "--pcap 'sw0->r0' (repeatable; as --set output.pcap=[...])")
+                        help="capture what the port sends, e.g. --pcap 'sw0->r0' into "
+                             "DIR/pcap/sw0-to-r0.pcapng (repeatable; as --set "
+                             "output.pcap=[...])")
 
 
 def _pcap_sets(args: argparse.Namespace) -> None:

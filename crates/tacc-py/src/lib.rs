@@ -132,17 +132,19 @@ fn workload<'py>(
         .collect()
 }
 
-/// A port's capture file name without `.pcapng` (`sw0->r0`: `sw0-to-r0`).
+/// The capture file of each port named, as the engine names them (`sw0->r0`:
+/// `sw0-to-r0.pcapng`).
 #[pyfunction]
-fn capture_stem(port: &str) -> String {
-    tacc_sim::output::capture_stem(port)
+fn capture_files(ports: Vec<String>) -> Vec<String> {
+    tacc_sim::output::capture_files(&ports.iter().map(String::as_str).collect::<Vec<_>>())
 }
 
 /// Rewrites tcpdump's classic pcap file `src` as a capture of port `port` in the format of
 /// the engine's (`tacc_sim::output::Capture`): pcapng, the interface named after the port.
-/// Returns the number of packets.
+/// Returns the number of packets, and whether `src` ended inside a record (the packets
+/// before it are kept).
 #[pyfunction]
-fn pcap_to_pcapng(src: &str, dst: &str, port: &str) -> PyResult<usize> {
+fn pcap_to_pcapng(src: &str, dst: &str, port: &str) -> PyResult<(usize, bool)> {
     use tacc_sim::pcap::{read_pcap, PcapngWriter};
     let bytes = std::fs::read(src).map_err(|e| PyOSError::new_err(format!("{src}: {e}")))?;
     let pcap = read_pcap(&bytes).map_err(|e| PyValueError::new_err(format!("{src}: {e}")))?;
@@ -158,7 +160,7 @@ fn pcap_to_pcapng(src: &str, dst: &str, port: &str) -> PyResult<usize> {
         w.flush()
     };
     write().map_err(|e| PyOSError::new_err(format!("{dst}: {e}")))?;
-    Ok(pcap.packets.len())
+    Ok((pcap.packets.len(), pcap.cut_short))
 }
 
 /// The built world as JSON (`tacc_mech::plan::Plan`), for the testbed and its agents;
@@ -321,7 +323,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(workload, m)?)?;
     m.add_function(wrap_pyfunction!(pcap_to_pcapng, m)?)?;
-    m.add_function(wrap_pyfunction!(capture_stem, m)?)?;
+    m.add_function(wrap_pyfunction!(capture_files, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;

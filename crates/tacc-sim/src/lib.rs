@@ -102,7 +102,8 @@ pub fn run_into(
     let stream = output::QueueStream::create(&dir.join(".queues.csv.tmp"))?;
     let capture = output::Capture::create(dir, &mut p.model)?;
     let (mut sim, summary) = run_sim(p, Some(stream), capture, progress);
-    sim.rec.capture.take().map(|c| c.finish()).transpose()?;
+    let end = sim.m.duration;
+    sim.rec.capture.take().map(|c| c.finish(end)).transpose()?;
     output::write(dir, &sim.m, &mut sim.rec, &summary)?;
     Ok(summary)
 }

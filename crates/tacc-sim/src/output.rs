@@ -5,7 +5,7 @@ use crate::model::{Model, Port};
 use crate::packet::Packet;
 use crate::pcap::{PcapngWriter, LINKTYPE_RAW};
 use serde::Serialize;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt::Write as _;
 use std::io;
 use std::path::Path;
@@ -58,76 +58,131 @@ impl Recorded {
 /// Bytes kept of a captured packet: its headers with their options (as `tcpdump -s 128`).
 pub const PCAP_SNAPLEN: u32 = 128;
 
-/// The captures of `output.pcap`: one pcapng file per port in `pcap/`, named after the port
-/// (`sw0->r0` in `sw0-to-r0.pcapng`), packets as [`Packet::to_wire`] writes them.
+/// The captures of `output.pcap`: one pcapng file per port in `pcap/`, named by
+/// [`capture_files`], packets as [`Packet::to_wire`] writes them, in time order.
+///
+/// A packet is handed over as it is admitted, stamped with the start of its serialization,
+/// which may be later than the drops that follow it: each port's sent packets wait here
+/// until the time they started has come, and those that had not started when the run ended
+/// are left out, as a capture on the wire never saw them.
 pub struct Capture {
-    files: HashMap<u32, PcapngWriter<io::BufWriter<std::fs::File>>>,
+    ports: HashMap<u32, CapturedPort>,
     /// The first write error, reported when the run ends.
     error: Option<io::Error>,
 }
 
+struct CapturedPort {
+    file: PcapngWriter<io::BufWriter<std::fs::File>>,
+    /// Sent packets not written yet, in the order of their stamps: (stamp, bytes, note).
+    waiting: VecDeque<(u64, Vec<u8>, Option<&'static str>)>,
+}
+
 impl Capture {
-    /// Opens the captures of the model's `pcap_ports` in `dir/pcap` (which it empties first:
-    /// no capture of an earlier run is left beside them) and flags their ports; `None`
-    /// without any.
+    /// Opens the captures of the model's `pcap_ports` in `dir/pcap` and flags their ports;
+    /// `None` without any. Capture files of an earlier run there are removed (nothing else).
     pub fn create(dir: &Path, m: &mut Model) -> io::Result<Option<Capture>> {
-        let pcap_dir = dir.join("pcap");
-        match std::fs::remove_dir_all(&pcap_dir) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
         if m.pcap_ports.is_empty() {
             return Ok(None);
         }
+        let pcap_dir = dir.join("pcap");
         std::fs::create_dir_all(&pcap_dir)?;
-        let mut files = HashMap::new();
-        let mut stems = HashSet::new();
-        for &port in &m.pcap_ports {
+        for entry in std::fs::read_dir(&pcap_dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "pcapng") {
+                std::fs::remove_file(path)?;
+            }
+        }
+        let names: Vec<&str> = m
+            .pcap_ports
+            .iter()
+            .map(|&p| m.ports[p as usize].name.as_str())
+            .collect();
+        let files = capture_files(&names);
+        let mut ports = HashMap::new();
+        for (&port, file) in m.pcap_ports.iter().zip(files) {
             let p = &mut m.ports[port as usize];
             p.extras |= Port::CAPTURED;
-            let mut stem = capture_stem(&p.name);
-            if !stems.insert(stem.clone()) {
-                stem = format!("{stem}-{port}");
-                stems.insert(stem.clone());
-            }
-            let file = std::fs::File::create(pcap_dir.join(format!("{stem}.pcapng")))?;
             let app = concat!("tacc ", env!("CARGO_PKG_VERSION"));
-            let mut w = PcapngWriter::new(io::BufWriter::new(file), app)?;
+            let out = io::BufWriter::new(std::fs::File::create(pcap_dir.join(file))?);
+            let mut w = PcapngWriter::new(out, app)?;
             w.interface(&p.name, LINKTYPE_RAW, PCAP_SNAPLEN)?;
-            files.insert(port, w);
+            let waiting = VecDeque::new();
+            ports.insert(port, CapturedPort { file: w, waiting });
         }
-        Ok(Some(Capture { files, error: None }))
+        Ok(Some(Capture { ports, error: None }))
     }
 
-    pub fn packet(&mut self, port: u32, at: u64, pkt: &Packet, note: Option<&str>) {
-        if let (None, Some(w)) = (&self.error, self.files.get_mut(&port)) {
+    /// A packet `port` sends, starting at `at` (now or later).
+    pub fn sent(&mut self, port: u32, at: u64, pkt: &Packet, note: Option<&'static str>) {
+        if let Some(p) = self.ports.get_mut(&port) {
+            p.waiting.push_back((at, pkt.to_wire(), note));
+        }
+    }
+
+    /// A packet `port`'s queue refused `now`: written after what the port sent until now.
+    pub fn dropped(&mut self, port: u32, now: u64, pkt: &Packet, note: &'static str) {
+        let Some(p) = self.ports.get_mut(&port) else {
+            return;
+        };
+        let mut result = p.write_until(now);
+        if result.is_ok() {
             let bytes = pkt.to_wire();
-            if let Err(e) = w.packet(0, at, &bytes, bytes.len(), note) {
-                self.error = Some(e);
-            }
+            result = p.file.packet(0, now, &bytes, bytes.len(), Some(note));
+        }
+        if let (Err(e), None) = (result, &self.error) {
+            self.error = Some(e);
         }
     }
 
-    /// Flushes the files; the first error of the run, if any.
-    pub fn finish(mut self) -> io::Result<()> {
+    /// Writes what the ports had started sending by `end` and flushes the files; the first
+    /// error of the run, if any.
+    pub fn finish(mut self, end: u64) -> io::Result<()> {
         if let Some(e) = self.error.take() {
             return Err(e);
         }
-        self.files.values_mut().try_for_each(|w| w.flush())
+        self.ports.values_mut().try_for_each(|p| {
+            p.write_until(end)?;
+            p.file.flush()
+        })
     }
 }
 
-/// A capture's file name for a port: `->` as `-to-`, anything but letters, digits, `.`,
-/// `_` and `-` as `_`.
-pub fn capture_stem(port: &str) -> String {
-    port.replace("->", "-to-")
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || "._-".contains(c) {
-                c
-            } else {
-                '_'
+impl CapturedPort {
+    fn write_until(&mut self, now: u64) -> io::Result<()> {
+        while self.waiting.front().is_some_and(|w| w.0 <= now) {
+            let (at, bytes, note) = self.waiting.pop_front().expect("a front");
+            self.file.packet(0, at, &bytes, bytes.len(), note)?;
+        }
+        Ok(())
+    }
+}
+
+/// The capture file of each port named: `->` as `-to-`, anything but ASCII letters, digits,
+/// `.`, `_` and `-` as `_`, `.pcapng`; a name another port took already gets `-2`, `-3`,
+/// ... until it is unique.
+pub fn capture_files(ports: &[&str]) -> Vec<String> {
+    let mut taken = HashSet::new();
+    ports
+        .iter()
+        .map(|port| {
+            let stem: String = port
+                .replace("->", "-to-")
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .collect();
+            let mut file = format!("{stem}.pcapng");
+            let mut n = 1;
+            while !taken.insert(file.clone()) {
+                n += 1;
+                file = format!("{stem}-{n}.pcapng");
             }
+            file
         })
         .collect()
 }

@@ -116,6 +116,9 @@ fn block(out: &mut impl Write, kind: u32, body: &[u8]) -> io::Result<()> {
 pub struct Pcap {
     pub linktype: u16,
     pub packets: Vec<(u64, u32, Vec<u8>)>,
+    /// The file ends inside a packet's record (its writer was stopped mid-write): the
+    /// packets before it are whole.
+    pub cut_short: bool,
 }
 
 /// Reads a classic pcap file (as tcpdump writes it).
@@ -143,20 +146,30 @@ pub fn read_pcap(bytes: &[u8]) -> Result<Pcap, String> {
             u32::from_le_bytes(b)
         })
     };
-    let linktype = (u32_at(20)? & 0xffff) as u16;
-    let mut packets = Vec::new();
-    let mut i = 24;
-    while i < bytes.len() {
+    let linktype = (u32_at(20).map_err(|_| "shorter than a pcap file header")? & 0xffff) as u16;
+    let record = |i: usize| -> Result<(u64, u32, Vec<u8>), String> {
         let (sec, frac, caplen, len) =
             (u32_at(i)?, u32_at(i + 4)?, u32_at(i + 8)?, u32_at(i + 12)?);
         let data = bytes
             .get(i + 16..i + 16 + caplen as usize)
-            .ok_or("a packet cut short")?;
+            .ok_or("cut short")?;
         let ts = sec as u64 * 1_000_000_000 + frac as u64 * if ns { 1 } else { 1000 };
-        packets.push((ts, len, data.to_vec()));
-        i += 16 + caplen as usize;
+        Ok((ts, len, data.to_vec()))
+    };
+    let (mut packets, mut cut_short, mut i) = (Vec::new(), false, 24);
+    while i < bytes.len() {
+        let Ok(packet) = record(i) else {
+            cut_short = true;
+            break;
+        };
+        i += 16 + packet.2.len();
+        packets.push(packet);
     }
-    Ok(Pcap { linktype, packets })
+    Ok(Pcap {
+        linktype,
+        packets,
+        cut_short,
+    })
 }
 
 #[cfg(test)]
@@ -219,7 +232,12 @@ mod tests {
         assert_eq!(p.packets, [(3_000_000_250, 60, vec![0xaa, 0xbb])]);
         b[..4].copy_from_slice(&0xa1b2_c3d4u32.to_be_bytes());
         assert_eq!(read_pcap(&b).unwrap().packets[0].0, 3_000_250_000);
-        assert!(read_pcap(&b[..b.len() - 1]).is_err());
+        assert!(!read_pcap(&b).unwrap().cut_short);
+        // Stopped inside the record: the whole packets before it are kept.
+        let cut = read_pcap(&b[..b.len() - 1]).unwrap();
+        assert!(cut.cut_short && cut.packets.is_empty());
+        assert!(read_pcap(&b[..24]).unwrap().packets.is_empty());
+        assert!(read_pcap(&b[..20]).is_err());
         assert!(read_pcap(b"nope").is_err());
     }
 }

@@ -431,7 +431,9 @@ impl Sim {
                 };
                 self.rec.cons.dropped += 1;
                 if p.captured() && self.m.pcap_dropped {
-                    self.capture(port, id, now, Some(reason));
+                    if let Some(c) = &mut self.rec.capture {
+                        c.dropped(port, now, self.pkts.get(id), reason);
+                    }
                 }
                 self.pkts.free(id);
                 return;
@@ -477,7 +479,7 @@ impl Sim {
         if p.captured() {
             // Stamped as a sender's capture stamps it: as it starts onto the wire.
             let start = end - p.ser(self.pkts.get(id).len as u32);
-            self.capture(port, id, start, lost.then_some("lost on the link"));
+            self.capture_sent(port, id, start, lost.then_some("lost on the link"));
         }
         if lost {
             self.m.ports[port as usize].drops.loss += 1;
@@ -493,11 +495,11 @@ impl Sim {
         self.schedule(at, kind);
     }
 
-    /// Writes packet `id` to port `port`'s capture, stamped `at`.
+    /// Hands packet `id`, which port `port` sends from `at`, to the port's capture.
     #[cold]
-    fn capture(&mut self, port: u32, id: PktId, at: u64, note: Option<&str>) {
+    fn capture_sent(&mut self, port: u32, id: PktId, at: u64, note: Option<&'static str>) {
         if let Some(c) = &mut self.rec.capture {
-            c.packet(port, at, self.pkts.get(id), note);
+            c.sent(port, at, self.pkts.get(id), note);
         }
     }
 

@@ -58,12 +58,14 @@ def expand(plan: Plan, workload: list[dict[str, Any]], scale: float) -> Plan:
                 "cc": cc, "ecn": ecn, "rate_bps": None, "packet_bytes": None,
                 "src_port": ports[0], "dst_port": ports[1], "forge": None, "spoof_src": None}
 
-    # Open-loop flows take the ports the engine gives them, and so its ECMP paths.
+    # Open-loop flows take the ports the engine's workload gives them, and so its ECMP paths
+    # (a run of the engine gives a VM's incast flows ports as their epochs start, between
+    # its open-loop ones: on a VM with both, the run's later open-loop ports differ).
     flows = list(plan["flows"]) + [
         flow(w["name"], w["group"], w["src_vm"], w["dst_vm"], w["start_ns"], w["bytes"],
              w["cc"], w["ecn"], (w["src_port"], w["dst_port"])) for w in workload]
-    # The engine allocates an incast flow's port as its epoch starts, interleaved with the
-    # open-loop ones; here each takes the next port above all its VM's others.
+    # Here each incast flow takes the next port above all its VM's others, wrapping round
+    # as the engine's allocator does.
     next_port: dict[int, int] = {}
     for f in flows:
         next_port[f["src_vm"]] = max(next_port.get(f["src_vm"], engine.FIRST_PORT),
@@ -71,7 +73,7 @@ def expand(plan: Plan, workload: list[dict[str, Any]], scale: float) -> Plan:
 
     def incast_ports(src: int) -> tuple[int, int]:
         port = next_port.get(src, engine.FIRST_PORT)
-        next_port[src] = port + 1
+        next_port[src] = engine.FIRST_PORT if port == 0xFFFF else port + 1
         return port, engine.TCP_DPORT
 
     for a, app in enumerate(plan["apps"]):

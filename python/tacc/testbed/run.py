@@ -569,8 +569,9 @@ class _Run:
                 f"pcap-{port}", ns,
                 # Immediate mode: libpcap's default hands packets over in blocks retired
                 # after up to a second, and the last block was lost when tcpdump stopped.
+                # -U: each packet written whole as it comes.
                 ["tcpdump", "-i", dev, "-Q", "out", "-n", "-s", str(_core.PCAP_SNAPLEN),
-                 "--immediate-mode", "--time-stamp-precision=nano",
+                 "--immediate-mode", "-U", "--time-stamp-precision=nano",
                  "-w", str(self.workdir / f"pcap-{port}.pcap")],
                 self.workdir))
         deadline = time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9)
@@ -582,15 +583,33 @@ class _Run:
                 time.sleep(0.02)
 
     def _write_captures(self, out: Path) -> None:
-        """The captures as the engine writes them: out/pcap/PORT.pcapng, no other file."""
+        """The captures as the engine writes them, under the engine's file names in
+        out/pcap (its capture files of an earlier run removed); a capture that cannot be
+        read is a failure of the run, one that lost packets a warning."""
         from tacc import _core
 
-        shutil.rmtree(out / "pcap", ignore_errors=True)
-        for port in self.plan["output"]["pcap"]:
-            name = self.plan["ports"][port]["name"]
-            (out / "pcap").mkdir(parents=True, exist_ok=True)
-            _core.pcap_to_pcapng(str(self.workdir / f"pcap-{port}.pcap"),
-                                 str(out / "pcap" / f"{_core.capture_stem(name)}.pcapng"), name)
+        ports = self.plan["output"]["pcap"]
+        if not ports:
+            return
+        (out / "pcap").mkdir(parents=True, exist_ok=True)
+        for old in (out / "pcap").glob("*.pcapng"):
+            old.unlink()
+        names = [self.plan["ports"][p]["name"] for p in ports]
+        for port, name, file, child in zip(ports, names, _core.capture_files(names),
+                                           self.captures):
+            try:
+                _, cut_short = _core.pcap_to_pcapng(
+                    str(self.workdir / f"pcap-{port}.pcap"), str(out / "pcap" / file), name)
+            except (OSError, ValueError) as exc:
+                self.failures.append(f"capture of {name}: {exc}")
+                continue
+            said = child.stderr.read_text(errors="replace")
+            lost = [int(m.group(1)) for m in re.finditer(r"(\d+) packets? dropped by kernel",
+                                                          said)]
+            problems = ([f"tcpdump lost {sum(lost)} packets"] if sum(lost) else []) + (
+                ["its file ends inside a packet, which is left out"] if cut_short else [])
+            for problem in problems:
+                print(f"tacc: warning: capture of {name}: {problem}", file=sys.stderr)
 
     def _start_traffic(self, cc: dict[str, str], scale: float, duration_ns: int) -> int:
         """One process per VM that sends or receives, started once every sink listens
