@@ -168,6 +168,20 @@ def test_dropped_packets_are_captured_with_a_comment_when_asked(engine: None,
     assert stamps == sorted(stamps)
 
 
+def test_packets_lost_on_the_link_are_captured_as_sent_with_a_comment(
+        engine: None, tmp_path: Path) -> None:
+    """The link loses a packet after the port sent it: it is in the capture, marked."""
+    lossy = ('loss', '[{model="bernoulli",ports=["sw0->r0"],rate=0.01}]')
+    out = run(tmp_path, FOUR_FLOWS, ["duration=0.3s", "=".join(lossy)], ["sw0->r0"])
+    _, packets = read_capture(out / "pcap" / "sw0-to-r0.pcapng")
+    port = port_summary(out, "sw0->r0")
+    lost = [c for _, _, c, _ in packets if c == "lost on the link"]
+    # The engine draws a loss as it admits a packet: one not started by the end is counted.
+    assert port["dropped_loss"] - port["max_backlog_pkts"] <= len(lost) <= port["dropped_loss"]
+    assert len(lost) > 50
+    assert sum(ip.len - len(ip.data.opts) for _, ip, _, _ in packets) == port["tx_bytes"]
+
+
 def test_clamped_windows_are_on_the_wire_as_the_switch_wrote_them(engine: None,
                                                                   tmp_path: Path) -> None:
     """SICC in the switch clamps the window of ACKs to one MSS while an incast is on: on
