@@ -53,6 +53,10 @@ if TYPE_CHECKING:
     from tacc.testbed.plan import Plan
 
 READY_TIMEOUT_S = 10.0
+# The links' delay lines: the base RTT within this fraction of the scenario's, after at most
+# this many measurements of the namespaces' own latency.
+WIRE_TOLERANCE = 0.05
+WIRE_ROUNDS = 3
 TRAFFIC_LEAD_S = 0.2  # from the go file to the flows' time zero
 STOP_GRACE_S = 5.0  # a child asked to stop gets this long to write its records
 MIN_SAMPLE_NS = 100_000_000  # one `tc` call per sampled namespace: 1 ms would cost a core
@@ -510,25 +514,35 @@ class _Run:
         to measure it (the RTT less the delays and the serialization), then again with each
         delay less that latency's share per delayed link crossed, so that the base RTT is
         the scenario's. (A wire without delays would measure its own wake-ups too, which
-        delayed frames do not meet: their delay counts from the kernel's receive time.)"""
+        delayed frames do not meet: their delay counts from the kernel's receive time.)
+
+        A measurement the machine disturbed (a CI run once took 164 us too many out of
+        1,027) is corrected by the next: while the RTT is off the scenario's by more than
+        WIRE_TOLERANCE, the latency taken out moves by the difference, at most
+        WIRE_ROUNDS times."""
         if not topo.wires:
             return [], measure_base_rtt(self.plan, self.names, scale)
         wire = self._launch_wire(topo.wires)
         rtts = measure_base_rtt(self.plan, self.names, scale)
-        self.children.stop(wire)
-        directions = topo.wires
-        if rtts is not None:
-            flow = self.plan["flows"][0]
-            delayed = {d["from"] for d in topo.wires}
-            crossed = sum(f"w{p}" in delayed for p in (
-                path_ports(self.plan, flow["src_vm"], flow["dst_vm"])
-                + path_ports(self.plan, flow["dst_vm"], flow["src_vm"])))
-            self.stack_rtt_us = rtts[0] - rtts[1]
-            less = max(0.0, self.stack_rtt_us) * 1e3 / max(1, crossed)
-            directions = [{**d, "delay_ns": max(0, round(d["delay_ns"] - less))}
-                          for d in topo.wires]
-        wire = self._launch_wire(directions)
-        return wire, measure_base_rtt(self.plan, self.names, scale)
+        if rtts is None:
+            return wire, rtts
+        flow = self.plan["flows"][0]
+        delayed = {d["from"] for d in topo.wires}
+        crossed = max(1, sum(f"w{p}" in delayed for p in (
+            path_ports(self.plan, flow["src_vm"], flow["dst_vm"])
+            + path_ports(self.plan, flow["dst_vm"], flow["src_vm"]))))
+        self.stack_rtt_us = 0.0
+        for round_ in range(WIRE_ROUNDS):
+            error_us = rtts[0] - rtts[1]
+            if round_ and abs(error_us) <= WIRE_TOLERANCE * rtts[1]:
+                break
+            self.children.stop(wire)
+            self.stack_rtt_us = max(0.0, self.stack_rtt_us + error_us)
+            less = self.stack_rtt_us * 1e3 / crossed
+            wire = self._launch_wire([{**d, "delay_ns": max(0, round(d["delay_ns"] - less))}
+                                      for d in topo.wires])
+            rtts = measure_base_rtt(self.plan, self.names, scale) or rtts
+        return wire, rtts
 
     def _launch_wire(self, directions: list[dict[str, Any]]) -> list[Child]:
         path = self.workdir / "wire.json"
