@@ -1,7 +1,7 @@
 """Typed stub of the compiled engine (Rust, built by maturin from crates/tacc-py)."""
 
 from collections.abc import Callable
-from typing import TypedDict
+from typing import Any, TypedDict
 
 FIRST_PORT: int
 """A VM's first source port; a run allocates them per VM upward from here."""
@@ -48,6 +48,11 @@ def run_summary(
     """Run the scenario as `run` does without writing a result directory; returns the JSON
     its summary.json would hold (per-flow results included), `ports` narrowed to those
     named."""
+
+def keys(name: str | None = None) -> list[dict[str, Any]]:
+    """The documented scenario tables `name` picks ("tcp", "tcp.rto_min", "mechanism.sicc"),
+    every table when None: dicts of table, tag, array, doc and keys (key, unit, default, range,
+    doc)."""
 
 def validate(path: str, *, sets: list[tuple[str, str]] = ...) -> _ScenarioInfo:
     """Check the scenario as `run` would, without running it."""

@@ -1,6 +1,6 @@
-"""The `tacc` command: run, validate, plot and show scenarios and their results; emulate
-them on a Linux testbed, once or repeatedly, and compare two result directories, or the
-spread of several runs on either side.
+"""The `tacc` command: run, validate, plot and show scenarios and their results; document
+every scenario key (`keys`); emulate them on a Linux testbed, once or repeatedly, and compare
+two result directories, or the spread of several runs on either side.
 
 Exit status: 0 success, 1 compiled engine missing, 2 bad input (scenario, option,
 file or result directory) or a machine that lacks what the testbed needs, 3 a testbed
@@ -86,6 +86,15 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("scenario", metavar="SCENARIO", help='scenario TOML file or "default"')
     _add_set_option(validate)
     validate.set_defaults(command=_validate)
+
+    keys = commands.add_parser(
+        "keys", help="document a scenario's tables and keys: unit, default, accepted values",
+        description="Print what a scenario key means, its unit, default and accepted values: "
+        'every table, one table ("tcp", "mechanism.hygenicc") or one key ("tcp.rto_min").')
+    keys.add_argument("name", nargs="?", metavar="TABLE[.KEY]")
+    keys.add_argument("--markdown", action="store_true",
+                      help="as the Markdown of docs/scenario-keys.md")
+    keys.set_defaults(command=_keys)
 
     plot = commands.add_parser("plot", help="write the PNG plots of a result directory")
     plot.add_argument("dir", type=Path, metavar="DIR")
@@ -310,6 +319,14 @@ def _validate(args: argparse.Namespace) -> int:
         f"{format_seconds(info['duration_s'])} simulated, {info['hosts']} hosts, "
         f"{info['switches']} switches, {info['links']} links, {info['flows']} flows"
     )
+    return 0
+
+
+def _keys(args: argparse.Namespace) -> int:
+    from tacc import keys
+
+    found = keys.tables(args.name)
+    print(keys.markdown(found) if args.markdown else keys.text(found))
     return 0
 
 

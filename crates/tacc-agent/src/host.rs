@@ -16,7 +16,7 @@ use aya::maps::{Array, HashMap as BpfHashMap, MapData};
 use aya::programs::TcAttachType;
 use aya::Ebpf;
 use serde::Deserialize;
-use tacc_mech::rate_alloc::{BucketConfig, ShortagePolicy};
+use tacc_mech::roles::{BucketConfig, ShortagePolicy};
 use tacc_mech::roles::{Datapath, HostShim, PairCounts};
 use tacc_mech::wire::Ipv4Packet;
 use tacc_mech::Nanos;

@@ -5,18 +5,18 @@
 //! exactly as the simulator feeds them, and where its outputs come back as [`ControlMessage`]s
 //! for the driver to turn into OpenFlow messages and host notifications.
 
-use crate::control::{ControlMessage, FlowMod, PacketIn, StatsReply};
 use crate::plan::{Node, Plan};
-use crate::roles::{ControllerApp, Instance, PathOracle, SwitchHook};
-use crate::wire::{Ipv4Packet, WireError};
-use crate::Nanos;
+use crate::vocab::control::{ControlMessage, FlowMod, PacketIn, StatsReply};
+use crate::vocab::roles::{ControllerApp, Instance, PathOracle, SwitchHook};
+use crate::vocab::units::Nanos;
+use crate::vocab::wire::{Ipv4Packet, WireError};
 
 type Packet = Ipv4Packet<Vec<u8>>;
 
 /// A plan's routes followed hop by hop, each switch choosing among equal ports by its ECMP
 /// hash ([`Plan::route_port`]): the testbed's controller installs that very choice.
 impl PathOracle for Plan {
-    fn path(&self, mut switch: u32, h: &crate::control::PacketInHeaders) -> Vec<(u32, u32)> {
+    fn path(&self, mut switch: u32, h: &crate::vocab::control::PacketInHeaders) -> Vec<(u32, u32)> {
         let mut hops = Vec::new();
         while let Some(port) =
             self.route_port(switch, h.src, h.dst, h.protocol, h.src_port, h.dst_port)

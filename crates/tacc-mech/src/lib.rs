@@ -2,74 +2,53 @@
 //!
 //! Nothing here knows about the simulator or the Linux datapath. Every mechanism is a plain
 //! state machine: time enters as integer nanoseconds ([`Nanos`]), packets enter through the
-//! [`headers::PacketHeaders`] trait (implemented by the simulator's packet struct and by
-//! [`wire`]'s view of real IPv4/TCP bytes), and decisions leave as return values.
-//! The caller owns the clock and the timers: each mechanism says when it next needs
-//! attention (`poll_at`) and the caller calls it back then.
+//! [`PacketHeaders`] trait (implemented by the simulator's packet struct and by [`wire`]'s
+//! view of real IPv4/TCP bytes), and decisions leave as return values. The caller owns the
+//! clock and the timers: each mechanism says when it next needs attention (`poll_at`) and the
+//! caller calls it back then.
 //!
-//! The interface every driver uses (the simulator, a Linux host agent, an SDN controller):
-//! - [`roles`]: the three roles (host shim, switch hook, controller app) as traits, and the
-//!   [`roles::Fabric`] a mechanism is built for.
-//! - [`control`]: the control-plane messages (packet-ins, statistics, flow-mods,
-//!   notifications to hosts), serializable.
-//! - [`controller`]: a controller process's view of a mechanism built from a plan (the app,
-//!   the switch hooks that select packet-ins, the plan's paths).
-//! - [`mechanisms`]: the scenario's `[mechanism]` table, one struct per kind, checked and
-//!   built into the roles; one line registers a kind.
-//! - [`units`]: values with units as scenario files write them ("1Gbps", "25us").
-//!
-//! The state machines:
-//! - [`headers`]: the header fields mechanisms read and write (ECN, reserved flag, IP ID, rwnd).
-//! - [`wire`]: those fields on real bytes, with RFC 1071/1624 checksum maintenance.
-//! - [`token_bucket`]: the per-VM rate limiter shared by HyGenICC, SDN-GCC and static limits.
-//! - [`rate_alloc`]: per-NIC weighted shares of active VMs (E(i)) policed by token buckets, the
-//!   per-key limiter bookkeeping HyGenICC and SDN-GCC share, and the static per-VM rate-limit
-//!   baseline.
-//! - [`hygenicc`]: HyGenICC, the host-to-host shim (sender rate control and receiver ECN echo).
-//! - [`sdn_gcc`]: SDN-GCC, the same rate limiters driven by a controller that polls switch mark
-//!   counters and notifies the sources.
-//! - [`sicc`]: SICC, a controller that spots incast volleys from SYN copies and queue samples,
-//!   and the hypervisor module that then clamps the rwnd of ACKs to one MSS.
-//! - [`rwndq`]: RWNDQ, the switch-side baseline that writes a per-flow fair-share window into
-//!   ACKs.
-//! - [`sdn_ecn`]: SDN-ECN, a controller that finds links above 75% utilization and installs
-//!   CE-marking rules for their fastest flows.
+//! The crate is in layers, each using only those below it (`tests/layers.rs` checks it):
+//! 1. [`vocab`], naming no mechanism: [`units`] (time, "1Gbps", "25us"), [`headers`] (the
+//!    fields mechanisms read and write), [`wire`] (those fields on real bytes, RFC 1071/1624
+//!    checksums), [`control`] (the control plane's messages, serializable), [`roles`] (host
+//!    shim, switch hook, controller app; the [`roles::Fabric`] a mechanism is built for) and
+//!    [`vocab::keys`] (a kind's table: its checks and the [`vocab::keys::Mechanism`] trait).
+//! 2. [`limiters`]: the state machines several kinds share (token bucket, the per-NIC share
+//!    allocator and keyed limiter, the rate-limiting kinds' common keys).
+//! 3. [`mechanisms`]: one folder per kind (static-rate, HyGenICC, SDN-GCC, SICC, SDN-ECN,
+//!    RWNDQ) with its state machines and its table; a kind never uses another.
+//! 4. On top: [`registry`] (the `[mechanism]` table, one line per kind), [`plan`] (a
+//!    scenario's built world, mechanism included, as plain data) and [`controller`] (a
+//!    controller process's view of a mechanism built from a plan).
 
-pub mod control;
 pub mod controller;
-pub mod headers;
-pub mod hygenicc;
+pub mod limiters;
 pub mod mechanisms;
 pub mod plan;
-pub mod rate_alloc;
-pub mod roles;
-pub mod rwndq;
-pub mod sdn_ecn;
-pub mod sdn_gcc;
-pub mod sicc;
-pub mod token_bucket;
-pub mod units;
-pub mod wire;
+pub mod registry;
+pub mod vocab;
 
+pub use limiters::{rate_alloc, token_bucket};
+pub use vocab::{control, headers, roles, units, wire};
+
+pub use control::{IncastMessage, Notify};
 pub use headers::{Ecn, FlowKey, PacketHeaders};
-pub use hygenicc::{FeedbackPacket, HygenConfig, HygenShim};
-pub use mechanisms::MechanismConfig;
-pub use rate_alloc::{
-    AllocatorConfig, BucketConfig, DropReason, EgressVerdict, KeyedBuckets, KeyedLimiter,
-    RateAllocator, ShortagePolicy, StaticRateLimiter,
+pub use mechanisms::hygenicc::{HygenConfig, HygenShim};
+pub use mechanisms::rwndq::{Rwndq, RwndqConfig};
+pub use mechanisms::sdn_ecn::{InstallMarkRule, SdnEcnConfig, SdnEcnController};
+pub use mechanisms::sdn_gcc::{
+    SdnGccController, SdnGccControllerConfig, SdnGccShim, SdnGccShimConfig,
 };
-pub use roles::IngressVerdict;
-pub use rwndq::{Rwndq, RwndqConfig};
-pub use sdn_ecn::{InstallMarkRule, SdnEcnConfig, SdnEcnController};
-pub use sdn_gcc::{Notify, SdnGccController, SdnGccControllerConfig, SdnGccShim, SdnGccShimConfig};
-pub use sicc::{
-    SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig, SiccMessage,
+pub use mechanisms::sicc::{
+    SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig,
+};
+pub use rate_alloc::{
+    AllocatorConfig, KeyedBuckets, KeyedLimiter, RateAllocator, StaticRateLimiter,
+};
+pub use registry::MechanismConfig;
+pub use roles::{
+    BucketConfig, DropReason, EgressVerdict, FeedbackPacket, IngressVerdict, ShortagePolicy,
 };
 pub use token_bucket::TokenBucket;
+pub use units::{Nanos, NS_PER_SEC};
 pub use wire::Ipv4Packet;
-
-/// Time in integer nanoseconds since the start of a run (or any fixed epoch).
-pub type Nanos = u64;
-
-/// Nanoseconds per second.
-pub const NS_PER_SEC: u64 = 1_000_000_000;

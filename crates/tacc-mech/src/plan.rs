@@ -6,9 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::mechanisms::MechanismConfig;
-use crate::roles::{Fabric, SwitchPort};
-use crate::units::Size;
+use crate::registry::MechanismConfig;
+use crate::vocab::roles::{Fabric, SwitchPort};
+use crate::vocab::units::Size;
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Plan {

@@ -6,7 +6,7 @@ use tacc_mech::control::{
     ControlMessage, HostMessage, PacketIn, PacketInHeaders, StatsReply, StatsRequest,
 };
 use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
-use tacc_mech::rate_alloc::EgressVerdict;
+use tacc_mech::roles::EgressVerdict;
 use tacc_mech::roles::{Fabric, IngressVerdict, PathOracle, SwitchPort};
 use tacc_mech::units::Size;
 use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};

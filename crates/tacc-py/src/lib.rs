@@ -196,6 +196,43 @@ fn locate(text: &str, path: &str) -> Option<usize> {
     tacc_sim::scenario::locate(text, path)
 }
 
+/// The documented scenario tables `name` picks (every table when `None`), each as a dict:
+/// `table`, `tag` (`(key, value)` or None), `array`, `doc`, `keys` (dicts of `key`, `unit`,
+/// `default`, `range`, `doc`).
+#[pyfunction]
+#[pyo3(signature = (name=None))]
+fn keys<'py>(py: Python<'py>, name: Option<&str>) -> PyResult<Vec<Bound<'py, PyDict>>> {
+    let tables = match name {
+        Some(n) => tacc_sim::keys::lookup(n),
+        None => tacc_sim::keys::tables(),
+    };
+    tables
+        .into_iter()
+        .map(|t| {
+            let d = PyDict::new(py);
+            d.set_item("table", t.table)?;
+            d.set_item("tag", t.tag)?;
+            d.set_item("array", t.array)?;
+            d.set_item("doc", t.doc)?;
+            let keys = t
+                .keys
+                .iter()
+                .map(|k| {
+                    let kd = PyDict::new(py);
+                    kd.set_item("key", k.key)?;
+                    kd.set_item("unit", k.unit)?;
+                    kd.set_item("default", k.default)?;
+                    kd.set_item("range", k.range)?;
+                    kd.set_item("doc", k.doc)?;
+                    Ok(kd)
+                })
+                .collect::<PyResult<Vec<_>>>()?;
+            d.set_item("keys", keys)?;
+            Ok(d)
+        })
+        .collect()
+}
+
 /// True if this build carries the testbed's eBPF programs.
 #[pyfunction]
 fn agent_available() -> bool {
@@ -325,6 +362,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(pcap_to_pcapng, m)?)?;
     m.add_function(wrap_pyfunction!(capture_files, m)?)?;
     m.add_function(wrap_pyfunction!(locate, m)?)?;
+    m.add_function(wrap_pyfunction!(keys, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;
     m.add_function(wrap_pyfunction!(dctcp_object, m)?)?;

@@ -20,6 +20,7 @@ pub mod cc;
 pub mod event_queue;
 pub mod fifo;
 pub mod heap;
+pub mod keys;
 pub mod loss;
 pub mod mechanism;
 pub mod model;

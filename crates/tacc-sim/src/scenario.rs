@@ -99,7 +99,7 @@ pub struct Scenario {
     pub rules: Vec<RuleCfg>,
     /// Random loss on links.
     pub loss: Vec<LossCfg>,
-    /// The mechanism under test: `kind` and that kind's keys (see `tacc_mech::mechanisms`).
+    /// The mechanism under test: `kind` and that kind's keys (see `tacc_mech::registry`).
     pub mechanism: MechanismConfig,
     pub output: OutputCfg,
 }

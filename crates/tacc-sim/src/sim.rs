@@ -20,7 +20,7 @@ use tacc_mech::control::{
     StatsRequest,
 };
 use tacc_mech::headers::{ip_proto, Ecn};
-use tacc_mech::rate_alloc::EgressVerdict;
+use tacc_mech::roles::EgressVerdict;
 use tacc_mech::roles::IngressVerdict;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

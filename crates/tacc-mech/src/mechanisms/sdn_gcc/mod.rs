@@ -10,12 +10,16 @@
 //!   packet-ins, polls every known switch port's ECN-mark counter every Ti, and spreads each
 //!   port's new marks evenly over the sources sending through it.
 
+pub mod keys;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::headers::{Ecn, FlowKey, PacketHeaders};
-use crate::rate_alloc::{AllocatorConfig, EgressVerdict, KeyedLimiter};
-use crate::roles::PairCounts;
-use crate::Nanos;
+use crate::limiters::rate_alloc::{AllocatorConfig, KeyedLimiter};
+use crate::vocab::control::Notify;
+use crate::vocab::headers::{Ecn, FlowKey, PacketHeaders};
+use crate::vocab::roles::EgressVerdict;
+use crate::vocab::roles::PairCounts;
+use crate::vocab::units::Nanos;
 
 /// Which rate a packet or a notification belongs to, below the VM's share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -360,16 +364,6 @@ pub struct PortStatsRequest {
     pub port: u32,
 }
 
-/// A congestion notification: the caller sends it (from `from_dst`'s address) to the shim of
-/// `to_src`'s host, which calls [`SdnGccShim::on_notification`].
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Notify {
-    pub to_src: u32,
-    pub from_dst: u32,
-    /// The share of the port's new marks attributed to this source (fractional).
-    pub marks: f64,
-}
-
 /// The SDN-GCC controller application.
 #[derive(Clone, Debug, Default)]
 pub struct SdnGccController {
@@ -496,8 +490,8 @@ impl SdnGccController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::ip_proto;
-    use crate::wire::{emit, Ipv4Fields, Ipv4Packet};
+    use crate::vocab::headers::ip_proto;
+    use crate::vocab::wire::{emit, Ipv4Fields, Ipv4Packet};
 
     const GBPS: u64 = 1_000_000_000;
     const MBPS: u64 = 1_000_000;
@@ -833,7 +827,7 @@ mod tests {
         };
         let mut shim = SdnGccShim::new(cfg, GBPS);
         let mk = |sport: u16| {
-            let b = crate::wire::emit(
+            let b = crate::vocab::wire::emit(
                 &Ipv4Fields {
                     src: VM,
                     dst: D1,
@@ -843,7 +837,7 @@ mod tests {
                     total_len: 1500,
                     ttl: 64,
                 },
-                Some(&crate::wire::TcpFields {
+                Some(&crate::vocab::wire::TcpFields {
                     src_port: sport,
                     dst_port: 80,
                     seq: 0,

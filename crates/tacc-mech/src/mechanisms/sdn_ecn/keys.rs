@@ -4,16 +4,16 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::control::{
+use crate::mechanisms::sdn_ecn::{InstallMarkRule, SdnEcnConfig as SdnEcnParams, SdnEcnController};
+use crate::vocab::control::{
     ControlMessage, FlowMod, FlowModCommand, FlowSample, Forward, RuleActions, RuleMatch,
     StatsReply, StatsRequest,
 };
-use crate::headers::{FlowKey, PacketHeaders};
-use crate::mechanisms::{Checks, Mechanism, MIN_POLL};
-use crate::roles::{ControllerApp, Fabric, Instance, SwitchHook};
-use crate::sdn_ecn::{InstallMarkRule, SdnEcnConfig as SdnEcnParams, SdnEcnController};
-use crate::units::Duration;
-use crate::Nanos;
+use crate::vocab::headers::{FlowKey, PacketHeaders};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_POLL};
+use crate::vocab::roles::{ControllerApp, Fabric, Instance, SwitchHook};
+use crate::vocab::units::Duration;
+use crate::vocab::units::Nanos;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
@@ -27,8 +27,53 @@ pub struct SdnEcnConfig {
     pub rule_timeout: Option<Duration>,
 }
 
+/// The kind's own keys.
+const KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "interval",
+        unit: "time",
+        default: "2s",
+        range: ">= 10us",
+        doc: "The controller's probe interval. The paper: 2 s.",
+    },
+    KeyDoc {
+        key: "latency",
+        unit: "time",
+        default: "0s",
+        range: "",
+        doc: "One-way latency of the out-of-band control channel.",
+    },
+    KeyDoc {
+        key: "threshold",
+        unit: "fraction",
+        default: "0.75",
+        range: "0..1",
+        doc: "Utilization above which a link is congested. The paper: 0.75.",
+    },
+    KeyDoc {
+        key: "max_fraction",
+        unit: "fraction",
+        default: "0.5",
+        range: "0..1",
+        doc: "The fraction T of a congested link's flows selected for marking at 100% \
+             utilization. The paper: 0.5.",
+    },
+    KeyDoc {
+        key: "rule_timeout",
+        unit: "time",
+        default: "1s",
+        range: "> 0",
+        doc: "How long a marking rule lives. The paper says short; half a probe interval, so a \
+             flow stops being marked unless the next probe selects it again.",
+    },
+];
+
 impl Mechanism for SdnEcnConfig {
     type Params = SdnEcnParams;
+
+    fn keys() -> Vec<KeyDoc> {
+        KEYS.to_vec()
+    }
 
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = SdnEcnParams::default();

@@ -13,17 +13,121 @@
 //!   ([`ControlMessage`]).
 //!
 //! Hooks are generic over the packet representation `P` (the simulator's packet struct, or
-//! [`crate::wire::Ipv4Packet`] over real bytes), so header access stays static while the
+//! [`crate::vocab::wire::Ipv4Packet`] over real bytes), so header access stays static while the
 //! roles themselves are trait objects. Every method has a neutral default: a mechanism
 //! implements the hooks it uses.
 
-use crate::control::{ControlMessage, FlowMod, FlowSample, HostMessage, PacketIn, PacketInHeaders};
-use crate::headers::PacketHeaders;
-use crate::rate_alloc::{BucketConfig, EgressVerdict};
-use crate::units::Size;
-use crate::Nanos;
+use crate::vocab::control::{
+    ControlMessage, FlowMod, FlowSample, HostMessage, PacketIn, PacketInHeaders,
+};
+use crate::vocab::headers::{ip_proto, Ecn, PacketHeaders};
+use crate::vocab::units::{Nanos, Size, NS_PER_SEC};
+use crate::vocab::wire::{emit, Ipv4Fields};
 
-pub use crate::hygenicc::FeedbackPacket;
+/// What to do with a packet that finds too few tokens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShortagePolicy {
+    /// Drop it (the papers' default).
+    Drop,
+    /// Hold it in a per-VM queue kept by the caller (the papers' "slightly better, more memory"
+    /// variant); the verdict says when to offer it again.
+    Queue,
+}
+
+/// Token-bucket sizing and shortage behaviour shared by every limiter in this crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BucketConfig {
+    /// Smallest bucket depth in bytes: one maximum-size Ethernet frame, so that a full-size
+    /// packet can always pass at any rate.
+    pub min_depth_bytes: u64,
+    /// Burst the bucket may accumulate, in nanoseconds of tokens at the current rate: depth =
+    /// max(`min_depth_bytes`, rate x `burst_ns`). The papers do not state a depth. The default,
+    /// 1 ms, absorbs ten 100 us RTTs of a window-limited flow yet stays well under the 100-packet
+    /// switch buffers of the experiments; the authors' prototype used 100 timer periods (25 ms),
+    /// which lets a limited VM burst several buffers' worth into the fabric.
+    pub burst_ns: Nanos,
+    /// Drop or queue on token shortage.
+    pub on_shortage: ShortagePolicy,
+}
+
+impl Default for BucketConfig {
+    fn default() -> Self {
+        BucketConfig {
+            min_depth_bytes: 1514,
+            burst_ns: 1_000_000,
+            on_shortage: ShortagePolicy::Drop,
+        }
+    }
+}
+
+impl BucketConfig {
+    /// Bucket depth in bytes for a bucket running at `rate_bps`.
+    pub fn depth_for(&self, rate_bps: u64) -> u64 {
+        let burst = (rate_bps as u128 * self.burst_ns as u128 / (8 * NS_PER_SEC as u128)) as u64;
+        burst.max(self.min_depth_bytes)
+    }
+}
+
+/// Why a limiter refused a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// Not enough tokens and the policy is to drop.
+    NoTokens,
+    /// The packet is larger than the bucket could ever hold, or the rate is zero.
+    NeverFits,
+    /// HyGenICC admission control refused a new connection towards a congested destination.
+    Admission,
+    /// A VM sent a signal only a shim may send (forged feedback).
+    Forged,
+}
+
+/// The decision of a rate limiter about one outgoing packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EgressVerdict {
+    /// Transmit now (tokens have been taken).
+    Pass,
+    /// Keep the packet at the head of the VM's queue and offer it again at `until`
+    /// ([`ShortagePolicy::Queue`] only; no tokens have been taken).
+    Hold { until: Nanos },
+    /// Discard the packet.
+    Drop(DropReason),
+}
+
+/// An explicit feedback packet the caller must send: an IPv4 packet with protocol
+/// [`ip_proto::FEEDBACK`], the mark count in the IP ID, from the receiving VM's address to the
+/// source VM's (36 B on the wire: Ethernet + IPv4 + 2 bytes of payload).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FeedbackPacket {
+    /// The receiving VM (source address of the feedback packet).
+    pub src: u32,
+    /// The sending VM whose traffic was marked (destination of the feedback packet).
+    pub dst: u32,
+    pub count: u16,
+}
+
+impl FeedbackPacket {
+    /// Size of the feedback frame on the wire in bytes (Ethernet + IPv4 + 2-byte payload).
+    pub const WIRE_BYTES: u64 = 36;
+
+    /// The IPv4 packet (header and the 2-byte payload, which repeats the count) with valid
+    /// checksum, for callers that transmit real bytes.
+    pub fn to_ipv4_bytes(&self) -> Vec<u8> {
+        let mut b = emit(
+            &Ipv4Fields {
+                src: self.src,
+                dst: self.dst,
+                protocol: ip_proto::FEEDBACK,
+                ident: self.count,
+                ecn: Ecn::NotEct,
+                total_len: 22,
+                ttl: 64,
+            },
+            None,
+        );
+        b[20..22].copy_from_slice(&self.count.to_be_bytes());
+        b
+    }
+}
 
 /// What to do with a packet arriving from the network for a local VM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -165,7 +269,7 @@ pub trait SwitchHook<P: PacketHeaders + ?Sized>: Send {
     /// The window field ACKs get at most, per output port their flow's data leaves through,
     /// for a kernel datapath that rewrites them (RWNDQ); ports without a limit are left out.
     fn port_windows(&self, _out: &mut dyn FnMut(u32, u16)) {}
-    /// Per-flow byte counters, for a [`crate::control::StatsRequest::Switch`] reply.
+    /// Per-flow byte counters, for a [`crate::vocab::control::StatsRequest::Switch`] reply.
     fn flow_stats(&self, _out: &mut Vec<FlowSample>) {}
     fn counters(&self, _out: &mut dyn FnMut(&'static str, f64)) {}
 }
@@ -190,7 +294,7 @@ pub trait ControllerApp: Send {
     fn on_stats_reply(
         &mut self,
         _now: Nanos,
-        _reply: &crate::control::StatsReply,
+        _reply: &crate::vocab::control::StatsReply,
         _out: &mut Vec<ControlMessage>,
     ) {
     }

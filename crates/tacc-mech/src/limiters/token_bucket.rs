@@ -1,6 +1,6 @@
 //! Token bucket: the per-VM rate limiter of HyGenICC, SDN-GCC and static per-VM limits.
 
-use crate::{Nanos, NS_PER_SEC};
+use crate::vocab::units::{Nanos, NS_PER_SEC};
 
 /// A token bucket with a rate in bits per second and a depth in bytes.
 ///

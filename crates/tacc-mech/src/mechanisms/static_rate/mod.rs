@@ -2,13 +2,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::headers::PacketHeaders;
-use crate::mechanisms::limiter::bucket_config;
-use crate::mechanisms::{Checks, Mechanism};
-use crate::rate_alloc::{BucketConfig, EgressVerdict, StaticRateLimiter};
-use crate::roles::{Datapath, Fabric, HostShim, Instance};
-use crate::units::{Duration, Rate};
-use crate::Nanos;
+use crate::limiters::keys::bucket_config;
+use crate::limiters::rate_alloc::StaticRateLimiter;
+use crate::vocab::headers::PacketHeaders;
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
+use crate::vocab::roles::{BucketConfig, EgressVerdict};
+use crate::vocab::roles::{Datapath, Fabric, HostShim, Instance};
+use crate::vocab::units::Nanos;
+use crate::vocab::units::{Duration, Rate};
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
@@ -23,9 +24,48 @@ pub struct StaticRateConfig {
     pub burst: Option<Duration>,
 }
 
+/// The kind's own keys.
+const KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "rate",
+        unit: "rate",
+        default: "required",
+        range: "> 0",
+        doc: "The fixed rate of each VM limited.",
+    },
+    KeyDoc {
+        key: "vms",
+        unit: "names",
+        default: "none",
+        range: "",
+        doc: "VMs limited; unset, all.",
+    },
+    KeyDoc {
+        key: "on_shortage",
+        unit: "string",
+        default: "\"drop\"",
+        range: "\"drop\" or \"queue\"",
+        doc: "What happens to packets that find no tokens: dropped (the papers' default) or \
+             queued.",
+    },
+    KeyDoc {
+        key: "burst",
+        unit: "time",
+        default: "1ms",
+        range: "",
+        doc: "Bucket depth as time at the bucket's rate (at least one 1514-byte frame). The \
+             papers give none; 1 ms absorbs ten 100 us RTTs of a window-limited flow, the \
+             prototype's 25 ms lets a VM burst buffers' worth.",
+    },
+];
+
 impl Mechanism for StaticRateConfig {
     /// The buckets, the rate and the limited VMs' addresses (`None`: all).
     type Params = (BucketConfig, u64, Option<Vec<u32>>);
+
+    fn keys() -> Vec<KeyDoc> {
+        KEYS.to_vec()
+    }
 
     fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let bucket = bucket_config(ck, &self.on_shortage, self.burst);

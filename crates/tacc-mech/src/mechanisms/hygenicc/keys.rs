@@ -2,14 +2,15 @@
 
 use std::collections::BTreeMap;
 
-use crate::headers::PacketHeaders;
-use crate::hygenicc::{FeedbackPacket, HygenConfig, HygenShim};
-use crate::mechanisms::limiter::{limiter_config, rate_shims};
-use crate::mechanisms::{Checks, Mechanism, MIN_TIMER};
-use crate::rate_alloc::EgressVerdict;
-use crate::roles::{Datapath, Fabric, HostShim, IngressVerdict, Instance, PairCounts};
-use crate::units::Duration;
-use crate::Nanos;
+use crate::limiters::keys::{limiter_config, rate_shims, LIMITER_KEYS};
+use crate::mechanisms::hygenicc::{HygenConfig, HygenShim};
+use crate::vocab::headers::PacketHeaders;
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_TIMER};
+use crate::vocab::roles::{
+    Datapath, EgressVerdict, Fabric, FeedbackPacket, HostShim, IngressVerdict, Instance, PairCounts,
+};
+use crate::vocab::units::Duration;
+use crate::vocab::units::Nanos;
 
 limiter_config! {
     pub struct HygenicConfig {
@@ -27,9 +28,87 @@ limiter_config! {
     }
 }
 
+/// The kind's own keys.
+const KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "update_interval",
+        unit: "time",
+        default: "500us",
+        range: ">= 1us",
+        doc: "Tu: period of the shim's rate-update timer. The paper: 5 RTTs = 500 us.",
+    },
+    KeyDoc {
+        key: "min_rate_fraction",
+        unit: "fraction",
+        default: "0.01",
+        range: "0..1",
+        doc: "R_min as a fraction of the VM's share. The paper gives none; SDN-GCC (same shim) \
+             uses 1%, the prototype's 10 Mb/s at 1 Gb/s.",
+    },
+    KeyDoc {
+        key: "congestion_timeout",
+        unit: "time",
+        default: "1ms",
+        range: "> 0",
+        doc: "Congestion_Timeout: a pair with no feedback for this long is uncongested again and \
+             goes back to fast increase. The paper leaves it open; 2 Tu.",
+    },
+    KeyDoc {
+        key: "feedback_timeout",
+        unit: "time",
+        default: "100us",
+        range: ">= 1us",
+        doc: "Feedback_Timeout: marks pending this long without a reverse packet to carry them \
+             go back in an explicit feedback packet. The paper: about one RTT, 100 us.",
+    },
+    KeyDoc {
+        key: "fast_increase",
+        unit: "fraction",
+        default: "0.01",
+        range: "0..1",
+        doc: "Increase per Tu while uncongested, as a fraction of the NIC rate C. The paper: \
+             C/100.",
+    },
+    KeyDoc {
+        key: "slow_increase",
+        unit: "fraction",
+        default: "0.001",
+        range: "0..1",
+        doc: "Increase per Tu while congested but without new feedback, fraction of C. The \
+             paper: C/1000.",
+    },
+    KeyDoc {
+        key: "decrease_per_mark",
+        unit: "fraction",
+        default: "0.001",
+        range: "0..1",
+        doc: "Decrease per feedback mark per Tu, fraction of C. The paper: C/1000.",
+    },
+    KeyDoc {
+        key: "admission_control",
+        unit: "bool",
+        default: "false",
+        range: "",
+        doc: "Refuse new TCP connections from local VMs towards a destination one of whose pairs \
+             sits at R_min with congestion still fresh. The paper mentions it in prose only.",
+    },
+    KeyDoc {
+        key: "scrub",
+        unit: "bool",
+        default: "true",
+        range: "",
+        doc: "Drop the feedback packets and clear the IPR bits the local VMs send, so that a VM \
+             cannot cut another VM's rate by forging them.",
+    },
+];
+
 impl Mechanism for HygenicConfig {
     /// The shim's parameters and the VMs' weights by address.
     type Params = (HygenConfig, BTreeMap<u32, u32>);
+
+    fn keys() -> Vec<KeyDoc> {
+        [LIMITER_KEYS, KEYS].concat()
+    }
 
     fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = HygenConfig::default();

@@ -4,22 +4,22 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::control::{
-    ControlMessage, FlowMod, FlowModCommand, Forward, HostMessage, PacketIn, RuleActions,
-    RuleMatch, StatsReply, StatsRequest,
-};
-use crate::headers::{ip_proto, tcp_flags, PacketHeaders};
-use crate::mechanisms::{Checks, Mechanism, MIN_POLL};
-use crate::roles::{
-    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
-    WindowClamp,
-};
-use crate::sicc::{
+use crate::mechanisms::sicc::{
     SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig, SiccSwitch,
     SiccSwitchConfig,
 };
-use crate::units::Duration;
-use crate::Nanos;
+use crate::vocab::control::{
+    ControlMessage, FlowMod, FlowModCommand, Forward, HostMessage, PacketIn, RuleActions,
+    RuleMatch, StatsReply, StatsRequest,
+};
+use crate::vocab::headers::{ip_proto, tcp_flags, PacketHeaders};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_POLL};
+use crate::vocab::roles::{
+    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
+    WindowClamp,
+};
+use crate::vocab::units::Duration;
+use crate::vocab::units::Nanos;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
@@ -92,8 +92,79 @@ impl SiccConfig {
     }
 }
 
+/// The kind's own keys.
+const KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "mode",
+        unit: "string",
+        default: "\"controller\"",
+        range: "\"controller\" or \"switch\"",
+        doc: "controller: the paper's design; switch: the authors' ns-2 module, each switch port \
+             reacting to its own queue and rewriting the ACKs itself (keys on_fraction and \
+             off_fraction only).",
+    },
+    KeyDoc {
+        key: "interval",
+        unit: "time",
+        default: "1ms",
+        range: ">= 10us",
+        doc: "T: the controller's queue sampling period. The paper: 1 ms (10 RTTs).",
+    },
+    KeyDoc {
+        key: "latency",
+        unit: "time",
+        default: "0s",
+        range: "",
+        doc: "One-way latency of the out-of-band control channel.",
+    },
+    KeyDoc {
+        key: "off_fraction",
+        unit: "fraction",
+        default: "0.2",
+        range: "0..1 (switch mode: below on_fraction)",
+        doc: "alpha1: incast OFF once the queue is at most this fraction of the buffer. The \
+             paper and the module: 20%.",
+    },
+    KeyDoc {
+        key: "on_fraction",
+        unit: "number",
+        default: "1 (switch mode: 0.95)",
+        range: "> 0 (switch mode: 0..1, above off_fraction)",
+        doc: "alpha2: incast ON once beta x IW + Q reaches this fraction of the buffer. The \
+             paper: 100%; the switch module: 0.95 of the queue.",
+    },
+    KeyDoc {
+        key: "incast_duration",
+        unit: "time",
+        default: "3ms",
+        range: "> 0",
+        doc: "DM: the shortest incast episode (a typical mice duration). The paper gives no \
+             number; the prototype's 30 RTTs.",
+    },
+    KeyDoc {
+        key: "initial_window",
+        unit: "number",
+        default: "1",
+        range: ">= 0",
+        doc: "IW in packets: the initial window the controller assumes a new connection sends at \
+             once. The simulations: 1 MSS (10 is typical of Linux).",
+    },
+    KeyDoc {
+        key: "evaluate_on_syn",
+        unit: "bool",
+        default: "false",
+        range: "",
+        doc: "Also test the incast-ON condition on every SYN copy, not only every T (Algorithm \
+             1), as the authors' in-switch module does.",
+    },
+];
+
 impl Mechanism for SiccConfig {
     type Params = SiccParams;
+
+    fn keys() -> Vec<KeyDoc> {
+        KEYS.to_vec()
+    }
 
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         if ck.choice("mode", &self.mode, &["controller", "switch"]) == 1 {

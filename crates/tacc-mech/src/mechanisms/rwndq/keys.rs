@@ -2,12 +2,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::headers::PacketHeaders;
-use crate::mechanisms::{Checks, Mechanism, MIN_TIMER};
-use crate::roles::{Fabric, Instance, SwitchHook};
-use crate::rwndq::{Rwndq, RwndqConfig as RwndqParams};
-use crate::units::Duration;
-use crate::Nanos;
+use crate::mechanisms::rwndq::{Rwndq, RwndqConfig as RwndqParams};
+use crate::vocab::headers::PacketHeaders;
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_TIMER};
+use crate::vocab::roles::{Fabric, Instance, SwitchHook};
+use crate::vocab::units::Duration;
+use crate::vocab::units::Nanos;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
@@ -18,9 +18,38 @@ pub struct RwndqConfig {
     pub base_rtt: Option<Duration>,
 }
 
+/// The kind's own keys.
+const KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "tick",
+        unit: "time",
+        default: "200us",
+        range: ">= 1us",
+        doc: "Control-loop period. The prototype: 200 us.",
+    },
+    KeyDoc {
+        key: "target_fraction",
+        unit: "fraction",
+        default: "0.125",
+        range: "0..1",
+        doc: "Target queue as a fraction of the port's buffer. The prototype: 1/8.",
+    },
+    KeyDoc {
+        key: "base_rtt",
+        unit: "time",
+        default: "100us",
+        range: "> 0",
+        doc: "Base RTT used for the port's BDP. The experiments: 100 us.",
+    },
+];
+
 impl Mechanism for RwndqConfig {
     /// The switch's parameters, but for the receivers' window (the fabric's).
     type Params = RwndqParams;
+
+    fn keys() -> Vec<KeyDoc> {
+        KEYS.to_vec()
+    }
 
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = RwndqParams::default();

@@ -3,10 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use crate::mechanisms::Checks;
-use crate::rate_alloc::{AllocatorConfig, BucketConfig, ShortagePolicy};
-use crate::roles::{Fabric, HostShim};
-use crate::units::Duration;
+use crate::limiters::rate_alloc::AllocatorConfig;
+use crate::vocab::keys::{Checks, KeyDoc};
+use crate::vocab::roles::{BucketConfig, ShortagePolicy};
+use crate::vocab::roles::{Fabric, HostShim};
+use crate::vocab::units::Duration;
 
 /// Declares a kind's configuration struct with the limiter keys every rate-limiting kind takes
 /// (`weights`, `on_shortage`, `burst`, `idle_timeout`) followed by its own.
@@ -21,15 +22,15 @@ macro_rules! limiter_config {
             /// "drop" (the papers' default) or "queue" packets that find no tokens.
             pub on_shortage: Option<String>,
             /// Bucket depth as time at the bucket's rate.
-            pub burst: Option<crate::units::Duration>,
+            pub burst: Option<crate::vocab::units::Duration>,
             /// A VM idle this long gives its share back (To).
-            pub idle_timeout: Option<crate::units::Duration>,
+            pub idle_timeout: Option<crate::vocab::units::Duration>,
             $($(#[$fm])* pub $f: $t,)*
         }
 
         impl $name {
-            fn limiter_keys(&self) -> crate::mechanisms::limiter::LimiterKeys<'_> {
-                crate::mechanisms::limiter::LimiterKeys {
+            fn limiter_keys(&self) -> crate::limiters::keys::LimiterKeys<'_> {
+                crate::limiters::keys::LimiterKeys {
                     weights: &self.weights,
                     on_shortage: &self.on_shortage,
                     burst: self.burst,
@@ -40,6 +41,43 @@ macro_rules! limiter_config {
     };
 }
 pub(crate) use limiter_config;
+
+/// The keys every rate-limiting kind takes (declared by [`limiter_config`]).
+pub const LIMITER_KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "weights",
+        unit: "table",
+        default: "1 each",
+        range: "> 0",
+        doc: "Per-VM weights for the NIC share, by VM name (weights = { \"s0\" = 2 }); a VM's \
+             share is the NIC rate in proportion to its weight.",
+    },
+    KeyDoc {
+        key: "on_shortage",
+        unit: "string",
+        default: "\"drop\"",
+        range: "\"drop\" or \"queue\"",
+        doc: "What happens to packets that find no tokens: dropped (the papers' default) or \
+             queued.",
+    },
+    KeyDoc {
+        key: "burst",
+        unit: "time",
+        default: "1ms",
+        range: "",
+        doc: "Bucket depth as time at the bucket's rate (at least one 1514-byte frame). The \
+             papers give none; 1 ms absorbs ten 100 us RTTs of a window-limited flow, the \
+             prototype's 25 ms lets a VM burst buffers' worth.",
+    },
+    KeyDoc {
+        key: "idle_timeout",
+        unit: "time",
+        default: "1s",
+        range: "> 0",
+        doc: "To: a VM that has offered no packet for this long gives its share back to the \
+             others. The papers: 1 s.",
+    },
+];
 
 pub struct LimiterKeys<'a> {
     pub weights: &'a Option<BTreeMap<String, u32>>,
@@ -112,7 +150,7 @@ pub fn rate_shims<S, P>(
 ) -> Vec<Option<Box<dyn HostShim<P>>>>
 where
     S: HostShim<P> + 'static,
-    P: crate::headers::PacketHeaders + ?Sized,
+    P: crate::vocab::headers::PacketHeaders + ?Sized,
 {
     let vms = fabric.vms();
     (0..fabric.hosts())

@@ -5,8 +5,8 @@
 //! is what a datapath does per packet; [`ipv4_header_checksum`] and [`tcp_checksum`] recompute
 //! from scratch (RFC 1071) for building packets and for checking the incremental path.
 
-use crate::control::PacketInHeaders;
-use crate::headers::{ip_proto, Ecn, PacketHeaders};
+use crate::vocab::control::PacketInHeaders;
+use crate::vocab::headers::{ip_proto, Ecn, PacketHeaders};
 
 const IPV4_MIN_HEADER: usize = 20;
 const TCP_MIN_HEADER: usize = 20;
@@ -493,7 +493,7 @@ pub fn tcp_options(mss: Option<u16>, wscale: Option<u8>, sack: &[(u32, u32)]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::tcp_flags;
+    use crate::vocab::headers::tcp_flags;
 
     fn ip(protocol: u8, total_len: u16) -> Ipv4Fields {
         Ipv4Fields {
@@ -614,7 +614,7 @@ mod tests {
         let p = Ipv4Packet::new_checked(&mut b[..]).unwrap();
         assert_eq!(p.udp_ports(), Some((10_000, 9)));
         assert_eq!((p.tcp_ports(), p.tcp_flags()), (None, None));
-        assert_eq!(crate::headers::FlowKey::of(&p).src_port, 10_000);
+        assert_eq!(crate::vocab::headers::FlowKey::of(&p).src_port, 10_000);
         // Too short for a UDP header: no ports.
         let short = emit(&ip(ip_proto::UDP, 24), None);
         assert_eq!(

@@ -13,13 +13,14 @@
 //!   ("IPR"), or in bulk in an explicit feedback packet when no reverse packet went out for
 //!   `feedback_timeout`.
 
+pub mod keys;
+
 use std::collections::BTreeMap;
 
-use crate::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
-use crate::rate_alloc::{AllocatorConfig, DropReason, EgressVerdict, KeyedLimiter};
-use crate::roles::{IngressVerdict, PairCounts};
-use crate::wire::{emit, Ipv4Fields};
-use crate::Nanos;
+use crate::limiters::rate_alloc::{AllocatorConfig, KeyedLimiter};
+use crate::vocab::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
+use crate::vocab::roles::{DropReason, EgressVerdict, FeedbackPacket, IngressVerdict, PairCounts};
+use crate::vocab::units::Nanos;
 
 /// HyGenICC parameters. Rate steps are fractions of the NIC's nominal rate C.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,42 +69,6 @@ impl Default for HygenConfig {
             admission_control: false,
             scrub: true,
         }
-    }
-}
-
-/// An explicit feedback packet the caller must send: an IPv4 packet with protocol
-/// [`ip_proto::FEEDBACK`], the mark count in the IP ID, from the receiving VM's address to the
-/// source VM's (36 B on the wire: Ethernet + IPv4 + 2 bytes of payload).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FeedbackPacket {
-    /// The receiving VM (source address of the feedback packet).
-    pub src: u32,
-    /// The sending VM whose traffic was marked (destination of the feedback packet).
-    pub dst: u32,
-    pub count: u16,
-}
-
-impl FeedbackPacket {
-    /// Size of the feedback frame on the wire in bytes (Ethernet + IPv4 + 2-byte payload).
-    pub const WIRE_BYTES: u64 = 36;
-
-    /// The IPv4 packet (header and the 2-byte payload, which repeats the count) with valid
-    /// checksum, for callers that transmit real bytes.
-    pub fn to_ipv4_bytes(&self) -> Vec<u8> {
-        let mut b = emit(
-            &Ipv4Fields {
-                src: self.src,
-                dst: self.dst,
-                protocol: ip_proto::FEEDBACK,
-                ident: self.count,
-                ecn: Ecn::NotEct,
-                total_len: 22,
-                ttl: 64,
-            },
-            None,
-        );
-        b[20..22].copy_from_slice(&self.count.to_be_bytes());
-        b
     }
 }
 
@@ -449,8 +414,8 @@ fn is_connection_request(pkt: &(impl PacketHeaders + ?Sized)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::{Ipv4Packet, TcpFields};
-    use crate::NS_PER_SEC;
+    use crate::vocab::units::NS_PER_SEC;
+    use crate::vocab::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
     const GBPS: u64 = 1_000_000_000;
     const MBPS: u64 = 1_000_000;

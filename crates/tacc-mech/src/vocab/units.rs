@@ -5,6 +5,12 @@
 use serde::{Deserialize, Deserializer};
 use std::fmt;
 
+/// Time in integer nanoseconds since the start of a run (or any fixed epoch).
+pub type Nanos = u64;
+
+/// Nanoseconds per second.
+pub const NS_PER_SEC: u64 = 1_000_000_000;
+
 /// Nanoseconds to serialize `len` bytes at `rate_bps`, rounded up.
 pub fn ser_ns(rate_bps: u64, len: u32) -> u64 {
     ((len as u128 * 8_000_000_000u128).div_ceil(rate_bps as u128)) as u64

@@ -10,10 +10,12 @@
 //! - Each selected flow gets a high-priority rule on that switch that sets CE and forwards to
 //!   the same port; it expires after a short hard timeout and the normal rules match again.
 
+pub mod keys;
+
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::headers::FlowKey;
-use crate::{Nanos, NS_PER_SEC};
+use crate::vocab::headers::FlowKey;
+use crate::vocab::units::{Nanos, NS_PER_SEC};
 
 /// Parameters of the SDN-ECN controller application.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -43,7 +45,7 @@ impl Default for SdnEcnConfig {
     }
 }
 
-pub use crate::control::{FlowSample, PortSample};
+pub use crate::vocab::control::{FlowSample, PortSample};
 
 /// The caller should read the port and flow counters of `switch` for the next probe.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -220,7 +222,7 @@ impl SdnEcnController {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::ip_proto;
+    use crate::vocab::headers::ip_proto;
 
     const MBPS: u64 = 1_000_000;
     const S: Nanos = NS_PER_SEC;

@@ -5,10 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::headers::FlowKey;
-use crate::sdn_gcc::Notify;
-use crate::sicc::SiccMessage;
-use crate::Nanos;
+use crate::vocab::headers::FlowKey;
+use crate::vocab::units::Nanos;
 
 /// The header fields a switch copies to the controller with a packet-in (the first bytes of
 /// the packet, parsed). Ports are the transport ports for TCP and UDP alike: what an ECMP hash
@@ -31,7 +29,7 @@ pub struct PacketInHeaders {
 impl PacketInHeaders {
     /// The flow as a host shim names it ([`FlowKey::of`]: ports only for TCP and UDP).
     pub fn flow_key(&self) -> FlowKey {
-        use crate::headers::ip_proto::{TCP, UDP};
+        use crate::vocab::headers::ip_proto::{TCP, UDP};
         let ports = self.protocol == TCP || self.protocol == UDP;
         FlowKey {
             src: self.src,
@@ -153,13 +151,40 @@ pub enum FlowModCommand {
     Delete,
 }
 
+/// A congestion notification: the caller sends it (from `from_dst`'s address) to the shim of
+/// `to_src`'s host, which lowers the rates of the pair.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Notify {
+    pub to_src: u32,
+    pub from_dst: u32,
+    /// The share of the port's new marks attributed to this source (fractional).
+    pub marks: f64,
+}
+
+/// An incast signal from the controller to the hypervisor of source VM `src` (an experimental
+/// EtherType frame on the wire; it never reaches a VM).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum IncastMessage {
+    /// Clamp rwnd of ACKs from `dst` to `src` to `mss >> wscale`.
+    IncastOn {
+        src: u32,
+        dst: u32,
+        wscale: u8,
+        mss: u16,
+    },
+    IncastOff {
+        src: u32,
+        dst: u32,
+    },
+}
+
 /// Controller -> host shim.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub enum HostMessage {
-    /// SDN-GCC: marks attributed to traffic of a local VM.
+    /// Marks attributed to traffic of a local VM.
     Congestion(Notify),
-    /// SICC: incast ON/OFF for a (local source VM, destination) pair.
-    Incast(SiccMessage),
+    /// Incast ON/OFF for a (local source VM, destination) pair.
+    Incast(IncastMessage),
 }
 
 impl HostMessage {
@@ -167,8 +192,8 @@ impl HostMessage {
     pub fn vm(&self) -> u32 {
         match self {
             HostMessage::Congestion(n) => n.to_src,
-            HostMessage::Incast(SiccMessage::IncastOn { src, .. })
-            | HostMessage::Incast(SiccMessage::IncastOff { src, .. }) => *src,
+            HostMessage::Incast(IncastMessage::IncastOn { src, .. })
+            | HostMessage::Incast(IncastMessage::IncastOff { src, .. }) => *src,
         }
     }
 }
@@ -201,8 +226,8 @@ pub mod wire_bytes {
     pub const FLOW_MOD: u64 = 136;
     /// Congestion notification to a hypervisor: Ethernet + IPv4 + 2 bytes (the papers' 36 B).
     pub const NOTIFICATION: u64 = 36;
-    /// SICC ON/OFF frame: a minimum-size Ethernet frame with an experimental EtherType.
-    pub const SICC_MESSAGE: u64 = 64;
+    /// Incast ON/OFF frame: a minimum-size Ethernet frame with an experimental EtherType.
+    pub const INCAST_MESSAGE: u64 = 64;
 }
 
 impl ControlMessage {
@@ -220,7 +245,7 @@ impl ControlMessage {
             }
             ControlMessage::StatsReply(_) => PORT_STATS_REPLY,
             ControlMessage::ToHost(HostMessage::Congestion(_)) => NOTIFICATION,
-            ControlMessage::ToHost(HostMessage::Incast(_)) => SICC_MESSAGE,
+            ControlMessage::ToHost(HostMessage::Incast(_)) => INCAST_MESSAGE,
         }
     }
 
@@ -267,7 +292,7 @@ mod tests {
                 }],
                 flows: vec![],
             }),
-            ControlMessage::ToHost(HostMessage::Incast(SiccMessage::IncastOn {
+            ControlMessage::ToHost(HostMessage::Incast(IncastMessage::IncastOn {
                 src: 9,
                 dst: 8,
                 wscale: 2,

@@ -5,21 +5,20 @@ use std::collections::BTreeMap;
 
 use rustc_hash::FxHashSet;
 
-use crate::control::{ControlMessage, HostMessage, PacketIn, StatsReply, StatsRequest};
-use crate::headers::{FlowKey, PacketHeaders};
-use crate::mechanisms::limiter::{limiter_config, rate_shims};
-use crate::mechanisms::{Checks, Mechanism, MIN_POLL, MIN_TIMER};
-use crate::rate_alloc::EgressVerdict;
-use crate::roles::{
-    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PairCounts, PathOracle,
-    SwitchHook,
-};
-use crate::sdn_gcc::{
+use crate::limiters::keys::{limiter_config, rate_shims, LIMITER_KEYS};
+use crate::mechanisms::sdn_gcc::{
     MarkResponse, MarkSplit, RateKeying, SdnGccController, SdnGccControllerConfig, SdnGccShim,
     SdnGccShimConfig, DEFAULT_RATE_UNIT,
 };
-use crate::units::{Duration, Rate};
-use crate::Nanos;
+use crate::vocab::control::{ControlMessage, HostMessage, PacketIn, StatsReply, StatsRequest};
+use crate::vocab::headers::{FlowKey, PacketHeaders};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_POLL, MIN_TIMER};
+use crate::vocab::roles::{
+    ControllerApp, Datapath, EgressVerdict, Fabric, HostShim, IngressVerdict, Instance, PairCounts,
+    PathOracle, SwitchHook,
+};
+use crate::vocab::units::Nanos;
+use crate::vocab::units::{Duration, Rate};
 
 limiter_config! {
     pub struct SdnGccConfig {
@@ -50,9 +49,113 @@ limiter_config! {
     }
 }
 
+/// The kind's own keys.
+const KEYS: &[KeyDoc] = &[
+    KeyDoc {
+        key: "update_interval",
+        unit: "time",
+        default: "500us",
+        range: ">= 1us",
+        doc: "Period of the shim's state-update timer. The paper gives none; HyGenICC's Tu, 500 \
+             us.",
+    },
+    KeyDoc {
+        key: "min_rate_fraction",
+        unit: "fraction",
+        default: "0.01",
+        range: "0..1",
+        doc: "R_min as a fraction of the VM's share. The paper: 1%.",
+    },
+    KeyDoc {
+        key: "interval",
+        unit: "time",
+        default: "5ms",
+        range: ">= 10us",
+        doc: "Ti: the controller's polling period of the switch ports' mark counters. The paper: \
+             5 ms (1, 10, 50 ms in Fig. 6); the prototype: 1 ms.",
+    },
+    KeyDoc {
+        key: "latency",
+        unit: "time",
+        default: "0s",
+        range: "",
+        doc: "One-way latency of the out-of-band control channel.",
+    },
+    KeyDoc {
+        key: "split",
+        unit: "string",
+        default: "\"all-sources\"",
+        range: "\"all-sources\" or \"per-destination\"",
+        doc: "How a port's marks are spread: over all the sources sending through it (Algorithm \
+             4) or over the sources of each destination (the authors' prototype). Not with \
+             keying = \"path\".",
+    },
+    KeyDoc {
+        key: "keying",
+        unit: "string",
+        default: "\"vm\"",
+        range: "\"vm\", \"destination\" or \"path\"",
+        doc: "What a rate is attached to: one rate per VM (Algorithm 3), per (VM, destination), \
+             or per (VM, flow) so that only the flows crossing a congested port slow down.",
+    },
+    KeyDoc {
+        key: "congestion_grace",
+        unit: "time",
+        default: "2 x interval",
+        range: "> 0",
+        doc: "Tc: a rate without notification for this long increases again. Two controller \
+             intervals (10 ms at the paper's Ti), so steady congestion never lets it climb in \
+             between.",
+    },
+    KeyDoc {
+        key: "scale",
+        unit: "fraction",
+        default: "0.01",
+        range: "0..1",
+        doc: "scale(C) as a fraction of the NIC rate C: the increase per timer tick and the unit \
+             of the decrease. C/100, HyGenICC's fast increase.",
+    },
+    KeyDoc {
+        key: "rate_unit",
+        unit: "time",
+        default: "1ms",
+        range: "> 0",
+        doc: "Algorithm 3's mark-rate unit: marks are counted per this much time. Not with \
+             cut_per_mark.",
+    },
+    KeyDoc {
+        key: "cut_per_mark",
+        unit: "rate",
+        default: "none",
+        range: "",
+        doc: "The prototype's response: this cut per mark (5 Mb/s) instead of the mark-rate \
+             rule; unset, the mark-rate rule.",
+    },
+    KeyDoc {
+        key: "decrease",
+        unit: "string",
+        default: "\"additive\"",
+        range: "\"additive\" or \"multiplicative\"",
+        doc: "The mark-rate rule's cut: additive (Algorithm 3 as printed) or multiplicative, in \
+             proportion to the rate, so that rates converge to equal shares.",
+    },
+    KeyDoc {
+        key: "clear_ce",
+        unit: "bool",
+        default: "false",
+        range: "",
+        doc: "Clear CE before delivering packets to VMs, for tenants that do not use ECN end to \
+             end.",
+    },
+];
+
 impl Mechanism for SdnGccConfig {
     /// The shims' and the controller's parameters, and the VMs' weights by address.
     type Params = (SdnGccShimConfig, SdnGccControllerConfig, BTreeMap<u32, u32>);
+
+    fn keys() -> Vec<KeyDoc> {
+        [LIMITER_KEYS, KEYS].concat()
+    }
 
     fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = SdnGccShimConfig::default();

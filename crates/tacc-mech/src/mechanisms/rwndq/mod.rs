@@ -15,10 +15,12 @@
 //! Keeping A rather than W means a volley of new flows divides the same aggregate as soon as
 //! their SYNs pass, which is what lets the scheme absorb incast.
 
+pub mod keys;
+
 use rustc_hash::FxHashMap;
 
-use crate::headers::{tcp_flags, FlowKey, PacketHeaders};
-use crate::Nanos;
+use crate::vocab::headers::{tcp_flags, FlowKey, PacketHeaders};
+use crate::vocab::units::Nanos;
 
 /// The longest packet that can be a pure TCP ACK: 20 B IPv4 header + 60 B TCP header.
 const PURE_ACK_MAX_BYTES: u16 = 80;
@@ -318,8 +320,8 @@ impl Rwndq {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::{ip_proto, Ecn};
-    use crate::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
+    use crate::vocab::headers::{ip_proto, Ecn};
+    use crate::vocab::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
     const GBPS: u64 = 1_000_000_000;
     const LIMIT: u64 = 150_000;

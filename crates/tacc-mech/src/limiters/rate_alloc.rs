@@ -13,52 +13,11 @@
 use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 
-use crate::token_bucket::TokenBucket;
-use crate::{Nanos, NS_PER_SEC};
-
-/// What to do with a packet that finds too few tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ShortagePolicy {
-    /// Drop it (the papers' default).
-    Drop,
-    /// Hold it in a per-VM queue kept by the caller (the papers' "slightly better, more memory"
-    /// variant); the verdict says when to offer it again.
-    Queue,
-}
-
-/// Token-bucket sizing and shortage behaviour shared by every limiter in this crate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BucketConfig {
-    /// Smallest bucket depth in bytes: one maximum-size Ethernet frame, so that a full-size
-    /// packet can always pass at any rate.
-    pub min_depth_bytes: u64,
-    /// Burst the bucket may accumulate, in nanoseconds of tokens at the current rate: depth =
-    /// max(`min_depth_bytes`, rate x `burst_ns`). The papers do not state a depth. The default,
-    /// 1 ms, absorbs ten 100 us RTTs of a window-limited flow yet stays well under the 100-packet
-    /// switch buffers of the experiments; the authors' prototype used 100 timer periods (25 ms),
-    /// which lets a limited VM burst several buffers' worth into the fabric.
-    pub burst_ns: Nanos,
-    /// Drop or queue on token shortage.
-    pub on_shortage: ShortagePolicy,
-}
-
-impl Default for BucketConfig {
-    fn default() -> Self {
-        BucketConfig {
-            min_depth_bytes: 1514,
-            burst_ns: 1_000_000,
-            on_shortage: ShortagePolicy::Drop,
-        }
-    }
-}
+use crate::limiters::token_bucket::TokenBucket;
+use crate::vocab::roles::{BucketConfig, DropReason, EgressVerdict, ShortagePolicy};
+use crate::vocab::units::{Nanos, NS_PER_SEC};
 
 impl BucketConfig {
-    /// Bucket depth in bytes for a bucket running at `rate_bps`.
-    pub fn depth_for(&self, rate_bps: u64) -> u64 {
-        let burst = (rate_bps as u128 * self.burst_ns as u128 / (8 * NS_PER_SEC as u128)) as u64;
-        burst.max(self.min_depth_bytes)
-    }
-
     /// A full bucket at `rate_bps`, sized for that rate.
     pub fn bucket(&self, rate_bps: u64, now: Nanos) -> TokenBucket {
         TokenBucket::new(rate_bps, self.depth_for(rate_bps), now)
@@ -69,31 +28,6 @@ impl BucketConfig {
         bucket.set_rate(now, rate_bps);
         bucket.set_depth(self.depth_for(rate_bps));
     }
-}
-
-/// Why a limiter refused a packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum DropReason {
-    /// Not enough tokens and the policy is to drop.
-    NoTokens,
-    /// The packet is larger than the bucket could ever hold, or the rate is zero.
-    NeverFits,
-    /// HyGenICC admission control refused a new connection towards a congested destination.
-    Admission,
-    /// A VM sent a signal only a shim may send (forged feedback).
-    Forged,
-}
-
-/// The decision of a rate limiter about one outgoing packet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EgressVerdict {
-    /// Transmit now (tokens have been taken).
-    Pass,
-    /// Keep the packet at the head of the VM's queue and offer it again at `until`
-    /// ([`ShortagePolicy::Queue`] only; no tokens have been taken).
-    Hold { until: Nanos },
-    /// Discard the packet.
-    Drop(DropReason),
 }
 
 /// Takes `bytes` from every bucket if all of them have the tokens at `now`; otherwise takes

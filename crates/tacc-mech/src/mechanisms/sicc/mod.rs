@@ -14,13 +14,16 @@
 //!   below 20%; meanwhile the switch itself clamps the ACKs of the flows whose data leaves
 //!   through that port to one segment.
 
+pub mod keys;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 
-use crate::headers::{tcp_flags, FlowKey, PacketHeaders};
-use crate::roles::WindowClamp;
-use crate::Nanos;
+use crate::vocab::control::IncastMessage;
+use crate::vocab::headers::{tcp_flags, FlowKey, PacketHeaders};
+use crate::vocab::roles::WindowClamp;
+use crate::vocab::units::Nanos;
 
 /// Parameters of the SICC controller application.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -68,23 +71,6 @@ impl Default for SiccControllerConfig {
 pub struct QueueRequest {
     pub switch: u32,
     pub port: u32,
-}
-
-/// A message from the controller to the hypervisor of source VM `src` (an experimental
-/// EtherType frame in the paper; it never reaches a VM).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum SiccMessage {
-    /// Clamp rwnd of ACKs from `dst` to `src` to `mss >> wscale`.
-    IncastOn {
-        src: u32,
-        dst: u32,
-        wscale: u8,
-        mss: u16,
-    },
-    IncastOff {
-        src: u32,
-        dst: u32,
-    },
 }
 
 /// What the controller knows about one ToR port.
@@ -160,7 +146,7 @@ impl SiccController {
         dst: u32,
         mss: u16,
         wscale: u8,
-    ) -> Vec<SiccMessage> {
+    ) -> Vec<IncastMessage> {
         let state = self.port(switch, port);
         state.beta += 1;
         state.dsts.insert(dst);
@@ -186,7 +172,7 @@ impl SiccController {
     /// A SYN-ACK copy from `responder` to `initiator`, announcing `wscale`: the scale of
     /// the windows the clamp rewrites (the ACKs `responder` sends). Sent again to the
     /// initiator's hypervisor where the pair is clamped already with another scale.
-    pub fn on_syn_ack(&mut self, initiator: u32, responder: u32, wscale: u8) -> Vec<SiccMessage> {
+    pub fn on_syn_ack(&mut self, initiator: u32, responder: u32, wscale: u8) -> Vec<IncastMessage> {
         let Some((mss, scale)) = self.pairs.get_mut(&(initiator, responder)) else {
             return Vec::new();
         };
@@ -202,7 +188,7 @@ impl SiccController {
         if !clamped {
             return Vec::new();
         }
-        vec![SiccMessage::IncastOn {
+        vec![IncastMessage::IncastOn {
             src: initiator,
             dst: responder,
             wscale,
@@ -253,7 +239,7 @@ impl SiccController {
         switch: u32,
         port: u32,
         q_pkts: u32,
-    ) -> Vec<SiccMessage> {
+    ) -> Vec<IncastMessage> {
         let config = self.config;
         let state = self.port(switch, port);
         let q = q_pkts as f64;
@@ -285,7 +271,7 @@ impl SiccController {
         port: u32,
         turn_off: bool,
         turn_on: bool,
-    ) -> Vec<SiccMessage> {
+    ) -> Vec<IncastMessage> {
         let mut out = Vec::new();
         let Some(state) = self.ports.get(&(switch, port)) else {
             return out;
@@ -293,11 +279,11 @@ impl SiccController {
         for &dst in &state.dsts {
             for &src in self.dst_srcs.get(&dst).into_iter().flatten() {
                 if turn_off {
-                    out.push(SiccMessage::IncastOff { src, dst });
+                    out.push(IncastMessage::IncastOff { src, dst });
                 }
                 if turn_on {
                     let (mss, wscale) = self.pairs[&(src, dst)];
-                    out.push(SiccMessage::IncastOn {
+                    out.push(IncastMessage::IncastOn {
                         src,
                         dst,
                         wscale,
@@ -383,9 +369,9 @@ impl SiccHypervisor {
     }
 
     /// A message from the controller.
-    pub fn on_message(&mut self, now: Nanos, msg: &SiccMessage) {
+    pub fn on_message(&mut self, now: Nanos, msg: &IncastMessage) {
         match *msg {
-            SiccMessage::IncastOn {
+            IncastMessage::IncastOn {
                 src,
                 dst,
                 wscale,
@@ -401,7 +387,7 @@ impl SiccHypervisor {
                     },
                 );
             }
-            SiccMessage::IncastOff { src, dst } => {
+            IncastMessage::IncastOff { src, dst } => {
                 self.counters.incast_off += 1;
                 self.clamps.remove(&(src, dst));
             }
@@ -605,8 +591,8 @@ impl SiccSwitch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::headers::{ip_proto, Ecn};
-    use crate::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
+    use crate::vocab::headers::{ip_proto, Ecn};
+    use crate::vocab::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
     const MS: Nanos = 1_000_000;
     const DST: u32 = 0x0a03_0001;
@@ -645,7 +631,7 @@ mod tests {
         assert_eq!(msgs.len(), 3);
         assert_eq!(
             msgs[0],
-            SiccMessage::IncastOn {
+            IncastMessage::IncastOn {
                 src: src(1),
                 dst: DST,
                 wscale: 7,
@@ -666,13 +652,13 @@ mod tests {
         assert!(c.on_syn_ack(src(1), DST, 9).is_empty());
         assert!(c.on_syn_ack(src(9), DST, 3).is_empty());
         let on = c.on_queue_sample(MS, 7, 2, 200);
-        assert!(on.contains(&SiccMessage::IncastOn {
+        assert!(on.contains(&IncastMessage::IncastOn {
             src: src(1),
             dst: DST,
             wscale: 9,
             mss: 1460
         }));
-        assert!(on.contains(&SiccMessage::IncastOn {
+        assert!(on.contains(&IncastMessage::IncastOn {
             src: src(2),
             dst: DST,
             wscale: 7,
@@ -681,7 +667,7 @@ mod tests {
         // A SYN-ACK during the ON corrects that pair's clamp at once.
         assert_eq!(
             c.on_syn_ack(src(2), DST, 5),
-            [SiccMessage::IncastOn {
+            [IncastMessage::IncastOn {
                 src: src(2),
                 dst: DST,
                 wscale: 5,
@@ -712,7 +698,7 @@ mod tests {
         assert_eq!(
             msgs,
             (1..=3)
-                .map(|i| SiccMessage::IncastOff {
+                .map(|i| IncastMessage::IncastOff {
                     src: src(i),
                     dst: DST
                 })
@@ -755,7 +741,7 @@ mod tests {
     fn on(h: &mut SiccHypervisor, wscale: u8) {
         h.on_message(
             0,
-            &SiccMessage::IncastOn {
+            &IncastMessage::IncastOn {
                 src: src(1),
                 dst: DST,
                 wscale,
@@ -813,7 +799,7 @@ mod tests {
         on(&mut h, 0);
         h.on_message(
             1,
-            &SiccMessage::IncastOff {
+            &IncastMessage::IncastOff {
                 src: src(1),
                 dst: DST,
             },
@@ -830,7 +816,7 @@ mod tests {
         assert!(!h.on_ack_to_vm(1, &mut Ipv4Packet::new_checked(&mut syn[..]).unwrap()));
         h.on_message(
             0,
-            &SiccMessage::IncastOn {
+            &IncastMessage::IncastOn {
                 src: src(2),
                 dst: DST,
                 wscale: 0,
@@ -839,7 +825,7 @@ mod tests {
         );
         h.on_message(
             0,
-            &SiccMessage::IncastOff {
+            &IncastMessage::IncastOff {
                 src: src(1),
                 dst: DST,
             },
@@ -864,7 +850,7 @@ mod tests {
         assert_eq!(msgs.len(), 5, "one ON per source of the destination");
         assert!(msgs.iter().all(|m| matches!(
             m,
-            SiccMessage::IncastOn {
+            IncastMessage::IncastOn {
                 dst: 7,
                 wscale: 5,
                 mss: 1460,
