@@ -18,7 +18,7 @@ use std::sync::Arc;
 use tacc_mech::control::PacketInHeaders;
 use tacc_mech::roles::PathOracle;
 
-const IP_BASE: u32 = 0x0a00_0000; // 10.0.0.0
+pub(crate) const IP_BASE: u32 = 0x0a00_0000; // 10.0.0.0
 
 /// The address of the `vm`-th VM: 10.0.0.1 onwards.
 pub(crate) fn vm_address(vm: u32) -> u32 {
@@ -273,12 +273,6 @@ impl Port {
     /// Packets admitted so far: those sent and those still queued (a settled port's).
     pub fn enqueued(&self) -> u64 {
         self.stats.tx_pkts + self.queue.len() as u64
-    }
-
-    /// Whether `n` ports outgrow a core's L2 cache (1 MB on the development machine): a
-    /// fabric whose events then mostly wait for memory, where prefetching and huge pages pay.
-    pub fn outgrow_l2(n: usize) -> bool {
-        n * std::mem::size_of::<Port>() > 1 << 20
     }
 
     /// Serialization time of `len` bytes, from the port's picoseconds per byte.
@@ -857,7 +851,7 @@ struct Dest {
 /// bytes: a k = 16 fat tree has 40,960 entries, one read at every hop, and the smaller the
 /// table the more of it stays in the cache.
 #[derive(Clone, Copy)]
-struct FibEntry(u32);
+pub(crate) struct FibEntry(u32);
 
 const SET: u32 = 1 << 31;
 const NO_ROUTE: u32 = u32::MAX;
@@ -933,7 +927,7 @@ impl Fib {
 
     /// Switch `s`'s entry towards VM `vm` (none for a VM that does not exist).
     #[inline]
-    fn entry(&self, s: u32, vm: usize) -> Option<&FibEntry> {
+    pub(crate) fn entry(&self, s: u32, vm: usize) -> Option<&FibEntry> {
         let d = self.dest.get(vm)?;
         Some(if s == d.switch {
             &d.last_hop
@@ -1042,14 +1036,6 @@ impl Model {
         let (start, n) = self.fib.sets[set as usize];
         let k = hash(self.switch_salt[s as usize]) % n as u64;
         Some(self.fib.ecmp[start as usize + k as usize])
-    }
-
-    /// Asks the cache for switch `s`'s forwarding entry towards address `dst`.
-    #[inline]
-    pub(crate) fn prefetch_route(&self, s: u32, dst: u32) {
-        if let Some(e) = self.fib.entry(s, dst.wrapping_sub(IP_BASE + 1) as usize) {
-            crate::prefetch(e);
-        }
     }
 
     pub fn host_of_ip(&self, ip: u32) -> Option<u32> {
