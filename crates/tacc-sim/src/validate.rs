@@ -273,16 +273,34 @@ fn queue(r: &mut Report, s: &Scenario) {
             );
         }
     }
+    // Classic RED's keys are checked wherever they are given, each by name, so that a value
+    // out of range is an error whether or not this run's queues are RED.
     let red = build::red_params(q);
-    if q.kind == QueueKind::Red
-        && !(red.min_th < red.max_th
-            && (0.0..=1.0).contains(&red.max_p)
-            && red.weight > 0.0
-            && red.weight <= 1.0)
-    {
+    if !(0.0..=1.0).contains(&red.max_p) {
         r.error(
-            "queue",
-            "classic RED needs min_th < max_th, 0 <= max_p <= 1 and 0 < weight <= 1",
+            "queue.max_p",
+            format!("expected a probability between 0 and 1, got {}", red.max_p),
+        );
+    }
+    if !(red.weight > 0.0 && red.weight <= 1.0) {
+        r.error(
+            "queue.weight",
+            format!("expected more than 0 and at most 1, got {}", red.weight),
+        );
+    }
+    let thresholds_given = q.min_th.is_some() || q.max_th.is_some();
+    if (q.kind == QueueKind::Red || thresholds_given) && red.min_th >= red.max_th {
+        let key = if q.min_th.is_some() {
+            "queue.min_th"
+        } else {
+            "queue.max_th"
+        };
+        r.error(
+            key,
+            format!(
+                "min_th ({}) must be below max_th ({})",
+                red.min_th, red.max_th
+            ),
         );
     }
 }

@@ -255,3 +255,165 @@ fn lookup_finds_tables_variants_and_keys() {
     assert!(lookup("tcp.warp_drive").is_empty());
     assert!(lookup("nonsense").is_empty());
 }
+
+/// A value of `unit` written from `n` of its base unit (ns, bit/s, bytes, packets, or the
+/// number itself).
+fn written(unit: &str, n: f64) -> String {
+    match unit {
+        "time" => format!("\"{}ns\"", n as i64),
+        "rate" => format!("\"{}bps\"", n as i64),
+        "bytes" => format!("\"{}B\"", n as i64),
+        "size" => format!("\"{}pkt\"", n as i64),
+        "integer" => format!("{}", n as i64),
+        _ => format!("{n:?}"),
+    }
+}
+
+/// A bound as written in a range ("1us", "0", "65535B") in `unit`'s base unit; `None` where it
+/// names another key or a sentence.
+fn bound(unit: &str, text: &str) -> Option<f64> {
+    use tacc_sim::units::{Bytes, Duration, Rate};
+    match unit {
+        "time" => Duration::parse(text).map(|d| d.0 as f64),
+        "rate" => Rate::parse(text).map(|r| r.0 as f64),
+        "bytes" => Bytes::parse(text).map(|b| b.0 as f64),
+        "integer" | "number" | "fraction" | "probability" => text.parse().ok(),
+        _ => None,
+    }
+}
+
+/// Values a documented range refuses and values it accepts, from the forms it can read:
+/// "> X", ">= X", "<= X", "A..B", "X and Y", a list of quoted choices. `None` for a range that
+/// names another key, depends on a mode, or says it in words.
+fn range_values(k: &KeyDoc) -> Option<(Vec<String>, Vec<String>)> {
+    let range = &k.range;
+    if range.is_empty() || range.contains('(') {
+        return None;
+    }
+    let step = match k.unit {
+        "number" | "fraction" | "probability" => 0.001,
+        _ => 1.0,
+    };
+    if range.starts_with('"') {
+        let choices: Vec<String> = range
+            .split('"')
+            .skip(1)
+            .step_by(2)
+            .map(|c| format!("{c:?}"))
+            .collect();
+        let words: String = range.split('"').step_by(2).collect();
+        if !words
+            .chars()
+            .all(|c| c == ',' || c == ' ' || "or".contains(c))
+        {
+            return None; // choices and something else ("a port of the switch")
+        }
+        return Some((vec!["\"zz-not-a-choice\"".into()], choices));
+    }
+    let (mut refused, mut accepted) = (Vec::new(), Vec::new());
+    for part in range.split(" and ") {
+        let part = part.trim();
+        if let Some((a, b)) = part.split_once("..") {
+            let (a, b) = (bound(k.unit, a)?, bound(k.unit, b)?);
+            refused.extend([written(k.unit, a - step), written(k.unit, b + step)]);
+            accepted.extend([written(k.unit, a), written(k.unit, b)]);
+            continue;
+        }
+        let (op, x) = part.split_once(' ')?;
+        let x = bound(k.unit, x)?;
+        let (out, inside) = match op {
+            ">" => (x, x + step),
+            ">=" => (x - step, x),
+            "<" => (x, x - step),
+            "<=" => (x + step, x),
+            _ => return None,
+        };
+        refused.push(written(k.unit, out));
+        accepted.push(written(k.unit, inside));
+    }
+    // Below zero an unsigned key fails to parse at all: refused just the same.
+    Some((refused, accepted))
+}
+
+/// Whether the parser and checks refuse `value` for `key` of table `t` (alone with its required
+/// keys), naming the key; `None` where the table is not read alone, or where it is not valid
+/// with sample values for its required keys (an explicit topology's nodes).
+fn refused(t: &TableDoc, k: &KeyDoc, value: &str) -> Option<bool> {
+    let mut body = String::new();
+    if let Some((tag, v)) = t.tag {
+        body.push_str(&format!("{tag} = \"{v}\"\n"));
+    }
+    for r in t
+        .keys
+        .iter()
+        .filter(|r| r.default == "required" && r.key != k.key)
+    {
+        body.push_str(&format!("{} = {}\n", r.key, sample(r)));
+    }
+    let scenario = |body: &str| {
+        if t.table == "topology" {
+            format!("duration = \"1ms\"\n[topology]\n{body}")
+        } else {
+            format!("{MINIMAL}\n[{}]\n{body}", t.table)
+        }
+    };
+    if t.table != "mechanism" && tacc_sim::load(&scenario(&body), "keys.toml", &[], None).is_err() {
+        return None;
+    }
+    body.push_str(&format!("{} = {value}\n", k.key));
+    match t.table {
+        "mechanism" => Some(match toml::from_str::<MechanismConfig>(&body) {
+            Err(_) => true,
+            Ok(c) => c
+                .check(&|_| Some(1))
+                .iter()
+                .any(|p| p.key == format!("mechanism.{}", k.key)),
+        }),
+        "tcp" | "queue" | "nic" | "output" | "topology" => {
+            let field = format!("{}.{}", t.table, k.key);
+            Some(
+                match tacc_sim::load(&scenario(&body), "keys.toml", &[], None) {
+                    Ok(_) => false,
+                    Err(e) => e.0.iter().any(|e| e.field == field),
+                },
+            )
+        }
+        _ => None,
+    }
+}
+
+#[test]
+fn a_documented_range_is_what_the_checks_accept() {
+    let mut checked = 0;
+    for t in tables() {
+        for k in &t.keys {
+            let Some((out, inside)) = range_values(k) else {
+                continue;
+            };
+            for v in &out {
+                let Some(r) = refused(&t, k, v) else { continue };
+                assert!(
+                    r,
+                    "{}.{} = {v} is outside {:?} but accepted",
+                    t.name(),
+                    k.key,
+                    k.range
+                );
+                checked += 1;
+            }
+            for v in &inside {
+                let Some(r) = refused(&t, k, v) else { continue };
+                assert!(
+                    !r,
+                    "{}.{} = {v} is inside {:?} but refused",
+                    t.name(),
+                    k.key,
+                    k.range
+                );
+                checked += 1;
+            }
+        }
+    }
+    eprintln!("{checked} values at the edges of documented ranges checked");
+    assert!(checked >= 60, "only {checked} range edges checked");
+}
