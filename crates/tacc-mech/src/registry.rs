@@ -154,4 +154,64 @@ mod tests {
             assert!(keys.contains(&format!("mechanism.{k}")), "{k} in {keys:?}");
         }
     }
+
+    /// What the parser reads for each kind when its table gives no key: the declared defaults
+    /// must be the state machines' own (what a direct user of this crate gets).
+    #[test]
+    fn an_empty_table_resolves_to_the_state_machines_defaults() {
+        use crate::limiters::rate_alloc::AllocatorConfig;
+        use crate::mechanisms::{hygenicc, rwndq, sdn_ecn, sdn_gcc, sicc};
+        use crate::vocab::roles::BucketConfig;
+        let ck = &mut Checks::default();
+        let none = &|_: &str| None;
+        let (h, _) = hygenicc::keys::HygenicConfig::default().resolve(ck, none);
+        assert_eq!(h, hygenicc::HygenConfig::default());
+        assert_eq!(h.alloc, AllocatorConfig::default());
+        let (shim, ctrl, _) = sdn_gcc::keys::SdnGccConfig::default().resolve(ck, none);
+        assert_eq!(shim, sdn_gcc::SdnGccShimConfig::default());
+        assert_eq!(ctrl, sdn_gcc::SdnGccControllerConfig::default());
+        let c = sicc::keys::SiccConfig::default().resolve(ck, none);
+        assert_eq!(
+            c,
+            sicc::keys::SiccParams::Controller(sicc::SiccControllerConfig::default())
+        );
+        let switch = parse(r#"{"kind": "sicc", "mode": "switch"}"#).unwrap();
+        let MechanismConfig::Sicc(switch) = switch else {
+            unreachable!()
+        };
+        let s = switch.resolve(ck, none);
+        assert_eq!(
+            s,
+            sicc::keys::SiccParams::Switch(sicc::SiccSwitchConfig::default())
+        );
+        let e = sdn_ecn::keys::SdnEcnConfig::default().resolve(ck, none);
+        assert_eq!(e, sdn_ecn::SdnEcnConfig::default());
+        let r = rwndq::keys::RwndqConfig::default().resolve(ck, none);
+        assert_eq!(r, rwndq::RwndqConfig::default());
+        let rate = parse(r#"{"kind": "static-rate", "rate": "1Gbps"}"#).unwrap();
+        let MechanismConfig::StaticRate(rate) = rate else {
+            unreachable!()
+        };
+        assert_eq!(rate.resolve(ck, none).0, BucketConfig::default());
+        assert_eq!(ck.problems, vec![]);
+    }
+
+    /// A period's floor is one of the two the crate states its reasons for.
+    #[test]
+    fn every_declared_floor_is_a_timer_or_a_poll_floor() {
+        use crate::vocab::keys::{MIN_POLL, MIN_TIMER};
+        let floors: Vec<(String, u64)> = MechanismConfig::tables()
+            .iter()
+            .flat_map(|t| t.keys.iter().map(move |k| (t.name(), *k)))
+            .filter(|(_, k)| k.range.starts_with(">= ") && k.unit == "time")
+            .map(|(t, k)| (format!("{t}.{}", k.key), k.floor()))
+            .collect();
+        assert!(floors.len() >= 6, "{floors:?}");
+        for (key, floor) in floors {
+            assert!(
+                floor == MIN_TIMER || floor == MIN_POLL,
+                "{key}: floor {floor} ns"
+            );
+        }
+    }
 }

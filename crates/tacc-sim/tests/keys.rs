@@ -1,6 +1,6 @@
 //! The key declarations (`tacc keys`, docs/scenario-keys.md) against the parser: every table
-//! declares exactly the keys its struct reads, and every default written as a value is the one
-//! an omitted key gets.
+//! declares exactly the keys its struct reads, every default written as a value is the one an
+//! omitted key gets, and every range is what the checks accept at its edges.
 
 use serde::de::DeserializeOwned;
 use tacc_mech::vocab::keys::{KeyDoc, TableDoc};
@@ -200,15 +200,9 @@ fn a_documented_default_is_what_an_omitted_key_gets() {
                         k.default
                     );
                 }
-                "mechanism" => {
-                    let m = |text: &str| {
-                        let c: MechanismConfig =
-                            toml::from_str(text).unwrap_or_else(|e| panic!("{name}: {e}"));
-                        assert_eq!(c.check(&|_| Some(1)), vec![], "{name}");
-                        c.resolved(&|_| Some(1))
-                    };
-                    assert_eq!(m(&without), m(&with), "{name}: documented {:?}", k.default);
-                }
+                // A kind's checks read their defaults from the declarations; tacc-mech's
+                // registry tests hold those to the state machines' own.
+                "mechanism" => continue,
                 _ => {
                     let plain = read_alone(&t, &without).unwrap().expect(&name);
                     if plain.contains(&format!("{}: None", k.key)) {

@@ -42,42 +42,45 @@ macro_rules! limiter_config {
 }
 pub(crate) use limiter_config;
 
+const WEIGHTS: KeyDoc = KeyDoc {
+    key: "weights",
+    unit: "table",
+    default: "1 each",
+    range: "> 0",
+    doc: "Per-VM weights for the NIC share, by VM name (weights = { \"s0\" = 2 }); a VM's \
+         share is the NIC rate in proportion to its weight.",
+};
+
+pub const ON_SHORTAGE: KeyDoc = KeyDoc {
+    key: "on_shortage",
+    unit: "string",
+    default: "\"drop\"",
+    range: "\"drop\" or \"queue\"",
+    doc: "What happens to packets that find no tokens: dropped (the papers' default) or \
+         queued.",
+};
+
+pub const BURST: KeyDoc = KeyDoc {
+    key: "burst",
+    unit: "time",
+    default: "1ms",
+    range: "",
+    doc: "Bucket depth as time at the bucket's rate (at least one 1514-byte frame). The \
+         papers give none; 1 ms absorbs ten 100 us RTTs of a window-limited flow, the \
+         prototype's 25 ms lets a VM burst buffers' worth.",
+};
+
+const IDLE_TIMEOUT: KeyDoc = KeyDoc {
+    key: "idle_timeout",
+    unit: "time",
+    default: "1s",
+    range: "> 0",
+    doc: "To: a VM that has offered no packet for this long gives its share back to the \
+         others. The papers: 1 s.",
+};
+
 /// The keys every rate-limiting kind takes (declared by [`limiter_config`]).
-pub const LIMITER_KEYS: &[KeyDoc] = &[
-    KeyDoc {
-        key: "weights",
-        unit: "table",
-        default: "1 each",
-        range: "> 0",
-        doc: "Per-VM weights for the NIC share, by VM name (weights = { \"s0\" = 2 }); a VM's \
-             share is the NIC rate in proportion to its weight.",
-    },
-    KeyDoc {
-        key: "on_shortage",
-        unit: "string",
-        default: "\"drop\"",
-        range: "\"drop\" or \"queue\"",
-        doc: "What happens to packets that find no tokens: dropped (the papers' default) or \
-             queued.",
-    },
-    KeyDoc {
-        key: "burst",
-        unit: "time",
-        default: "1ms",
-        range: "",
-        doc: "Bucket depth as time at the bucket's rate (at least one 1514-byte frame). The \
-             papers give none; 1 ms absorbs ten 100 us RTTs of a window-limited flow, the \
-             prototype's 25 ms lets a VM burst buffers' worth.",
-    },
-    KeyDoc {
-        key: "idle_timeout",
-        unit: "time",
-        default: "1s",
-        range: "> 0",
-        doc: "To: a VM that has offered no packet for this long gives its share back to the \
-             others. The papers: 1 s.",
-    },
-];
+pub const LIMITER_KEYS: &[KeyDoc] = &[WEIGHTS, ON_SHORTAGE, BURST, IDLE_TIMEOUT];
 
 pub struct LimiterKeys<'a> {
     pub weights: &'a Option<BTreeMap<String, u32>>,
@@ -94,11 +97,11 @@ pub fn bucket_config(
 ) -> BucketConfig {
     let d = BucketConfig::default();
     BucketConfig {
-        on_shortage: match ck.choice("on_shortage", on_shortage, &["drop", "queue"]) {
+        on_shortage: match ck.choice(&ON_SHORTAGE, on_shortage) {
             0 => ShortagePolicy::Drop,
             _ => ShortagePolicy::Queue,
         },
-        burst_ns: burst.map(|b| b.0).unwrap_or(d.burst_ns),
+        burst_ns: ck.time(&BURST, burst),
         ..d
     }
 }
@@ -107,11 +110,7 @@ impl LimiterKeys<'_> {
     /// The share allocator's configuration.
     pub fn alloc(&self, ck: &mut Checks) -> AllocatorConfig {
         AllocatorConfig {
-            idle_timeout: ck.positive(
-                "idle_timeout",
-                self.idle_timeout,
-                AllocatorConfig::default().idle_timeout,
-            ),
+            idle_timeout: ck.time(&IDLE_TIMEOUT, self.idle_timeout),
             bucket: bucket_config(ck, self.on_shortage, self.burst),
         }
     }

@@ -39,6 +39,63 @@ pub struct TableDoc {
     pub keys: Vec<KeyDoc>,
 }
 
+impl KeyDoc {
+    /// The declared default as a time. Declarations are read by every check of an omitted key
+    /// (the registry's tests resolve every kind's empty table), so a malformed one fails there.
+    pub fn default_time(&self) -> Nanos {
+        Duration::parse(self.default)
+            .unwrap_or_else(|| {
+                panic!(
+                    "{}: declared default {:?} is no time",
+                    self.key, self.default
+                )
+            })
+            .0
+    }
+
+    /// The smallest time the declared range accepts: "> 0" or ">= X".
+    pub fn floor(&self) -> Nanos {
+        if self.range == "> 0" {
+            return 1;
+        }
+        self.range
+            .strip_prefix(">= ")
+            .and_then(Duration::parse)
+            .unwrap_or_else(|| panic!("{}: declared range {:?} is no floor", self.key, self.range))
+            .0
+    }
+
+    pub fn default_number(&self) -> f64 {
+        self.default.parse().unwrap_or_else(|_| {
+            panic!(
+                "{}: declared default {:?} is no number",
+                self.key, self.default
+            )
+        })
+    }
+
+    pub fn default_flag(&self) -> bool {
+        self.default.parse().unwrap_or_else(|_| {
+            panic!(
+                "{}: declared default {:?} is no bool",
+                self.key, self.default
+            )
+        })
+    }
+
+    /// The quoted words of the declared range (`"drop" or "queue"`), the default first.
+    pub fn choices(&self) -> Vec<&'static str> {
+        let choices: Vec<&'static str> = self.range.split('"').skip(1).step_by(2).collect();
+        assert_eq!(
+            Some(self.default.trim_matches('"')),
+            choices.first().copied(),
+            "{}: the declared default is the first choice",
+            self.key
+        );
+        choices
+    }
+}
+
 impl TableDoc {
     /// The name `tacc keys` takes: the table, then the tag's value ("mechanism.sicc").
     pub fn name(&self) -> String {
@@ -111,8 +168,32 @@ impl Checks {
         });
     }
 
-    /// A fraction in [0, 1], or `default`.
-    pub fn fraction(&mut self, key: &str, v: Option<f64>, default: f64) -> f64 {
+    /// A time key as declared: its default where omitted, its range ("> 0" or ">= X") checked.
+    pub fn time(&mut self, k: &KeyDoc, v: Option<Duration>) -> Nanos {
+        if k.range.is_empty() {
+            return v.map_or_else(|| k.default_time(), |d| d.0);
+        }
+        self.period(k.key, v, k.default_time(), k.floor())
+    }
+
+    /// A fraction key as declared: its default where omitted, in [0, 1].
+    pub fn fraction(&mut self, k: &KeyDoc, v: Option<f64>) -> f64 {
+        self.fraction_or(k.key, v, k.default_number())
+    }
+
+    /// A boolean key as declared: its default where omitted.
+    pub fn flag(&mut self, k: &KeyDoc, v: Option<bool>) -> bool {
+        v.unwrap_or_else(|| k.default_flag())
+    }
+
+    /// A key with declared choices: the position of the value among them (the default is the
+    /// first).
+    pub fn choice(&mut self, k: &KeyDoc, v: &Option<String>) -> usize {
+        self.choice_of(k.key, v, &k.choices())
+    }
+
+    /// A fraction in [0, 1], or `default` (a key whose default is not declared as a value).
+    pub fn fraction_or(&mut self, key: &str, v: Option<f64>, default: f64) -> f64 {
         let x = v.unwrap_or(default);
         if !(x.is_finite() && (0.0..=1.0).contains(&x)) {
             self.problem(key, format!("expected a fraction between 0 and 1, got {x}"));
@@ -143,13 +224,13 @@ impl Checks {
         x
     }
 
-    /// A time of more than zero, or `default`.
+    /// A time of more than zero, or `default` (a key whose default is not declared as a value).
     pub fn positive(&mut self, key: &str, v: Option<Duration>, default: Nanos) -> Nanos {
         self.period(key, v, default, 1)
     }
 
     /// One of `choices` (the first is the default), by position.
-    pub fn choice(&mut self, key: &str, v: &Option<String>, choices: &[&str]) -> usize {
+    fn choice_of(&mut self, key: &str, v: &Option<String>, choices: &[&str]) -> usize {
         let Some(v) = v else { return 0 };
         choices.iter().position(|c| c == v).unwrap_or_else(|| {
             let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();

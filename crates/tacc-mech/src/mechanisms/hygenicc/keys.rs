@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use crate::limiters::keys::{limiter_config, rate_shims, LIMITER_KEYS};
 use crate::mechanisms::hygenicc::{HygenConfig, HygenShim};
 use crate::vocab::headers::PacketHeaders;
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_TIMER};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
 use crate::vocab::roles::{
     Datapath, EgressVerdict, Fabric, FeedbackPacket, HostShim, IngressVerdict, Instance, PairCounts,
 };
@@ -28,78 +28,96 @@ limiter_config! {
     }
 }
 
+const UPDATE_INTERVAL: KeyDoc = KeyDoc {
+    key: "update_interval",
+    unit: "time",
+    default: "500us",
+    range: ">= 1us",
+    doc: "Tu: period of the shim's rate-update timer. The paper: 5 RTTs = 500 us.",
+};
+
+const MIN_RATE_FRACTION: KeyDoc = KeyDoc {
+    key: "min_rate_fraction",
+    unit: "fraction",
+    default: "0.01",
+    range: "0..1",
+    doc: "R_min as a fraction of the VM's share. The paper gives none; SDN-GCC (same shim) \
+         uses 1%, the prototype's 10 Mb/s at 1 Gb/s.",
+};
+
+const CONGESTION_TIMEOUT: KeyDoc = KeyDoc {
+    key: "congestion_timeout",
+    unit: "time",
+    default: "1ms",
+    range: "> 0",
+    doc: "Congestion_Timeout: a pair with no feedback for this long is uncongested again and \
+         goes back to fast increase. The paper leaves it open; 2 Tu.",
+};
+
+const FEEDBACK_TIMEOUT: KeyDoc = KeyDoc {
+    key: "feedback_timeout",
+    unit: "time",
+    default: "100us",
+    range: ">= 1us",
+    doc: "Feedback_Timeout: marks pending this long without a reverse packet to carry them \
+         go back in an explicit feedback packet. The paper: about one RTT, 100 us.",
+};
+
+const FAST_INCREASE: KeyDoc = KeyDoc {
+    key: "fast_increase",
+    unit: "fraction",
+    default: "0.01",
+    range: "0..1",
+    doc: "Increase per Tu while uncongested, as a fraction of the NIC rate C. The paper: \
+         C/100.",
+};
+
+const SLOW_INCREASE: KeyDoc = KeyDoc {
+    key: "slow_increase",
+    unit: "fraction",
+    default: "0.001",
+    range: "0..1",
+    doc: "Increase per Tu while congested but without new feedback, fraction of C. The \
+         paper: C/1000.",
+};
+
+const DECREASE_PER_MARK: KeyDoc = KeyDoc {
+    key: "decrease_per_mark",
+    unit: "fraction",
+    default: "0.001",
+    range: "0..1",
+    doc: "Decrease per feedback mark per Tu, fraction of C. The paper: C/1000.",
+};
+
+const ADMISSION_CONTROL: KeyDoc = KeyDoc {
+    key: "admission_control",
+    unit: "bool",
+    default: "false",
+    range: "",
+    doc: "Refuse new TCP connections from local VMs towards a destination one of whose pairs \
+         sits at R_min with congestion still fresh. The paper mentions it in prose only.",
+};
+
+const SCRUB: KeyDoc = KeyDoc {
+    key: "scrub",
+    unit: "bool",
+    default: "true",
+    range: "",
+    doc: "Drop the feedback packets and clear the IPR bits the local VMs send, so that a VM \
+         cannot cut another VM's rate by forging them.",
+};
+
 /// The kind's own keys.
 const KEYS: &[KeyDoc] = &[
-    KeyDoc {
-        key: "update_interval",
-        unit: "time",
-        default: "500us",
-        range: ">= 1us",
-        doc: "Tu: period of the shim's rate-update timer. The paper: 5 RTTs = 500 us.",
-    },
-    KeyDoc {
-        key: "min_rate_fraction",
-        unit: "fraction",
-        default: "0.01",
-        range: "0..1",
-        doc: "R_min as a fraction of the VM's share. The paper gives none; SDN-GCC (same shim) \
-             uses 1%, the prototype's 10 Mb/s at 1 Gb/s.",
-    },
-    KeyDoc {
-        key: "congestion_timeout",
-        unit: "time",
-        default: "1ms",
-        range: "> 0",
-        doc: "Congestion_Timeout: a pair with no feedback for this long is uncongested again and \
-             goes back to fast increase. The paper leaves it open; 2 Tu.",
-    },
-    KeyDoc {
-        key: "feedback_timeout",
-        unit: "time",
-        default: "100us",
-        range: ">= 1us",
-        doc: "Feedback_Timeout: marks pending this long without a reverse packet to carry them \
-             go back in an explicit feedback packet. The paper: about one RTT, 100 us.",
-    },
-    KeyDoc {
-        key: "fast_increase",
-        unit: "fraction",
-        default: "0.01",
-        range: "0..1",
-        doc: "Increase per Tu while uncongested, as a fraction of the NIC rate C. The paper: \
-             C/100.",
-    },
-    KeyDoc {
-        key: "slow_increase",
-        unit: "fraction",
-        default: "0.001",
-        range: "0..1",
-        doc: "Increase per Tu while congested but without new feedback, fraction of C. The \
-             paper: C/1000.",
-    },
-    KeyDoc {
-        key: "decrease_per_mark",
-        unit: "fraction",
-        default: "0.001",
-        range: "0..1",
-        doc: "Decrease per feedback mark per Tu, fraction of C. The paper: C/1000.",
-    },
-    KeyDoc {
-        key: "admission_control",
-        unit: "bool",
-        default: "false",
-        range: "",
-        doc: "Refuse new TCP connections from local VMs towards a destination one of whose pairs \
-             sits at R_min with congestion still fresh. The paper mentions it in prose only.",
-    },
-    KeyDoc {
-        key: "scrub",
-        unit: "bool",
-        default: "true",
-        range: "",
-        doc: "Drop the feedback packets and clear the IPR bits the local VMs send, so that a VM \
-             cannot cut another VM's rate by forging them.",
-    },
+    UPDATE_INTERVAL,
+    MIN_RATE_FRACTION,
+    CONGESTION_TIMEOUT,
+    FEEDBACK_TIMEOUT,
+    FAST_INCREASE,
+    SLOW_INCREASE,
+    DECREASE_PER_MARK,
+    ADMISSION_CONTROL,
+    SCRUB,
 ];
 
 impl Mechanism for HygenicConfig {
@@ -111,40 +129,17 @@ impl Mechanism for HygenicConfig {
     }
 
     fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
-        let d = HygenConfig::default();
         let cfg = HygenConfig {
-            update_interval: ck.period(
-                "update_interval",
-                self.update_interval,
-                d.update_interval,
-                MIN_TIMER,
-            ),
-            congestion_timeout: ck.positive(
-                "congestion_timeout",
-                self.congestion_timeout,
-                d.congestion_timeout,
-            ),
-            feedback_timeout: ck.period(
-                "feedback_timeout",
-                self.feedback_timeout,
-                d.feedback_timeout,
-                MIN_TIMER,
-            ),
-            fast_increase: ck.fraction("fast_increase", self.fast_increase, d.fast_increase),
-            slow_increase: ck.fraction("slow_increase", self.slow_increase, d.slow_increase),
-            decrease_per_mark: ck.fraction(
-                "decrease_per_mark",
-                self.decrease_per_mark,
-                d.decrease_per_mark,
-            ),
-            min_rate_fraction: ck.fraction(
-                "min_rate_fraction",
-                self.min_rate_fraction,
-                d.min_rate_fraction,
-            ),
+            update_interval: ck.time(&UPDATE_INTERVAL, self.update_interval),
+            congestion_timeout: ck.time(&CONGESTION_TIMEOUT, self.congestion_timeout),
+            feedback_timeout: ck.time(&FEEDBACK_TIMEOUT, self.feedback_timeout),
+            fast_increase: ck.fraction(&FAST_INCREASE, self.fast_increase),
+            slow_increase: ck.fraction(&SLOW_INCREASE, self.slow_increase),
+            decrease_per_mark: ck.fraction(&DECREASE_PER_MARK, self.decrease_per_mark),
+            min_rate_fraction: ck.fraction(&MIN_RATE_FRACTION, self.min_rate_fraction),
             alloc: self.limiter_keys().alloc(ck),
-            admission_control: self.admission_control.unwrap_or(false),
-            scrub: self.scrub.unwrap_or(d.scrub),
+            admission_control: ck.flag(&ADMISSION_CONTROL, self.admission_control),
+            scrub: ck.flag(&SCRUB, self.scrub),
         };
         (cfg, self.limiter_keys().weights(ck, vm_address))
     }

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mechanisms::rwndq::{Rwndq, RwndqConfig as RwndqParams};
 use crate::vocab::headers::PacketHeaders;
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_TIMER};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
 use crate::vocab::roles::{Fabric, Instance, SwitchHook};
 use crate::vocab::units::Duration;
 use crate::vocab::units::Nanos;
@@ -18,30 +18,32 @@ pub struct RwndqConfig {
     pub base_rtt: Option<Duration>,
 }
 
+const TICK: KeyDoc = KeyDoc {
+    key: "tick",
+    unit: "time",
+    default: "200us",
+    range: ">= 1us",
+    doc: "Control-loop period. The prototype: 200 us.",
+};
+
+const TARGET_FRACTION: KeyDoc = KeyDoc {
+    key: "target_fraction",
+    unit: "fraction",
+    default: "0.125",
+    range: "0..1",
+    doc: "Target queue as a fraction of the port's buffer. The prototype: 1/8.",
+};
+
+const BASE_RTT: KeyDoc = KeyDoc {
+    key: "base_rtt",
+    unit: "time",
+    default: "100us",
+    range: "> 0",
+    doc: "Base RTT used for the port's BDP. The experiments: 100 us.",
+};
+
 /// The kind's own keys.
-const KEYS: &[KeyDoc] = &[
-    KeyDoc {
-        key: "tick",
-        unit: "time",
-        default: "200us",
-        range: ">= 1us",
-        doc: "Control-loop period. The prototype: 200 us.",
-    },
-    KeyDoc {
-        key: "target_fraction",
-        unit: "fraction",
-        default: "0.125",
-        range: "0..1",
-        doc: "Target queue as a fraction of the port's buffer. The prototype: 1/8.",
-    },
-    KeyDoc {
-        key: "base_rtt",
-        unit: "time",
-        default: "100us",
-        range: "> 0",
-        doc: "Base RTT used for the port's BDP. The experiments: 100 us.",
-    },
-];
+const KEYS: &[KeyDoc] = &[TICK, TARGET_FRACTION, BASE_RTT];
 
 impl Mechanism for RwndqConfig {
     /// The switch's parameters, but for the receivers' window (the fabric's).
@@ -54,13 +56,9 @@ impl Mechanism for RwndqConfig {
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = RwndqParams::default();
         RwndqParams {
-            tick: ck.period("tick", self.tick, d.tick, MIN_TIMER),
-            target_fraction: ck.fraction(
-                "target_fraction",
-                self.target_fraction,
-                d.target_fraction,
-            ),
-            base_rtt: ck.positive("base_rtt", self.base_rtt, d.base_rtt),
+            tick: ck.time(&TICK, self.tick),
+            target_fraction: ck.fraction(&TARGET_FRACTION, self.target_fraction),
+            base_rtt: ck.time(&BASE_RTT, self.base_rtt),
             ..d
         }
     }

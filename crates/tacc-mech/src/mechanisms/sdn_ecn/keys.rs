@@ -10,7 +10,7 @@ use crate::vocab::control::{
     StatsReply, StatsRequest,
 };
 use crate::vocab::headers::{FlowKey, PacketHeaders};
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_POLL};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
 use crate::vocab::roles::{ControllerApp, Fabric, Instance, SwitchHook};
 use crate::vocab::units::Duration;
 use crate::vocab::units::Nanos;
@@ -27,46 +27,50 @@ pub struct SdnEcnConfig {
     pub rule_timeout: Option<Duration>,
 }
 
+const INTERVAL: KeyDoc = KeyDoc {
+    key: "interval",
+    unit: "time",
+    default: "2s",
+    range: ">= 10us",
+    doc: "The controller's probe interval. The paper: 2 s.",
+};
+
+const LATENCY: KeyDoc = KeyDoc {
+    key: "latency",
+    unit: "time",
+    default: "0s",
+    range: "",
+    doc: "One-way latency of the out-of-band control channel.",
+};
+
+const THRESHOLD: KeyDoc = KeyDoc {
+    key: "threshold",
+    unit: "fraction",
+    default: "0.75",
+    range: "0..1",
+    doc: "Utilization above which a link is congested. The paper: 0.75.",
+};
+
+const MAX_FRACTION: KeyDoc = KeyDoc {
+    key: "max_fraction",
+    unit: "fraction",
+    default: "0.5",
+    range: "0..1",
+    doc: "The fraction T of a congested link's flows selected for marking at 100% \
+         utilization. The paper: 0.5.",
+};
+
+const RULE_TIMEOUT: KeyDoc = KeyDoc {
+    key: "rule_timeout",
+    unit: "time",
+    default: "1s",
+    range: "> 0",
+    doc: "How long a marking rule lives. The paper says short; half a probe interval, so a \
+         flow stops being marked unless the next probe selects it again.",
+};
+
 /// The kind's own keys.
-const KEYS: &[KeyDoc] = &[
-    KeyDoc {
-        key: "interval",
-        unit: "time",
-        default: "2s",
-        range: ">= 10us",
-        doc: "The controller's probe interval. The paper: 2 s.",
-    },
-    KeyDoc {
-        key: "latency",
-        unit: "time",
-        default: "0s",
-        range: "",
-        doc: "One-way latency of the out-of-band control channel.",
-    },
-    KeyDoc {
-        key: "threshold",
-        unit: "fraction",
-        default: "0.75",
-        range: "0..1",
-        doc: "Utilization above which a link is congested. The paper: 0.75.",
-    },
-    KeyDoc {
-        key: "max_fraction",
-        unit: "fraction",
-        default: "0.5",
-        range: "0..1",
-        doc: "The fraction T of a congested link's flows selected for marking at 100% \
-             utilization. The paper: 0.5.",
-    },
-    KeyDoc {
-        key: "rule_timeout",
-        unit: "time",
-        default: "1s",
-        range: "> 0",
-        doc: "How long a marking rule lives. The paper says short; half a probe interval, so a \
-             flow stops being marked unless the next probe selects it again.",
-    },
-];
+const KEYS: &[KeyDoc] = &[INTERVAL, LATENCY, THRESHOLD, MAX_FRACTION, RULE_TIMEOUT];
 
 impl Mechanism for SdnEcnConfig {
     type Params = SdnEcnParams;
@@ -78,15 +82,11 @@ impl Mechanism for SdnEcnConfig {
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = SdnEcnParams::default();
         SdnEcnParams {
-            probe_interval: ck.period("interval", self.interval, d.probe_interval, MIN_POLL),
-            congestion_threshold: ck.fraction("threshold", self.threshold, d.congestion_threshold),
-            max_marked_fraction: ck.fraction(
-                "max_fraction",
-                self.max_fraction,
-                d.max_marked_fraction,
-            ),
+            probe_interval: ck.time(&INTERVAL, self.interval),
+            congestion_threshold: ck.fraction(&THRESHOLD, self.threshold),
+            max_marked_fraction: ck.fraction(&MAX_FRACTION, self.max_fraction),
             rule_priority: d.rule_priority,
-            rule_hard_timeout: ck.positive("rule_timeout", self.rule_timeout, d.rule_hard_timeout),
+            rule_hard_timeout: ck.time(&RULE_TIMEOUT, self.rule_timeout),
         }
     }
 
@@ -107,7 +107,7 @@ impl Mechanism for SdnEcnConfig {
                 bytes: FxHashMap::default(),
             }));
         }
-        inst.control_latency = self.latency.map(|d| d.0).unwrap_or(0);
+        inst.control_latency = self.latency.map_or_else(|| LATENCY.default_time(), |d| d.0);
         inst
     }
 }

@@ -8,11 +8,11 @@ use rustc_hash::FxHashSet;
 use crate::limiters::keys::{limiter_config, rate_shims, LIMITER_KEYS};
 use crate::mechanisms::sdn_gcc::{
     MarkResponse, MarkSplit, RateKeying, SdnGccController, SdnGccControllerConfig, SdnGccShim,
-    SdnGccShimConfig, DEFAULT_RATE_UNIT,
+    SdnGccShimConfig,
 };
 use crate::vocab::control::{ControlMessage, HostMessage, PacketIn, StatsReply, StatsRequest};
 use crate::vocab::headers::{FlowKey, PacketHeaders};
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_POLL, MIN_TIMER};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
 use crate::vocab::roles::{
     ControllerApp, Datapath, EgressVerdict, Fabric, HostShim, IngressVerdict, Instance, PairCounts,
     PathOracle, SwitchHook,
@@ -49,104 +49,128 @@ limiter_config! {
     }
 }
 
+const UPDATE_INTERVAL: KeyDoc = KeyDoc {
+    key: "update_interval",
+    unit: "time",
+    default: "500us",
+    range: ">= 1us",
+    doc: "Period of the shim's state-update timer. The paper gives none; HyGenICC's Tu, 500 \
+         us.",
+};
+
+const MIN_RATE_FRACTION: KeyDoc = KeyDoc {
+    key: "min_rate_fraction",
+    unit: "fraction",
+    default: "0.01",
+    range: "0..1",
+    doc: "R_min as a fraction of the VM's share. The paper: 1%.",
+};
+
+const INTERVAL: KeyDoc = KeyDoc {
+    key: "interval",
+    unit: "time",
+    default: "5ms",
+    range: ">= 10us",
+    doc: "Ti: the controller's polling period of the switch ports' mark counters. The paper: \
+         5 ms (1, 10, 50 ms in Fig. 6); the prototype: 1 ms.",
+};
+
+const LATENCY: KeyDoc = KeyDoc {
+    key: "latency",
+    unit: "time",
+    default: "0s",
+    range: "",
+    doc: "One-way latency of the out-of-band control channel.",
+};
+
+const SPLIT: KeyDoc = KeyDoc {
+    key: "split",
+    unit: "string",
+    default: "\"all-sources\"",
+    range: "\"all-sources\" or \"per-destination\"",
+    doc: "How a port's marks are spread: over all the sources sending through it (Algorithm \
+         4) or over the sources of each destination (the authors' prototype). Not with \
+         keying = \"path\".",
+};
+
+const KEYING: KeyDoc = KeyDoc {
+    key: "keying",
+    unit: "string",
+    default: "\"vm\"",
+    range: "\"vm\", \"destination\" or \"path\"",
+    doc: "What a rate is attached to: one rate per VM (Algorithm 3), per (VM, destination), \
+         or per (VM, flow) so that only the flows crossing a congested port slow down.",
+};
+
+const CONGESTION_GRACE: KeyDoc = KeyDoc {
+    key: "congestion_grace",
+    unit: "time",
+    default: "2 x interval",
+    range: "> 0",
+    doc: "Tc: a rate without notification for this long increases again. Two controller \
+         intervals (10 ms at the paper's Ti), so steady congestion never lets it climb in \
+         between.",
+};
+
+const SCALE: KeyDoc = KeyDoc {
+    key: "scale",
+    unit: "fraction",
+    default: "0.01",
+    range: "0..1",
+    doc: "scale(C) as a fraction of the NIC rate C: the increase per timer tick and the unit \
+         of the decrease. C/100, HyGenICC's fast increase.",
+};
+
+const RATE_UNIT: KeyDoc = KeyDoc {
+    key: "rate_unit",
+    unit: "time",
+    default: "1ms",
+    range: "> 0",
+    doc: "Algorithm 3's mark-rate unit: marks are counted per this much time. Not with \
+         cut_per_mark.",
+};
+
+const CUT_PER_MARK: KeyDoc = KeyDoc {
+    key: "cut_per_mark",
+    unit: "rate",
+    default: "none",
+    range: "",
+    doc: "The prototype's response: this cut per mark (5 Mb/s) instead of the mark-rate \
+         rule; unset, the mark-rate rule.",
+};
+
+const DECREASE: KeyDoc = KeyDoc {
+    key: "decrease",
+    unit: "string",
+    default: "\"additive\"",
+    range: "\"additive\" or \"multiplicative\"",
+    doc: "The mark-rate rule's cut: additive (Algorithm 3 as printed) or multiplicative, in \
+         proportion to the rate, so that rates converge to equal shares.",
+};
+
+const CLEAR_CE: KeyDoc = KeyDoc {
+    key: "clear_ce",
+    unit: "bool",
+    default: "false",
+    range: "",
+    doc: "Clear CE before delivering packets to VMs, for tenants that do not use ECN end to \
+         end.",
+};
+
 /// The kind's own keys.
 const KEYS: &[KeyDoc] = &[
-    KeyDoc {
-        key: "update_interval",
-        unit: "time",
-        default: "500us",
-        range: ">= 1us",
-        doc: "Period of the shim's state-update timer. The paper gives none; HyGenICC's Tu, 500 \
-             us.",
-    },
-    KeyDoc {
-        key: "min_rate_fraction",
-        unit: "fraction",
-        default: "0.01",
-        range: "0..1",
-        doc: "R_min as a fraction of the VM's share. The paper: 1%.",
-    },
-    KeyDoc {
-        key: "interval",
-        unit: "time",
-        default: "5ms",
-        range: ">= 10us",
-        doc: "Ti: the controller's polling period of the switch ports' mark counters. The paper: \
-             5 ms (1, 10, 50 ms in Fig. 6); the prototype: 1 ms.",
-    },
-    KeyDoc {
-        key: "latency",
-        unit: "time",
-        default: "0s",
-        range: "",
-        doc: "One-way latency of the out-of-band control channel.",
-    },
-    KeyDoc {
-        key: "split",
-        unit: "string",
-        default: "\"all-sources\"",
-        range: "\"all-sources\" or \"per-destination\"",
-        doc: "How a port's marks are spread: over all the sources sending through it (Algorithm \
-             4) or over the sources of each destination (the authors' prototype). Not with \
-             keying = \"path\".",
-    },
-    KeyDoc {
-        key: "keying",
-        unit: "string",
-        default: "\"vm\"",
-        range: "\"vm\", \"destination\" or \"path\"",
-        doc: "What a rate is attached to: one rate per VM (Algorithm 3), per (VM, destination), \
-             or per (VM, flow) so that only the flows crossing a congested port slow down.",
-    },
-    KeyDoc {
-        key: "congestion_grace",
-        unit: "time",
-        default: "2 x interval",
-        range: "> 0",
-        doc: "Tc: a rate without notification for this long increases again. Two controller \
-             intervals (10 ms at the paper's Ti), so steady congestion never lets it climb in \
-             between.",
-    },
-    KeyDoc {
-        key: "scale",
-        unit: "fraction",
-        default: "0.01",
-        range: "0..1",
-        doc: "scale(C) as a fraction of the NIC rate C: the increase per timer tick and the unit \
-             of the decrease. C/100, HyGenICC's fast increase.",
-    },
-    KeyDoc {
-        key: "rate_unit",
-        unit: "time",
-        default: "1ms",
-        range: "> 0",
-        doc: "Algorithm 3's mark-rate unit: marks are counted per this much time. Not with \
-             cut_per_mark.",
-    },
-    KeyDoc {
-        key: "cut_per_mark",
-        unit: "rate",
-        default: "none",
-        range: "",
-        doc: "The prototype's response: this cut per mark (5 Mb/s) instead of the mark-rate \
-             rule; unset, the mark-rate rule.",
-    },
-    KeyDoc {
-        key: "decrease",
-        unit: "string",
-        default: "\"additive\"",
-        range: "\"additive\" or \"multiplicative\"",
-        doc: "The mark-rate rule's cut: additive (Algorithm 3 as printed) or multiplicative, in \
-             proportion to the rate, so that rates converge to equal shares.",
-    },
-    KeyDoc {
-        key: "clear_ce",
-        unit: "bool",
-        default: "false",
-        range: "",
-        doc: "Clear CE before delivering packets to VMs, for tenants that do not use ECN end to \
-             end.",
-    },
+    UPDATE_INTERVAL,
+    MIN_RATE_FRACTION,
+    INTERVAL,
+    LATENCY,
+    SPLIT,
+    KEYING,
+    CONGESTION_GRACE,
+    SCALE,
+    RATE_UNIT,
+    CUT_PER_MARK,
+    DECREASE,
+    CLEAR_CE,
 ];
 
 impl Mechanism for SdnGccConfig {
@@ -159,36 +183,26 @@ impl Mechanism for SdnGccConfig {
 
     fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
         let d = SdnGccShimConfig::default();
-        let keying = match ck.choice("keying", &self.keying, &["vm", "destination", "path"]) {
+        let keying = match ck.choice(&KEYING, &self.keying) {
             0 => RateKeying::PerVm,
             1 => RateKeying::PerDestination,
             _ => RateKeying::PerPath,
         };
-        let monitor_interval = ck.period(
-            "interval",
-            self.interval,
-            SdnGccControllerConfig::default().monitor_interval,
-            MIN_POLL,
-        );
+        let monitor_interval = ck.time(&INTERVAL, self.interval);
         let shim = SdnGccShimConfig {
-            update_interval: ck.period(
-                "update_interval",
-                self.update_interval,
-                d.update_interval,
-                MIN_TIMER,
-            ),
+            update_interval: ck.time(&UPDATE_INTERVAL, self.update_interval),
             // Two controller intervals, whatever Ti is: steady congestion (a notification
             // every Ti) then never lets a rate climb between two notifications.
             congestion_grace: ck.positive(
-                "congestion_grace",
+                CONGESTION_GRACE.key,
                 self.congestion_grace,
                 2 * monitor_interval,
             ),
-            scale: ck.fraction("scale", self.scale, d.scale),
+            scale: ck.fraction(&SCALE, self.scale),
             response: match (self.cut_per_mark, self.rate_unit) {
                 (Some(r), None) => {
                     // The prototype's cut per mark is additive.
-                    if ck.choice("decrease", &self.decrease, &["additive", "multiplicative"]) == 1 {
+                    if ck.choice(&DECREASE, &self.decrease) == 1 {
                         ck.problem("decrease", "cut_per_mark is a fixed cut per mark; give \"additive\" or leave decrease out");
                     }
                     MarkResponse::PerMark { cut_bps: r.0 }
@@ -198,25 +212,14 @@ impl Mechanism for SdnGccConfig {
                     d.response
                 }
                 (None, unit) => MarkResponse::MarkRate {
-                    rate_unit: match unit {
-                        Some(u) => ck.positive("rate_unit", Some(u), 0),
-                        None => DEFAULT_RATE_UNIT,
-                    },
-                    multiplicative: ck.choice(
-                        "decrease",
-                        &self.decrease,
-                        &["additive", "multiplicative"],
-                    ) == 1,
+                    rate_unit: ck.time(&RATE_UNIT, unit),
+                    multiplicative: ck.choice(&DECREASE, &self.decrease) == 1,
                 },
             },
-            min_rate_fraction: ck.fraction(
-                "min_rate_fraction",
-                self.min_rate_fraction,
-                d.min_rate_fraction,
-            ),
+            min_rate_fraction: ck.fraction(&MIN_RATE_FRACTION, self.min_rate_fraction),
             alloc: self.limiter_keys().alloc(ck),
             keying,
-            clear_ce: self.clear_ce.unwrap_or(false),
+            clear_ce: ck.flag(&CLEAR_CE, self.clear_ce),
         };
         let split = if keying == RateKeying::PerPath {
             if self.split.is_some() {
@@ -224,7 +227,7 @@ impl Mechanism for SdnGccConfig {
             }
             MarkSplit::PerPath
         } else {
-            match ck.choice("split", &self.split, &["all-sources", "per-destination"]) {
+            match ck.choice(&SPLIT, &self.split) {
                 0 => MarkSplit::AllSourcesBehindPort,
                 _ => MarkSplit::SourcesOfEachDestination,
             }
@@ -266,7 +269,7 @@ impl Mechanism for SdnGccConfig {
                 per_path,
             }));
         }
-        inst.control_latency = self.latency.map(|d| d.0).unwrap_or(0);
+        inst.control_latency = self.latency.map_or_else(|| LATENCY.default_time(), |d| d.0);
         inst
     }
 }

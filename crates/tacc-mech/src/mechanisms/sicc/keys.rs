@@ -13,7 +13,7 @@ use crate::vocab::control::{
     RuleMatch, StatsReply, StatsRequest,
 };
 use crate::vocab::headers::{ip_proto, tcp_flags, PacketHeaders};
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism, MIN_POLL};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
 use crate::vocab::roles::{
     ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
     WindowClamp,
@@ -71,9 +71,10 @@ impl SiccConfig {
                 );
             }
         }
+        // Switch mode's own default (the authors' module); the controller's is 1.
         let d = SiccSwitchConfig::default();
-        let on_fraction = ck.fraction("on_fraction", self.on_fraction, d.on_fraction);
-        let off_fraction = ck.fraction("off_fraction", self.off_fraction, d.off_fraction);
+        let on_fraction = ck.fraction_or(ON_FRACTION.key, self.on_fraction, d.on_fraction);
+        let off_fraction = ck.fraction(&OFF_FRACTION, self.off_fraction);
         let fraction = |x: f64| (0.0..=1.0).contains(&x);
         if fraction(on_fraction) && fraction(off_fraction) && off_fraction >= on_fraction {
             ck.problem(
@@ -92,71 +93,87 @@ impl SiccConfig {
     }
 }
 
+const MODE: KeyDoc = KeyDoc {
+    key: "mode",
+    unit: "string",
+    default: "\"controller\"",
+    range: "\"controller\" or \"switch\"",
+    doc: "controller: the paper's design; switch: the authors' ns-2 module, each switch port \
+         reacting to its own queue and rewriting the ACKs itself (keys on_fraction and \
+         off_fraction only).",
+};
+
+const INTERVAL: KeyDoc = KeyDoc {
+    key: "interval",
+    unit: "time",
+    default: "1ms",
+    range: ">= 10us",
+    doc: "T: the controller's queue sampling period. The paper: 1 ms (10 RTTs).",
+};
+
+const LATENCY: KeyDoc = KeyDoc {
+    key: "latency",
+    unit: "time",
+    default: "0s",
+    range: "",
+    doc: "One-way latency of the out-of-band control channel.",
+};
+
+const OFF_FRACTION: KeyDoc = KeyDoc {
+    key: "off_fraction",
+    unit: "fraction",
+    default: "0.2",
+    range: "0..1 (switch mode: below on_fraction)",
+    doc: "alpha1: incast OFF once the queue is at most this fraction of the buffer. The \
+         paper and the module: 20%.",
+};
+
+const ON_FRACTION: KeyDoc = KeyDoc {
+    key: "on_fraction",
+    unit: "number",
+    default: "1 (switch mode: 0.95)",
+    range: "> 0 (switch mode: 0..1, above off_fraction)",
+    doc: "alpha2: incast ON once beta x IW + Q reaches this fraction of the buffer. The \
+         paper: 100%; the switch module: 0.95 of the queue.",
+};
+
+const INCAST_DURATION: KeyDoc = KeyDoc {
+    key: "incast_duration",
+    unit: "time",
+    default: "3ms",
+    range: "> 0",
+    doc: "DM: the shortest incast episode (a typical mice duration). The paper gives no \
+         number; the prototype's 30 RTTs.",
+};
+
+const INITIAL_WINDOW: KeyDoc = KeyDoc {
+    key: "initial_window",
+    unit: "number",
+    default: "1",
+    range: ">= 0",
+    doc: "IW in packets: the initial window the controller assumes a new connection sends at \
+         once. The simulations: 1 MSS (10 is typical of Linux).",
+};
+
+const EVALUATE_ON_SYN: KeyDoc = KeyDoc {
+    key: "evaluate_on_syn",
+    unit: "bool",
+    default: "false",
+    range: "",
+    doc: "Also test the incast-ON condition on every SYN copy, not only every T (Algorithm \
+         1), as the authors' in-switch module does.",
+};
+
 /// The kind's own keys.
 const KEYS: &[KeyDoc] = &[
-    KeyDoc {
-        key: "mode",
-        unit: "string",
-        default: "\"controller\"",
-        range: "\"controller\" or \"switch\"",
-        doc: "controller: the paper's design; switch: the authors' ns-2 module, each switch port \
-             reacting to its own queue and rewriting the ACKs itself (keys on_fraction and \
-             off_fraction only).",
-    },
-    KeyDoc {
-        key: "interval",
-        unit: "time",
-        default: "1ms",
-        range: ">= 10us",
-        doc: "T: the controller's queue sampling period. The paper: 1 ms (10 RTTs).",
-    },
-    KeyDoc {
-        key: "latency",
-        unit: "time",
-        default: "0s",
-        range: "",
-        doc: "One-way latency of the out-of-band control channel.",
-    },
-    KeyDoc {
-        key: "off_fraction",
-        unit: "fraction",
-        default: "0.2",
-        range: "0..1 (switch mode: below on_fraction)",
-        doc: "alpha1: incast OFF once the queue is at most this fraction of the buffer. The \
-             paper and the module: 20%.",
-    },
-    KeyDoc {
-        key: "on_fraction",
-        unit: "number",
-        default: "1 (switch mode: 0.95)",
-        range: "> 0 (switch mode: 0..1, above off_fraction)",
-        doc: "alpha2: incast ON once beta x IW + Q reaches this fraction of the buffer. The \
-             paper: 100%; the switch module: 0.95 of the queue.",
-    },
-    KeyDoc {
-        key: "incast_duration",
-        unit: "time",
-        default: "3ms",
-        range: "> 0",
-        doc: "DM: the shortest incast episode (a typical mice duration). The paper gives no \
-             number; the prototype's 30 RTTs.",
-    },
-    KeyDoc {
-        key: "initial_window",
-        unit: "number",
-        default: "1",
-        range: ">= 0",
-        doc: "IW in packets: the initial window the controller assumes a new connection sends at \
-             once. The simulations: 1 MSS (10 is typical of Linux).",
-    },
-    KeyDoc {
-        key: "evaluate_on_syn",
-        unit: "bool",
-        default: "false",
-        range: "",
-        doc: "Also test the incast-ON condition on every SYN copy, not only every T (Algorithm \
-             1), as the authors' in-switch module does.",
-    },
+    MODE,
+    INTERVAL,
+    LATENCY,
+    OFF_FRACTION,
+    ON_FRACTION,
+    INCAST_DURATION,
+    INITIAL_WINDOW,
+    EVALUATE_ON_SYN,
 ];
 
 impl Mechanism for SiccConfig {
@@ -167,22 +184,20 @@ impl Mechanism for SiccConfig {
     }
 
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
-        if ck.choice("mode", &self.mode, &["controller", "switch"]) == 1 {
+        if ck.choice(&MODE, &self.mode) == 1 {
             return SiccParams::Switch(self.resolve_switch(ck));
         }
         let d = SiccControllerConfig::default();
         let cfg = SiccControllerConfig {
-            monitor_interval: ck.period("interval", self.interval, d.monitor_interval, MIN_POLL),
-            off_fraction: ck.fraction("off_fraction", self.off_fraction, d.off_fraction),
-            on_fraction: self.on_fraction.unwrap_or(d.on_fraction),
-            incast_duration: ck.positive(
-                "incast_duration",
-                self.incast_duration,
-                d.incast_duration,
-            ),
-            initial_window_pkts: self.initial_window.unwrap_or(d.initial_window_pkts),
+            monitor_interval: ck.time(&INTERVAL, self.interval),
+            off_fraction: ck.fraction(&OFF_FRACTION, self.off_fraction),
+            on_fraction: self.on_fraction.unwrap_or(d.on_fraction), // mode-dependent default
+            incast_duration: ck.time(&INCAST_DURATION, self.incast_duration),
+            initial_window_pkts: self
+                .initial_window
+                .unwrap_or_else(|| INITIAL_WINDOW.default_number()),
             buffer_pkts: d.buffer_pkts,
-            evaluate_on_syn: self.evaluate_on_syn.unwrap_or(false),
+            evaluate_on_syn: ck.flag(&EVALUATE_ON_SYN, self.evaluate_on_syn),
         };
         if !(cfg.on_fraction > 0.0 && cfg.on_fraction.is_finite()) {
             ck.problem(
@@ -252,7 +267,7 @@ impl Mechanism for SiccConfig {
                 });
             }
         }
-        inst.control_latency = self.latency.map(|d| d.0).unwrap_or(0);
+        inst.control_latency = self.latency.map_or_else(|| LATENCY.default_time(), |d| d.0);
         inst
     }
 }

@@ -2,7 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::limiters::keys::bucket_config;
+use crate::limiters::keys::{bucket_config, BURST, ON_SHORTAGE};
 use crate::limiters::rate_alloc::StaticRateLimiter;
 use crate::vocab::headers::PacketHeaders;
 use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
@@ -24,40 +24,24 @@ pub struct StaticRateConfig {
     pub burst: Option<Duration>,
 }
 
+const RATE: KeyDoc = KeyDoc {
+    key: "rate",
+    unit: "rate",
+    default: "required",
+    range: "> 0",
+    doc: "The fixed rate of each VM limited.",
+};
+
+const VMS: KeyDoc = KeyDoc {
+    key: "vms",
+    unit: "names",
+    default: "none",
+    range: "",
+    doc: "VMs limited; unset, all.",
+};
+
 /// The kind's own keys.
-const KEYS: &[KeyDoc] = &[
-    KeyDoc {
-        key: "rate",
-        unit: "rate",
-        default: "required",
-        range: "> 0",
-        doc: "The fixed rate of each VM limited.",
-    },
-    KeyDoc {
-        key: "vms",
-        unit: "names",
-        default: "none",
-        range: "",
-        doc: "VMs limited; unset, all.",
-    },
-    KeyDoc {
-        key: "on_shortage",
-        unit: "string",
-        default: "\"drop\"",
-        range: "\"drop\" or \"queue\"",
-        doc: "What happens to packets that find no tokens: dropped (the papers' default) or \
-             queued.",
-    },
-    KeyDoc {
-        key: "burst",
-        unit: "time",
-        default: "1ms",
-        range: "",
-        doc: "Bucket depth as time at the bucket's rate (at least one 1514-byte frame). The \
-             papers give none; 1 ms absorbs ten 100 us RTTs of a window-limited flow, the \
-             prototype's 25 ms lets a VM burst buffers' worth.",
-    },
-];
+const KEYS: &[KeyDoc] = &[RATE, VMS, ON_SHORTAGE, BURST];
 
 impl Mechanism for StaticRateConfig {
     /// The buckets, the rate and the limited VMs' addresses (`None`: all).
