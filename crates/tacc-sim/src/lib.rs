@@ -6,8 +6,9 @@
 //! - [`tcp`], [`cc`]: a TCP endpoint state machine (handshake, SACK recovery, RTO, ECN, rwnd)
 //!   and its congestion controls (NewReno, Cubic, DCTCP).
 //! - [`queue`]: port queue disciplines (drop-tail, RED-ECN at K, classic RED).
-//! - [`scenario`], [`validate`], [`topology`], [`model`]: TOML schema, the semantic checks,
-//!   topology builders and routing, and the world built from a checked scenario.
+//! - [`scenario`], [`keys`], [`validate`], [`topology`], [`model`]: TOML schema, every key's
+//!   doc, unit, default and range, the semantic checks, topology builders and routing, and the
+//!   world built from a checked scenario.
 //! - [`event_queue`], [`sim`]: the event loop: (time, insertion sequence) ordered, integer
 //!   nanoseconds.
 //! - [`output`]: summary.json and CSV tables; [`pcap`]: packet captures of ports.

@@ -1,7 +1,8 @@
 //! The scenario file: schema, strict parsing, `--set` overrides and error locations.
 //!
-//! Every key is declared once here, with its unit (by type) and default; unknown keys are
-//! errors. Errors name the file, the line, the key path and what was expected.
+//! Every key is read here (each table's serde struct; unknown keys are errors); its doc, unit,
+//! default and range are declared in [`crate::keys`], which tests/keys.rs holds to these
+//! structs. Errors name the file, the line, the key path and what was expected.
 
 use crate::cc::CcKind;
 use crate::units::{Bytes, Duration, Rate, Size};
