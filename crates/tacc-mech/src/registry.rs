@@ -101,17 +101,17 @@ impl Default for MechanismConfig {
 
 mechanisms! {
     /// Static per-VM token buckets at a fixed rate (not work-conserving).
-    "static-rate" => StaticRate(static_rate::StaticRateConfig),
+    "static-rate" => StaticRate(static_rate::StaticRateTable),
     /// HyGenICC: hypervisor rate limiters driven by ECN feedback between hypervisors.
-    "hygenicc" => Hygenicc(hygenicc::keys::HygenicConfig),
+    "hygenicc" => Hygenicc(hygenicc::keys::HygeniccTable),
     /// SDN-GCC: the same limiters driven by a controller reading switch ECN counters.
-    "sdn-gcc" => SdnGcc(sdn_gcc::keys::SdnGccConfig),
+    "sdn-gcc" => SdnGcc(sdn_gcc::keys::SdnGccTable),
     /// SICC: controller-predicted incast; hypervisors clamp the rwnd of ACKs.
-    "sicc" => Sicc(sicc::keys::SiccConfig),
+    "sicc" => Sicc(sicc::keys::SiccTable),
     /// SDN-ECN: short-lived flow rules that CE-mark the top flows of hot links.
-    "sdn-ecn" => SdnEcn(sdn_ecn::keys::SdnEcnConfig),
+    "sdn-ecn" => SdnEcn(sdn_ecn::keys::SdnEcnTable),
     /// RWNDQ (baseline switch): fair-share receive windows written into ACKs.
-    "rwndq" => Rwndq(rwndq::keys::RwndqConfig),
+    "rwndq" => Rwndq(rwndq::keys::RwndqTable),
 }
 
 #[cfg(test)]
@@ -164,13 +164,13 @@ mod tests {
         use crate::vocab::roles::BucketConfig;
         let ck = &mut Checks::default();
         let none = &|_: &str| None;
-        let (h, _) = hygenicc::keys::HygenicConfig::default().resolve(ck, none);
+        let (h, _) = hygenicc::keys::HygeniccTable::default().resolve(ck, none);
         assert_eq!(h, hygenicc::HygenConfig::default());
         assert_eq!(h.alloc, AllocatorConfig::default());
-        let (shim, ctrl, _) = sdn_gcc::keys::SdnGccConfig::default().resolve(ck, none);
+        let (shim, ctrl, _) = sdn_gcc::keys::SdnGccTable::default().resolve(ck, none);
         assert_eq!(shim, sdn_gcc::SdnGccShimConfig::default());
         assert_eq!(ctrl, sdn_gcc::SdnGccControllerConfig::default());
-        let c = sicc::keys::SiccConfig::default().resolve(ck, none);
+        let c = sicc::keys::SiccTable::default().resolve(ck, none);
         assert_eq!(
             c,
             sicc::keys::SiccParams::Controller(sicc::SiccControllerConfig::default())
@@ -184,9 +184,9 @@ mod tests {
             s,
             sicc::keys::SiccParams::Switch(sicc::SiccSwitchConfig::default())
         );
-        let e = sdn_ecn::keys::SdnEcnConfig::default().resolve(ck, none);
+        let e = sdn_ecn::keys::SdnEcnTable::default().resolve(ck, none);
         assert_eq!(e, sdn_ecn::SdnEcnConfig::default());
-        let r = rwndq::keys::RwndqConfig::default().resolve(ck, none);
+        let r = rwndq::keys::RwndqTable::default().resolve(ck, none);
         assert_eq!(r, rwndq::RwndqConfig::default());
         let rate = parse(r#"{"kind": "static-rate", "rate": "1Gbps"}"#).unwrap();
         let MechanismConfig::StaticRate(rate) = rate else {

@@ -172,18 +172,18 @@ pub struct Datapath {
     pub echo_ipr: bool,
     /// Consume the feedback packets of [`FeedbackPacket`]'s protocol.
     pub feedback: bool,
-    /// Clamp the window of ACKs to VMs as [`HostShim::window_clamps`] says.
+    /// Clamp the window of ACKs to VMs as [`HostShimCore::window_clamps`] says.
     pub clamp_window: bool,
-    /// The shim acts on the per-pair counts ([`HostShim::on_datapath`]): a driver that
+    /// The shim acts on the per-pair counts ([`HostShimCore::on_datapath`]): a driver that
     /// reads them from a kernel map must read them often.
     pub pair_counts: bool,
     /// Drop the VMs' packets of the feedback protocol and clear the IPR bits they set.
     pub scrub: bool,
-    /// Enforce [`HostShim::rates`] with token buckets of this depth, dropping or queueing
+    /// Enforce [`HostShimCore::rates`] with token buckets of this depth, dropping or queueing
     /// what finds too few tokens (the scenario's `burst` and `on_shortage`).
     pub limiter: Option<BucketConfig>,
     /// Drop the VMs' connection requests (SYN without ACK) to the destinations of
-    /// [`HostShim::refused_destinations`].
+    /// [`HostShimCore::refused_destinations`].
     pub admission_control: bool,
 }
 
@@ -199,15 +199,11 @@ pub struct WindowClamp {
 }
 
 /// A mechanism's part in one host's virtual switch (it serves every VM of the host).
-pub trait HostShim<P: PacketHeaders + ?Sized>: Send {
-    /// A packet leaves a local VM for the network.
-    fn on_egress(&mut self, _now: Nanos, _pkt: &mut P) -> EgressVerdict {
-        EgressVerdict::Pass
-    }
-    /// A packet arrives from the network for a local VM.
-    fn on_ingress(&mut self, _now: Nanos, _pkt: &mut P) -> IngressVerdict {
-        IngressVerdict::Deliver
-    }
+/// What a host shim does besides packets: the work it asks of a kernel datapath, controller
+/// messages, its timer and packets of its own, what it reports. Apart from [`HostShim`] (the
+/// packets, generic over their representation) so that these are called on a state machine
+/// without naming a packet type.
+pub trait HostShimCore: Send {
     /// The per-packet work a kernel datapath must do for this shim.
     fn datapath(&self) -> Datapath {
         Datapath::default()
@@ -222,9 +218,9 @@ pub trait HostShim<P: PacketHeaders + ?Sized>: Send {
     fn on_datapath(&mut self, _now: Nanos, _counts: &PairCounts) {}
     /// A message from the controller about one of the host's VMs.
     fn on_message(&mut self, _now: Nanos, _msg: &HostMessage) {}
-    /// The timer asked for by [`HostShim::poll_at`] is due (it may be called early).
+    /// The timer asked for by [`HostShimCore::poll_at`] is due (it may be called early).
     fn on_timer(&mut self, _now: Nanos) {}
-    /// When the shim next needs [`HostShim::on_timer`] or has a packet to send.
+    /// When the shim next needs [`HostShimCore::on_timer`] or has a packet to send.
     fn poll_at(&self) -> Option<Nanos> {
         None
     }
@@ -238,30 +234,36 @@ pub trait HostShim<P: PacketHeaders + ?Sized>: Send {
     fn counters(&self, _out: &mut dyn FnMut(&'static str, f64)) {}
 }
 
-/// A mechanism's part in one switch.
-pub trait SwitchHook<P: PacketHeaders + ?Sized>: Send {
-    /// A packet enters on `in_port` (`from_host`: the link's far end is a host), before the
-    /// flow table and routing. Returns true to send the controller a packet-in for it (the
-    /// table miss of reactive forwarding).
-    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, _pkt: &mut P) -> bool {
-        false
+pub trait HostShim<P: PacketHeaders + ?Sized>: HostShimCore {
+    /// A packet leaves a local VM for the network.
+    fn on_egress(&mut self, _now: Nanos, _pkt: &mut P) -> EgressVerdict {
+        EgressVerdict::Pass
     }
-    /// The packet is forwarded to output `port` (before that port's queue).
-    fn on_forward(&mut self, _now: Nanos, _port: u32, _pkt: &P) {}
+    /// A packet arrives from the network for a local VM.
+    fn on_ingress(&mut self, _now: Nanos, _pkt: &mut P) -> IngressVerdict {
+        IngressVerdict::Deliver
+    }
+}
+
+/// A mechanism's part in one switch.
+/// What a switch hook does besides the packets it sees: queue events, its timer, what it
+/// tells a kernel datapath and the controller, what it reports. Apart from [`SwitchHook`]
+/// (generic over the packet representation) for the reason [`HostShimCore`] is.
+pub trait SwitchHookCore: Send {
     /// A packet reaches output `port`'s queue, which holds `queue_bytes` before it (after
     /// [`SwitchHook::on_forward`], before the queue admits or drops it). For a mechanism that
-    /// reacts to every change of a queue ([`SwitchHook::queue_events`]); a driver without
+    /// reacts to every change of a queue ([`SwitchHookCore::queue_events`]); a driver without
     /// per-packet queue events never calls it.
     fn on_enqueue(&mut self, _now: Nanos, _port: u32, _queue_bytes: u64) {}
     /// A packet leaves output `port`'s queue for the wire; `queue_bytes` remain (as
-    /// [`SwitchHook::on_enqueue`]).
+    /// [`SwitchHookCore::on_enqueue`]).
     fn on_dequeue(&mut self, _now: Nanos, _port: u32, _queue_bytes: u64) {}
-    /// Whether the hook wants [`SwitchHook::on_enqueue`] and [`SwitchHook::on_dequeue`]: a
+    /// Whether the hook wants [`SwitchHookCore::on_enqueue`] and [`SwitchHookCore::on_dequeue`]: a
     /// driver asks once and spares the others two calls per packet.
     fn queue_events(&self) -> bool {
         false
     }
-    /// The timer asked for by [`SwitchHook::poll_at`]; `queue_bytes(port)` reads a queue.
+    /// The timer asked for by [`SwitchHookCore::poll_at`]; `queue_bytes(port)` reads a queue.
     fn on_timer(&mut self, _now: Nanos, _queue_bytes: &dyn Fn(u32) -> u64) {}
     fn poll_at(&self) -> Option<Nanos> {
         None
@@ -272,6 +274,17 @@ pub trait SwitchHook<P: PacketHeaders + ?Sized>: Send {
     /// Per-flow byte counters, for a [`crate::vocab::control::StatsRequest::Switch`] reply.
     fn flow_stats(&self, _out: &mut Vec<FlowSample>) {}
     fn counters(&self, _out: &mut dyn FnMut(&'static str, f64)) {}
+}
+
+pub trait SwitchHook<P: PacketHeaders + ?Sized>: SwitchHookCore {
+    /// A packet enters on `in_port` (`from_host`: the link's far end is a host), before the
+    /// flow table and routing. Returns true to send the controller a packet-in for it (the
+    /// table miss of reactive forwarding).
+    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, _pkt: &mut P) -> bool {
+        false
+    }
+    /// The packet is forwarded to output `port` (before that port's queue).
+    fn on_forward(&mut self, _now: Nanos, _port: u32, _pkt: &P) {}
 }
 
 /// What a controller app may ask of the network it controls besides messages.

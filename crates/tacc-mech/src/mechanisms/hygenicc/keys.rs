@@ -6,14 +6,11 @@ use crate::limiters::keys::{limiter_config, rate_shims, LIMITER_KEYS};
 use crate::mechanisms::hygenicc::{HygenConfig, HygenShim};
 use crate::vocab::headers::PacketHeaders;
 use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
-use crate::vocab::roles::{
-    Datapath, EgressVerdict, Fabric, FeedbackPacket, HostShim, IngressVerdict, Instance, PairCounts,
-};
+use crate::vocab::roles::{Fabric, Instance};
 use crate::vocab::units::Duration;
-use crate::vocab::units::Nanos;
 
 limiter_config! {
-    pub struct HygenicConfig {
+    pub struct HygeniccTable {
         /// Timer period of the shim (Tu).
         pub update_interval: Option<Duration>,
         pub min_rate_fraction: Option<f64>,
@@ -120,7 +117,7 @@ const KEYS: &[KeyDoc] = &[
     SCRUB,
 ];
 
-impl Mechanism for HygenicConfig {
+impl Mechanism for HygeniccTable {
     /// The shim's parameters and the VMs' weights by address.
     type Params = (HygenConfig, BTreeMap<u32, u32>);
 
@@ -157,64 +154,5 @@ impl Mechanism for HygenicConfig {
             |s, ip, w| s.register_vm(0, ip, w),
         );
         inst
-    }
-}
-
-impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
-    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
-        HygenShim::on_egress(self, now, pkt)
-    }
-    fn on_ingress(&mut self, now: Nanos, pkt: &mut P) -> IngressVerdict {
-        HygenShim::on_ingress(self, now, pkt)
-    }
-    fn datapath(&self) -> Datapath {
-        Datapath {
-            set_ect: true,
-            clear_ce: true,
-            echo_ipr: true,
-            feedback: true,
-            clamp_window: false,
-            pair_counts: true,
-            scrub: self.config().scrub,
-            limiter: Some(self.config().alloc.bucket),
-            admission_control: self.config().admission_control,
-        }
-    }
-    fn refused_destinations(&self, now: Nanos, out: &mut dyn FnMut(u32)) {
-        if self.config().admission_control {
-            let refused: std::collections::BTreeSet<u32> =
-                self.congested_destinations(now).collect();
-            refused.into_iter().for_each(out);
-        }
-    }
-    fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {
-        HygenShim::on_datapath(self, now, counts)
-    }
-    fn on_timer(&mut self, now: Nanos) {
-        HygenShim::on_timer(self, now)
-    }
-    fn poll_at(&self) -> Option<Nanos> {
-        HygenShim::poll_at(self)
-    }
-    fn poll_transmit(&mut self, now: Nanos) -> Option<FeedbackPacket> {
-        HygenShim::poll_transmit(self, now)
-    }
-    fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
-        for (vm, dst, bps) in self.pair_rates() {
-            out(vm, dst, bps);
-        }
-    }
-    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
-        let k = HygenShim::counters(self);
-        out("feedback_packets_sent", k.feedback_sent as f64);
-        out("feedback_packets_received", k.feedback_received as f64);
-        out("feedback_marks_received", k.feedback_marks_received as f64);
-        out("ipr_bits_set", k.ipr_set as f64);
-        out("ipr_bits_seen", k.ipr_seen as f64);
-        out("ce_cleared", k.ce_cleared as f64);
-        out("limiter_drops", k.drops_no_tokens as f64);
-        out("admission_drops", k.drops_admission as f64);
-        out("scrubbed_feedback", k.scrubbed_feedback as f64);
-        out("scrubbed_ipr", k.scrubbed_ipr as f64);
     }
 }

@@ -19,6 +19,7 @@ use std::collections::BTreeMap;
 
 use crate::limiters::rate_alloc::{AllocatorConfig, KeyedLimiter};
 use crate::vocab::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
+use crate::vocab::roles::{Datapath, HostShim, HostShimCore};
 use crate::vocab::roles::{DropReason, EgressVerdict, FeedbackPacket, IngressVerdict, PairCounts};
 use crate::vocab::units::Nanos;
 
@@ -163,111 +164,6 @@ impl HygenShim {
         self.limiter.rates()
     }
 
-    /// A packet leaves a local VM (its source address) for the network.
-    pub fn on_egress(
-        &mut self,
-        now: Nanos,
-        pkt: &mut (impl PacketHeaders + ?Sized),
-    ) -> EgressVerdict {
-        if self.config.scrub {
-            if pkt.protocol() == ip_proto::FEEDBACK {
-                self.counters.scrubbed_feedback += 1;
-                return EgressVerdict::Drop(DropReason::Forged);
-            }
-            if pkt.reserved_bit() {
-                self.counters.scrubbed_ipr += 1;
-                pkt.set_reserved_bit(false);
-            }
-        }
-        let (vm, dst) = (pkt.src(), pkt.dst());
-        self.next_tick
-            .get_or_insert(now + self.config.update_interval);
-        if self.config.admission_control && is_connection_request(pkt) {
-            // Activated before the check, whose minimum rate follows the shares (`admit`
-            // activates the VM of every other packet).
-            self.limiter.activate(now, vm);
-            if self.congested_towards(now, dst) {
-                self.counters.drops_admission += 1;
-                return EgressVerdict::Drop(DropReason::Admission);
-            }
-        }
-        let verdict = self
-            .limiter
-            .admit(now, vm, dst, pkt.ip_len() as u64, || SenderPair {
-                feedback: 0,
-                congested: false,
-                feedback_time: now,
-            });
-        match verdict {
-            EgressVerdict::Pass => {
-                if pkt.ecn() != Ecn::Ect0 {
-                    pkt.set_ecn(Ecn::Ect0);
-                }
-                self.reflect_one_mark(now, pkt, dst, vm);
-            }
-            EgressVerdict::Drop(DropReason::NoTokens) => self.counters.drops_no_tokens += 1,
-            EgressVerdict::Drop(_) | EgressVerdict::Hold { .. } => {}
-        }
-        verdict
-    }
-
-    /// A packet arrives from the network for a local VM (its destination address).
-    pub fn on_ingress(
-        &mut self,
-        now: Nanos,
-        pkt: &mut (impl PacketHeaders + ?Sized),
-    ) -> IngressVerdict {
-        // A packet from `remote` to local `vm` is feedback for our pair (vm, remote) and/or
-        // data of the remote pair (remote, vm) whose marks we must echo.
-        let (remote, vm) = (pkt.src(), pkt.dst());
-        if pkt.protocol() == ip_proto::FEEDBACK {
-            let count = pkt.ip_id() as u64;
-            self.counters.feedback_received += 1;
-            self.counters.feedback_marks_received += count;
-            self.record_feedback(now, vm, remote, count);
-            return IngressVerdict::Consume;
-        }
-        if pkt.reserved_bit() {
-            self.counters.ipr_seen += 1;
-            pkt.set_reserved_bit(false);
-            self.record_feedback(now, vm, remote, 1);
-        }
-        if pkt.ecn() == Ecn::Ce {
-            pkt.set_ecn(Ecn::Ect0);
-            self.count_marks(now, remote, vm, 1);
-        }
-        IngressVerdict::Deliver
-    }
-
-    /// The per-packet work of [`HygenShim::on_egress`] and [`HygenShim::on_ingress`] done by a
-    /// kernel datapath for one pair, in counts: the datapath clears CE, echoes marks in IPR
-    /// bits while marks are pending, and consumes feedback packets; enforcement of the rates
-    /// ([`HygenShim::pair_rates`]) is its too.
-    pub fn on_datapath(&mut self, now: Nanos, c: &PairCounts) {
-        if c.tx_packets > 0 {
-            self.next_tick
-                .get_or_insert(now + self.config.update_interval);
-            self.limiter.admit(now, c.vm, c.remote, 0, || SenderPair {
-                feedback: 0,
-                congested: false,
-                feedback_time: now,
-            });
-        }
-        self.counters.ipr_seen += c.ipr_seen;
-        self.counters.feedback_received += c.feedback_packets;
-        self.counters.feedback_marks_received += c.feedback_marks;
-        let marks = c.ipr_seen + c.feedback_marks;
-        if marks > 0 {
-            self.record_feedback(now, c.vm, c.remote, marks);
-        }
-        if c.ce_cleared > 0 {
-            self.count_marks(now, c.remote, c.vm, c.ce_cleared);
-        }
-        if c.ipr_set > 0 {
-            self.take_reflections(now, c.remote, c.vm, c.ipr_set);
-        }
-    }
-
     /// `marks` CE marks cleared on packets from `remote` to the local `vm`.
     fn count_marks(&mut self, now: Nanos, remote: u32, vm: u32, marks: u64) {
         self.counters.ce_cleared += marks;
@@ -294,50 +190,6 @@ impl HygenShim {
             self.counters.ipr_set += taken;
         }
         taken
-    }
-
-    /// The next explicit feedback packet due at `now`, if any; call until `None`.
-    pub fn poll_transmit(&mut self, now: Nanos) -> Option<FeedbackPacket> {
-        let timeout = self.config.feedback_timeout;
-        let (&(src_vm, local_vm), entry) = self
-            .receivers
-            .iter_mut()
-            .find(|(_, e)| e.pending_marks > 0 && now.saturating_sub(e.feedback_sent) >= timeout)?;
-        let count = entry.pending_marks.min(u16::MAX as u64);
-        entry.pending_marks -= count;
-        entry.feedback_sent = now;
-        self.counters.feedback_sent += 1;
-        Some(FeedbackPacket {
-            src: local_vm,
-            dst: src_vm,
-            count: count as u16,
-        })
-    }
-
-    /// When the shim next needs [`HygenShim::on_timer`] or has feedback to send.
-    pub fn poll_at(&self) -> Option<Nanos> {
-        let timeout = self.config.feedback_timeout;
-        let feedback_due = self
-            .receivers
-            .values()
-            .filter(|e| e.pending_marks > 0)
-            .map(|e| e.feedback_sent + timeout)
-            .min();
-        match (self.next_tick, feedback_due) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// Runs the Tu timer if it is due at `now`: idle resets, then one rate update per pair.
-    pub fn on_timer(&mut self, now: Nanos) {
-        match self.next_tick {
-            Some(t) if t <= now => {}
-            _ => return,
-        }
-        self.tick(now);
-        let keep_running = !self.limiter.is_empty() || !self.receivers.is_empty();
-        self.next_tick = keep_running.then_some(now + self.config.update_interval);
     }
 
     fn tick(&mut self, now: Nanos) {
@@ -409,6 +261,190 @@ impl HygenShim {
 fn is_connection_request(pkt: &(impl PacketHeaders + ?Sized)) -> bool {
     pkt.tcp_flags()
         .is_some_and(|f| f & tcp_flags::SYN != 0 && f & tcp_flags::ACK == 0)
+}
+
+impl HostShimCore for HygenShim {
+    fn datapath(&self) -> Datapath {
+        Datapath {
+            set_ect: true,
+            clear_ce: true,
+            echo_ipr: true,
+            feedback: true,
+            clamp_window: false,
+            pair_counts: true,
+            scrub: self.config().scrub,
+            limiter: Some(self.config().alloc.bucket),
+            admission_control: self.config().admission_control,
+        }
+    }
+    fn refused_destinations(&self, now: Nanos, out: &mut dyn FnMut(u32)) {
+        if self.config().admission_control {
+            let refused: std::collections::BTreeSet<u32> =
+                self.congested_destinations(now).collect();
+            refused.into_iter().for_each(out);
+        }
+    }
+
+    /// The per-packet work of [`HygenShim::on_egress`] and [`HygenShim::on_ingress`] done by a
+    /// kernel datapath for one pair, in counts: the datapath clears CE, echoes marks in IPR
+    /// bits while marks are pending, and consumes feedback packets; enforcement of the rates
+    /// ([`HygenShim::pair_rates`]) is its too.
+    fn on_datapath(&mut self, now: Nanos, c: &PairCounts) {
+        if c.tx_packets > 0 {
+            self.next_tick
+                .get_or_insert(now + self.config.update_interval);
+            self.limiter.admit(now, c.vm, c.remote, 0, || SenderPair {
+                feedback: 0,
+                congested: false,
+                feedback_time: now,
+            });
+        }
+        self.counters.ipr_seen += c.ipr_seen;
+        self.counters.feedback_received += c.feedback_packets;
+        self.counters.feedback_marks_received += c.feedback_marks;
+        let marks = c.ipr_seen + c.feedback_marks;
+        if marks > 0 {
+            self.record_feedback(now, c.vm, c.remote, marks);
+        }
+        if c.ce_cleared > 0 {
+            self.count_marks(now, c.remote, c.vm, c.ce_cleared);
+        }
+        if c.ipr_set > 0 {
+            self.take_reflections(now, c.remote, c.vm, c.ipr_set);
+        }
+    }
+
+    /// Runs the Tu timer if it is due at `now`: idle resets, then one rate update per pair.
+    fn on_timer(&mut self, now: Nanos) {
+        match self.next_tick {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        self.tick(now);
+        let keep_running = !self.limiter.is_empty() || !self.receivers.is_empty();
+        self.next_tick = keep_running.then_some(now + self.config.update_interval);
+    }
+
+    /// When the shim next needs [`HygenShim::on_timer`] or has feedback to send.
+    fn poll_at(&self) -> Option<Nanos> {
+        let timeout = self.config.feedback_timeout;
+        let feedback_due = self
+            .receivers
+            .values()
+            .filter(|e| e.pending_marks > 0)
+            .map(|e| e.feedback_sent + timeout)
+            .min();
+        match (self.next_tick, feedback_due) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The next explicit feedback packet due at `now`, if any; call until `None`.
+    fn poll_transmit(&mut self, now: Nanos) -> Option<FeedbackPacket> {
+        let timeout = self.config.feedback_timeout;
+        let (&(src_vm, local_vm), entry) = self
+            .receivers
+            .iter_mut()
+            .find(|(_, e)| e.pending_marks > 0 && now.saturating_sub(e.feedback_sent) >= timeout)?;
+        let count = entry.pending_marks.min(u16::MAX as u64);
+        entry.pending_marks -= count;
+        entry.feedback_sent = now;
+        self.counters.feedback_sent += 1;
+        Some(FeedbackPacket {
+            src: local_vm,
+            dst: src_vm,
+            count: count as u16,
+        })
+    }
+    fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
+        for (vm, dst, bps) in self.pair_rates() {
+            out(vm, dst, bps);
+        }
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        let k = HygenShim::counters(self);
+        out("feedback_packets_sent", k.feedback_sent as f64);
+        out("feedback_packets_received", k.feedback_received as f64);
+        out("feedback_marks_received", k.feedback_marks_received as f64);
+        out("ipr_bits_set", k.ipr_set as f64);
+        out("ipr_bits_seen", k.ipr_seen as f64);
+        out("ce_cleared", k.ce_cleared as f64);
+        out("limiter_drops", k.drops_no_tokens as f64);
+        out("admission_drops", k.drops_admission as f64);
+        out("scrubbed_feedback", k.scrubbed_feedback as f64);
+        out("scrubbed_ipr", k.scrubbed_ipr as f64);
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> HostShim<P> for HygenShim {
+    /// A packet leaves a local VM (its source address) for the network.
+    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
+        if self.config.scrub {
+            if pkt.protocol() == ip_proto::FEEDBACK {
+                self.counters.scrubbed_feedback += 1;
+                return EgressVerdict::Drop(DropReason::Forged);
+            }
+            if pkt.reserved_bit() {
+                self.counters.scrubbed_ipr += 1;
+                pkt.set_reserved_bit(false);
+            }
+        }
+        let (vm, dst) = (pkt.src(), pkt.dst());
+        self.next_tick
+            .get_or_insert(now + self.config.update_interval);
+        if self.config.admission_control && is_connection_request(pkt) {
+            // Activated before the check, whose minimum rate follows the shares (`admit`
+            // activates the VM of every other packet).
+            self.limiter.activate(now, vm);
+            if self.congested_towards(now, dst) {
+                self.counters.drops_admission += 1;
+                return EgressVerdict::Drop(DropReason::Admission);
+            }
+        }
+        let verdict = self
+            .limiter
+            .admit(now, vm, dst, pkt.ip_len() as u64, || SenderPair {
+                feedback: 0,
+                congested: false,
+                feedback_time: now,
+            });
+        match verdict {
+            EgressVerdict::Pass => {
+                if pkt.ecn() != Ecn::Ect0 {
+                    pkt.set_ecn(Ecn::Ect0);
+                }
+                self.reflect_one_mark(now, pkt, dst, vm);
+            }
+            EgressVerdict::Drop(DropReason::NoTokens) => self.counters.drops_no_tokens += 1,
+            EgressVerdict::Drop(_) | EgressVerdict::Hold { .. } => {}
+        }
+        verdict
+    }
+
+    /// A packet arrives from the network for a local VM (its destination address).
+    fn on_ingress(&mut self, now: Nanos, pkt: &mut P) -> IngressVerdict {
+        // A packet from `remote` to local `vm` is feedback for our pair (vm, remote) and/or
+        // data of the remote pair (remote, vm) whose marks we must echo.
+        let (remote, vm) = (pkt.src(), pkt.dst());
+        if pkt.protocol() == ip_proto::FEEDBACK {
+            let count = pkt.ip_id() as u64;
+            self.counters.feedback_received += 1;
+            self.counters.feedback_marks_received += count;
+            self.record_feedback(now, vm, remote, count);
+            return IngressVerdict::Consume;
+        }
+        if pkt.reserved_bit() {
+            self.counters.ipr_seen += 1;
+            pkt.set_reserved_bit(false);
+            self.record_feedback(now, vm, remote, 1);
+        }
+        if pkt.ecn() == Ecn::Ce {
+            pkt.set_ecn(Ecn::Ect0);
+            self.count_marks(now, remote, vm, 1);
+        }
+        IngressVerdict::Deliver
+    }
 }
 
 #[cfg(test)]

@@ -2,16 +2,15 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::mechanisms::rwndq::{Rwndq, RwndqConfig as RwndqParams};
+use crate::mechanisms::rwndq::{Rwndq, RwndqConfig};
 use crate::vocab::headers::PacketHeaders;
 use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
 use crate::vocab::roles::{Fabric, Instance, SwitchHook};
 use crate::vocab::units::Duration;
-use crate::vocab::units::Nanos;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
-pub struct RwndqConfig {
+pub struct RwndqTable {
     /// Control-loop period.
     pub tick: Option<Duration>,
     pub target_fraction: Option<f64>,
@@ -45,17 +44,17 @@ const BASE_RTT: KeyDoc = KeyDoc {
 /// The kind's own keys.
 const KEYS: &[KeyDoc] = &[TICK, TARGET_FRACTION, BASE_RTT];
 
-impl Mechanism for RwndqConfig {
+impl Mechanism for RwndqTable {
     /// The switch's parameters, but for the receivers' window (the fabric's).
-    type Params = RwndqParams;
+    type Params = RwndqConfig;
 
     fn keys() -> Vec<KeyDoc> {
         KEYS.to_vec()
     }
 
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
-        let d = RwndqParams::default();
-        RwndqParams {
+        let d = RwndqConfig::default();
+        RwndqConfig {
             tick: ck.time(&TICK, self.tick),
             target_fraction: ck.fraction(&TARGET_FRACTION, self.target_fraction),
             base_rtt: ck.time(&BASE_RTT, self.base_rtt),
@@ -70,7 +69,7 @@ impl Mechanism for RwndqConfig {
     ) -> Instance<P> {
         // The receivers' window scale, as every endpoint derives it from the receive buffer.
         let (rcv_buf, shift) = fabric.receiver_window();
-        let cfg = RwndqParams {
+        let cfg = RwndqConfig {
             window_shift: shift,
             max_window_bytes: params
                 .max_window_bytes
@@ -87,33 +86,5 @@ impl Mechanism for RwndqConfig {
             .map(|r| Some(Box::new(r) as Box<dyn SwitchHook<P>>))
             .collect();
         inst
-    }
-}
-
-impl<P: PacketHeaders + ?Sized> SwitchHook<P> for Rwndq {
-    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, pkt: &mut P) -> bool {
-        self.on_ack(pkt);
-        false
-    }
-    fn on_forward(&mut self, now: Nanos, port: u32, pkt: &P) {
-        self.on_enqueue(now, port, pkt);
-    }
-    fn on_timer(&mut self, now: Nanos, queue_bytes: &dyn Fn(u32) -> u64) {
-        Rwndq::on_timer(self, now, queue_bytes)
-    }
-    fn poll_at(&self) -> Option<Nanos> {
-        Rwndq::poll_at(self)
-    }
-    fn port_windows(&self, out: &mut dyn FnMut(u32, u16)) {
-        for (port, field) in self.window_fields() {
-            out(port, field);
-        }
-    }
-    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
-        out("rwnd_rewrites", self.counters().rwnd_rewrites as f64);
-        out(
-            "rwndq_overflow_resets",
-            self.counters().overflow_resets as f64,
-        );
     }
 }

@@ -20,6 +20,7 @@ pub mod keys;
 use rustc_hash::FxHashMap;
 
 use crate::vocab::headers::{tcp_flags, FlowKey, PacketHeaders};
+use crate::vocab::roles::{SwitchHook, SwitchHookCore};
 use crate::vocab::units::Nanos;
 
 /// The longest packet that can be a pure TCP ACK: 20 B IPv4 header + 60 B TCP header.
@@ -240,13 +241,22 @@ impl Rwndq {
         }
     }
 
-    /// When the control loop next runs.
-    pub fn poll_at(&self) -> Option<Nanos> {
-        self.next_tick
+    fn expire_idle_flows(&mut self, now: Nanos) {
+        let timeout = self.config.flow_idle_timeout;
+        let ports = &mut self.ports;
+        self.flows.retain(|_, e| {
+            let alive = now.saturating_sub(e.last_seen) < timeout;
+            if !alive {
+                ports.get_mut(&e.port).expect("flows point at ports").flows -= 1;
+            }
+            alive
+        });
     }
+}
 
+impl SwitchHookCore for Rwndq {
     /// Runs one control-loop tick if due at `now`; `queue_bytes(port)` reads a port's queue.
-    pub fn on_timer(&mut self, now: Nanos, mut queue_bytes: impl FnMut(u32) -> u64) {
+    fn on_timer(&mut self, now: Nanos, queue_bytes: &dyn Fn(u32) -> u64) {
         match self.next_tick {
             Some(t) if t <= now => {}
             _ => return,
@@ -304,16 +314,31 @@ impl Rwndq {
         }
     }
 
-    fn expire_idle_flows(&mut self, now: Nanos) {
-        let timeout = self.config.flow_idle_timeout;
-        let ports = &mut self.ports;
-        self.flows.retain(|_, e| {
-            let alive = now.saturating_sub(e.last_seen) < timeout;
-            if !alive {
-                ports.get_mut(&e.port).expect("flows point at ports").flows -= 1;
-            }
-            alive
-        });
+    /// When the control loop next runs.
+    fn poll_at(&self) -> Option<Nanos> {
+        self.next_tick
+    }
+    fn port_windows(&self, out: &mut dyn FnMut(u32, u16)) {
+        for (port, field) in self.window_fields() {
+            out(port, field);
+        }
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        out("rwnd_rewrites", self.counters().rwnd_rewrites as f64);
+        out(
+            "rwndq_overflow_resets",
+            self.counters().overflow_resets as f64,
+        );
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> SwitchHook<P> for Rwndq {
+    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, pkt: &mut P) -> bool {
+        self.on_ack(pkt);
+        false
+    }
+    fn on_forward(&mut self, now: Nanos, port: u32, pkt: &P) {
+        self.on_enqueue(now, port, pkt);
     }
 }
 
@@ -379,7 +404,7 @@ mod tests {
     fn tick_with_queue(r: &mut Rwndq, ticks: u64, q: u64) {
         for _ in 0..ticks {
             let t = r.poll_at().unwrap();
-            r.on_timer(t, |_| q);
+            r.on_timer(t, &|_| q);
         }
     }
 

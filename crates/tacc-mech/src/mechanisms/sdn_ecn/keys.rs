@@ -4,20 +4,21 @@
 use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
-use crate::mechanisms::sdn_ecn::{InstallMarkRule, SdnEcnConfig as SdnEcnParams, SdnEcnController};
+use crate::mechanisms::sdn_ecn::{InstallMarkRule, SdnEcnConfig, SdnEcnController};
 use crate::vocab::control::{
     ControlMessage, FlowMod, FlowModCommand, FlowSample, Forward, RuleActions, RuleMatch,
     StatsReply, StatsRequest,
 };
 use crate::vocab::headers::{FlowKey, PacketHeaders};
 use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
+use crate::vocab::roles::SwitchHookCore;
 use crate::vocab::roles::{ControllerApp, Fabric, Instance, SwitchHook};
 use crate::vocab::units::Duration;
 use crate::vocab::units::Nanos;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
-pub struct SdnEcnConfig {
+pub struct SdnEcnTable {
     /// Probe interval.
     pub interval: Option<Duration>,
     /// One-way latency of the out-of-band control channel.
@@ -72,16 +73,16 @@ const RULE_TIMEOUT: KeyDoc = KeyDoc {
 /// The kind's own keys.
 const KEYS: &[KeyDoc] = &[INTERVAL, LATENCY, THRESHOLD, MAX_FRACTION, RULE_TIMEOUT];
 
-impl Mechanism for SdnEcnConfig {
-    type Params = SdnEcnParams;
+impl Mechanism for SdnEcnTable {
+    type Params = SdnEcnConfig;
 
     fn keys() -> Vec<KeyDoc> {
         KEYS.to_vec()
     }
 
     fn resolve(&self, ck: &mut Checks, _vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
-        let d = SdnEcnParams::default();
-        SdnEcnParams {
+        let d = SdnEcnConfig::default();
+        SdnEcnConfig {
             probe_interval: ck.time(&INTERVAL, self.interval),
             congestion_threshold: ck.fraction(&THRESHOLD, self.threshold),
             max_marked_fraction: ck.fraction(&MAX_FRACTION, self.max_fraction),
@@ -118,11 +119,7 @@ struct FlowBytes {
     bytes: FxHashMap<(u32, FlowKey), u64>,
 }
 
-impl<P: PacketHeaders + ?Sized> SwitchHook<P> for FlowBytes {
-    fn on_forward(&mut self, _now: Nanos, port: u32, pkt: &P) {
-        *self.bytes.entry((port, FlowKey::of(pkt))).or_default() += pkt.ip_len() as u64;
-    }
-
+impl SwitchHookCore for FlowBytes {
     fn flow_stats(&self, out: &mut Vec<FlowSample>) {
         let start = out.len();
         out.extend(self.bytes.iter().map(|(&(port, key), &bytes)| FlowSample {
@@ -132,6 +129,12 @@ impl<P: PacketHeaders + ?Sized> SwitchHook<P> for FlowBytes {
             bytes,
         }));
         out[start..].sort_by_key(|f| (f.port, f.key));
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> SwitchHook<P> for FlowBytes {
+    fn on_forward(&mut self, _now: Nanos, port: u32, pkt: &P) {
+        *self.bytes.entry((port, FlowKey::of(pkt))).or_default() += pkt.ip_len() as u64;
     }
 }
 

@@ -13,15 +13,13 @@ use crate::mechanisms::sdn_gcc::{
 use crate::vocab::control::{ControlMessage, HostMessage, PacketIn, StatsReply, StatsRequest};
 use crate::vocab::headers::{FlowKey, PacketHeaders};
 use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
-use crate::vocab::roles::{
-    ControllerApp, Datapath, EgressVerdict, Fabric, HostShim, IngressVerdict, Instance, PairCounts,
-    PathOracle, SwitchHook,
-};
+use crate::vocab::roles::SwitchHookCore;
+use crate::vocab::roles::{ControllerApp, Fabric, Instance, PathOracle, SwitchHook};
 use crate::vocab::units::Nanos;
 use crate::vocab::units::{Duration, Rate};
 
 limiter_config! {
-    pub struct SdnGccConfig {
+    pub struct SdnGccTable {
         /// Timer period of the shim.
         pub update_interval: Option<Duration>,
         pub min_rate_fraction: Option<f64>,
@@ -173,7 +171,7 @@ const KEYS: &[KeyDoc] = &[
     CLEAR_CE,
 ];
 
-impl Mechanism for SdnGccConfig {
+impl Mechanism for SdnGccTable {
     /// The shims' and the controller's parameters, and the VMs' weights by address.
     type Params = (SdnGccShimConfig, SdnGccControllerConfig, BTreeMap<u32, u32>);
 
@@ -274,52 +272,6 @@ impl Mechanism for SdnGccConfig {
     }
 }
 
-impl<P: PacketHeaders + ?Sized> HostShim<P> for SdnGccShim {
-    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
-        SdnGccShim::on_egress(self, now, pkt)
-    }
-    fn on_ingress(&mut self, _now: Nanos, pkt: &mut P) -> IngressVerdict {
-        SdnGccShim::on_ingress(self, pkt);
-        IngressVerdict::Deliver
-    }
-    fn on_datapath(&mut self, now: Nanos, counts: &PairCounts) {
-        SdnGccShim::on_datapath(self, now, counts)
-    }
-    fn datapath(&self) -> Datapath {
-        Datapath {
-            set_ect: true,
-            clear_ce: self.config().clear_ce,
-            pair_counts: true,
-            limiter: Some(self.config().alloc.bucket),
-            ..Datapath::default()
-        }
-    }
-    fn on_message(&mut self, now: Nanos, msg: &HostMessage) {
-        if let HostMessage::Congestion(n) = msg {
-            self.on_notification(now, n.to_src, n.from_dst, n.marks);
-        }
-    }
-    fn on_timer(&mut self, now: Nanos) {
-        SdnGccShim::on_timer(self, now)
-    }
-    fn poll_at(&self) -> Option<Nanos> {
-        SdnGccShim::poll_at(self)
-    }
-    fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
-        for (vm, path, bps) in SdnGccShim::rates(self) {
-            out(vm, path, bps);
-        }
-    }
-    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
-        let k = SdnGccShim::counters(self);
-        out("notifications_received", k.notifications as f64);
-        out("notifications_ignored", k.notifications_ignored as f64);
-        out("notified_marks", k.marks);
-        out("limiter_drops", k.drops as f64);
-        out("ce_cleared", k.ce_cleared as f64);
-    }
-}
-
 /// Reactive forwarding at a ToR: the first packet of a new (source, destination) pair from a
 /// host (of a new flow, when marks are attributed per path) misses the table and goes to the
 /// controller.
@@ -327,6 +279,8 @@ struct FirstPacket {
     seen: FxHashSet<FlowKey>,
     per_path: bool,
 }
+
+impl SwitchHookCore for FirstPacket {}
 
 impl<P: PacketHeaders + ?Sized> SwitchHook<P> for FirstPacket {
     fn on_arrival(&mut self, _now: Nanos, _in_port: u32, from_host: bool, pkt: &mut P) -> bool {

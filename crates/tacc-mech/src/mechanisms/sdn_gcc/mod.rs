@@ -15,10 +15,12 @@ pub mod keys;
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::limiters::rate_alloc::{AllocatorConfig, KeyedLimiter};
+use crate::vocab::control::HostMessage;
 use crate::vocab::control::Notify;
 use crate::vocab::headers::{Ecn, FlowKey, PacketHeaders};
 use crate::vocab::roles::EgressVerdict;
 use crate::vocab::roles::PairCounts;
+use crate::vocab::roles::{Datapath, HostShim, HostShimCore, IngressVerdict};
 use crate::vocab::units::Nanos;
 
 /// Which rate a packet or a notification belongs to, below the VM's share.
@@ -204,25 +206,6 @@ impl SdnGccShim {
         }
     }
 
-    /// A packet leaves a local VM (its source address): police it, and mark it ECT(0) if sent.
-    pub fn on_egress(
-        &mut self,
-        now: Nanos,
-        pkt: &mut (impl PacketHeaders + ?Sized),
-    ) -> EgressVerdict {
-        let path = match self.config.keying {
-            RateKeying::PerPath => FlowKey::of(pkt).id(),
-            _ => self.path(pkt.dst()),
-        };
-        let verdict = self.admit(now, pkt.src(), path, pkt.ip_len() as u64);
-        match verdict {
-            EgressVerdict::Pass if pkt.ecn() != Ecn::Ect0 => pkt.set_ecn(Ecn::Ect0),
-            EgressVerdict::Drop(_) => self.counters.drops += 1,
-            _ => {}
-        }
-        verdict
-    }
-
     fn admit(&mut self, now: Nanos, vm: u32, path: u32, bytes: u64) -> EgressVerdict {
         self.next_tick
             .get_or_insert(now + self.config.update_interval);
@@ -233,17 +216,6 @@ impl SdnGccShim {
             cong_time: now.saturating_sub(grace),
             congested: false,
         })
-    }
-
-    /// The per-packet work done by a kernel datapath for one pair, in counts (it sets ECT(0)
-    /// and clears CE; it enforces [`SdnGccShim::rates`]). A datapath that reports pairs keys
-    /// rates per destination, whatever the keying: per-path keys need each flow's ports.
-    pub fn on_datapath(&mut self, now: Nanos, c: &PairCounts) {
-        if c.tx_packets > 0 {
-            let path = self.path(c.remote);
-            self.admit(now, c.vm, path, 0);
-        }
-        self.counters.ce_cleared += c.ce_cleared;
     }
 
     /// A packet arriving for a local VM: hides the congestion marks if configured to.
@@ -289,29 +261,6 @@ impl SdnGccShim {
         if !known {
             self.counters.notifications_ignored += 1;
         }
-    }
-
-    /// When the state-update timer next needs to run.
-    pub fn poll_at(&self) -> Option<Nanos> {
-        self.next_tick
-    }
-
-    /// Runs the state-update timer if due at `now`.
-    pub fn on_timer(&mut self, now: Nanos) {
-        match self.next_tick {
-            Some(t) if t <= now => {}
-            _ => return,
-        }
-        self.limiter.expire_idle(now);
-        let step = (self.limiter.nic_rate_bps() as f64 * self.config.scale) as u64;
-        let grace = self.config.congestion_grace;
-        self.limiter.update_all(now, |share, rate, entry| {
-            if now.saturating_sub(entry.cong_time) >= grace {
-                entry.congested = false;
-            }
-            (!entry.congested && rate < share).then(|| (rate + step).min(share))
-        });
-        self.next_tick = (!self.limiter.is_empty()).then_some(now + self.config.update_interval);
     }
 }
 
@@ -484,6 +433,90 @@ impl SdnGccController {
             }));
         }
         out
+    }
+}
+
+impl HostShimCore for SdnGccShim {
+    /// The per-packet work done by a kernel datapath for one pair, in counts (it sets ECT(0)
+    /// and clears CE; it enforces [`SdnGccShim::rates`]). A datapath that reports pairs keys
+    /// rates per destination, whatever the keying: per-path keys need each flow's ports.
+    fn on_datapath(&mut self, now: Nanos, c: &PairCounts) {
+        if c.tx_packets > 0 {
+            let path = self.path(c.remote);
+            self.admit(now, c.vm, path, 0);
+        }
+        self.counters.ce_cleared += c.ce_cleared;
+    }
+    fn datapath(&self) -> Datapath {
+        Datapath {
+            set_ect: true,
+            clear_ce: self.config().clear_ce,
+            pair_counts: true,
+            limiter: Some(self.config().alloc.bucket),
+            ..Datapath::default()
+        }
+    }
+    fn on_message(&mut self, now: Nanos, msg: &HostMessage) {
+        if let HostMessage::Congestion(n) = msg {
+            self.on_notification(now, n.to_src, n.from_dst, n.marks);
+        }
+    }
+
+    /// Runs the state-update timer if due at `now`.
+    fn on_timer(&mut self, now: Nanos) {
+        match self.next_tick {
+            Some(t) if t <= now => {}
+            _ => return,
+        }
+        self.limiter.expire_idle(now);
+        let step = (self.limiter.nic_rate_bps() as f64 * self.config.scale) as u64;
+        let grace = self.config.congestion_grace;
+        self.limiter.update_all(now, |share, rate, entry| {
+            if now.saturating_sub(entry.cong_time) >= grace {
+                entry.congested = false;
+            }
+            (!entry.congested && rate < share).then(|| (rate + step).min(share))
+        });
+        self.next_tick = (!self.limiter.is_empty()).then_some(now + self.config.update_interval);
+    }
+
+    /// When the state-update timer next needs to run.
+    fn poll_at(&self) -> Option<Nanos> {
+        self.next_tick
+    }
+    fn rates(&self, out: &mut dyn FnMut(u32, u32, u64)) {
+        for (vm, path, bps) in SdnGccShim::rates(self) {
+            out(vm, path, bps);
+        }
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        let k = SdnGccShim::counters(self);
+        out("notifications_received", k.notifications as f64);
+        out("notifications_ignored", k.notifications_ignored as f64);
+        out("notified_marks", k.marks);
+        out("limiter_drops", k.drops as f64);
+        out("ce_cleared", k.ce_cleared as f64);
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> HostShim<P> for SdnGccShim {
+    /// A packet leaves a local VM (its source address): police it, and mark it ECT(0) if sent.
+    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
+        let path = match self.config.keying {
+            RateKeying::PerPath => FlowKey::of(pkt).id(),
+            _ => self.path(pkt.dst()),
+        };
+        let verdict = self.admit(now, pkt.src(), path, pkt.ip_len() as u64);
+        match verdict {
+            EgressVerdict::Pass if pkt.ecn() != Ecn::Ect0 => pkt.set_ecn(Ecn::Ect0),
+            EgressVerdict::Drop(_) => self.counters.drops += 1,
+            _ => {}
+        }
+        verdict
+    }
+    fn on_ingress(&mut self, _now: Nanos, pkt: &mut P) -> IngressVerdict {
+        SdnGccShim::on_ingress(self, pkt);
+        IngressVerdict::Deliver
     }
 }
 

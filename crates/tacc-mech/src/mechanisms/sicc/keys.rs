@@ -14,16 +14,13 @@ use crate::vocab::control::{
 };
 use crate::vocab::headers::{ip_proto, tcp_flags, PacketHeaders};
 use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
-use crate::vocab::roles::{
-    ControllerApp, Datapath, Fabric, HostShim, IngressVerdict, Instance, PathOracle, SwitchHook,
-    WindowClamp,
-};
+use crate::vocab::roles::{ControllerApp, Fabric, Instance, PathOracle, SwitchHook};
 use crate::vocab::units::Duration;
 use crate::vocab::units::Nanos;
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
-pub struct SiccConfig {
+pub struct SiccTable {
     /// "controller" (the paper's design, default) or "switch" (the authors' ns-2 module:
     /// each switch port reacts to its own queue and rewrites the ACKs itself).
     pub mode: Option<String>,
@@ -54,7 +51,7 @@ pub enum SiccParams {
     Switch(SiccSwitchConfig),
 }
 
-impl SiccConfig {
+impl SiccTable {
     fn resolve_switch(&self, ck: &mut Checks) -> SiccSwitchConfig {
         for (key, given) in [
             ("interval", self.interval.is_some()),
@@ -176,7 +173,7 @@ const KEYS: &[KeyDoc] = &[
     EVALUATE_ON_SYN,
 ];
 
-impl Mechanism for SiccConfig {
+impl Mechanism for SiccTable {
     type Params = SiccParams;
 
     fn keys() -> Vec<KeyDoc> {
@@ -295,66 +292,6 @@ fn switch_instance<P: PacketHeaders + ?Sized + 'static>(
     inst
 }
 
-impl<P: PacketHeaders + ?Sized> SwitchHook<P> for SiccSwitch {
-    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, pkt: &mut P) -> bool {
-        self.on_ack(pkt);
-        false
-    }
-    fn on_forward(&mut self, _now: Nanos, port: u32, pkt: &P) {
-        SiccSwitch::on_forward(self, port, pkt);
-    }
-    fn on_enqueue(&mut self, _now: Nanos, port: u32, queue_bytes: u64) {
-        SiccSwitch::on_enqueue(self, port, queue_bytes);
-    }
-    fn on_dequeue(&mut self, _now: Nanos, port: u32, queue_bytes: u64) {
-        SiccSwitch::on_dequeue(self, port, queue_bytes);
-    }
-    fn queue_events(&self) -> bool {
-        true
-    }
-    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
-        let k = self.counters();
-        out("incast_on", k.incast_on as f64);
-        out("incast_off", k.incast_off as f64);
-        out("rwnd_rewrites", k.rwnd_rewrites as f64);
-    }
-}
-
-impl<P: PacketHeaders + ?Sized> HostShim<P> for SiccHypervisor {
-    fn on_ingress(&mut self, now: Nanos, pkt: &mut P) -> IngressVerdict {
-        self.on_ack_to_vm(now, pkt);
-        IngressVerdict::Deliver
-    }
-    fn datapath(&self) -> Datapath {
-        Datapath {
-            clamp_window: true,
-            ..Datapath::default()
-        }
-    }
-    fn window_clamps(&self, out: &mut dyn FnMut(WindowClamp)) {
-        for c in self.clamps() {
-            out(c);
-        }
-    }
-    fn on_message(&mut self, now: Nanos, msg: &HostMessage) {
-        if let HostMessage::Incast(m) = msg {
-            SiccHypervisor::on_message(self, now, m);
-        }
-    }
-    fn on_timer(&mut self, now: Nanos) {
-        SiccHypervisor::on_timer(self, now)
-    }
-    fn poll_at(&self) -> Option<Nanos> {
-        SiccHypervisor::poll_at(self)
-    }
-    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
-        let k = SiccHypervisor::counters(self);
-        out("incast_on_received", k.incast_on as f64);
-        out("incast_off_received", k.incast_off as f64);
-        out("rwnd_rewrites", k.rwnd_rewrites as f64);
-    }
-}
-
 impl ControllerApp for SiccController {
     fn on_packet_in(
         &mut self,
@@ -421,7 +358,7 @@ mod tests {
     use super::*;
 
     fn resolve(json: &str) -> (SiccParams, Vec<String>) {
-        let c: SiccConfig = serde_json::from_str(json).unwrap();
+        let c: SiccTable = serde_json::from_str(json).unwrap();
         let mut ck = Checks::default();
         let params = c.resolve(&mut ck, &|_| None);
         (params, ck.problems.into_iter().map(|p| p.key).collect())

@@ -20,9 +20,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use rustc_hash::FxHashMap;
 
+use crate::vocab::control::HostMessage;
 use crate::vocab::control::IncastMessage;
 use crate::vocab::headers::{tcp_flags, FlowKey, PacketHeaders};
 use crate::vocab::roles::WindowClamp;
+use crate::vocab::roles::{
+    Datapath, HostShim, HostShimCore, IngressVerdict, SwitchHook, SwitchHookCore,
+};
 use crate::vocab::units::Nanos;
 
 /// Parameters of the SICC controller application.
@@ -414,16 +418,6 @@ impl SiccHypervisor {
         self.counters.rwnd_rewrites += u64::from(rewritten);
         rewritten
     }
-
-    /// When the next flag lapses.
-    pub fn poll_at(&self) -> Option<Nanos> {
-        self.clamps.values().map(|c| c.expires).min()
-    }
-
-    /// Drops the flags that have lapsed at `now`.
-    pub fn on_timer(&mut self, now: Nanos) {
-        self.clamps.retain(|_, c| now < c.expires);
-    }
 }
 
 /// The window field that holds exactly one segment: MSS >> WS rounded up (1460 >> 5 = 45
@@ -585,6 +579,76 @@ impl SiccSwitch {
         let rewritten = lower_ack_window(pkt, window, self.config.mss);
         self.counters.rwnd_rewrites += u64::from(rewritten);
         rewritten
+    }
+}
+
+impl SwitchHookCore for SiccSwitch {
+    fn on_enqueue(&mut self, _now: Nanos, port: u32, queue_bytes: u64) {
+        SiccSwitch::on_enqueue(self, port, queue_bytes);
+    }
+    fn on_dequeue(&mut self, _now: Nanos, port: u32, queue_bytes: u64) {
+        SiccSwitch::on_dequeue(self, port, queue_bytes);
+    }
+    fn queue_events(&self) -> bool {
+        true
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        let k = self.counters();
+        out("incast_on", k.incast_on as f64);
+        out("incast_off", k.incast_off as f64);
+        out("rwnd_rewrites", k.rwnd_rewrites as f64);
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> SwitchHook<P> for SiccSwitch {
+    fn on_arrival(&mut self, _now: Nanos, _in_port: u32, _from_host: bool, pkt: &mut P) -> bool {
+        self.on_ack(pkt);
+        false
+    }
+    fn on_forward(&mut self, _now: Nanos, port: u32, pkt: &P) {
+        SiccSwitch::on_forward(self, port, pkt);
+    }
+}
+
+impl HostShimCore for SiccHypervisor {
+    fn datapath(&self) -> Datapath {
+        Datapath {
+            clamp_window: true,
+            ..Datapath::default()
+        }
+    }
+    fn window_clamps(&self, out: &mut dyn FnMut(WindowClamp)) {
+        for c in self.clamps() {
+            out(c);
+        }
+    }
+    fn on_message(&mut self, now: Nanos, msg: &HostMessage) {
+        if let HostMessage::Incast(m) = msg {
+            SiccHypervisor::on_message(self, now, m);
+        }
+    }
+
+    /// Drops the flags that have lapsed at `now`.
+    fn on_timer(&mut self, now: Nanos) {
+        self.clamps.retain(|_, c| now < c.expires);
+    }
+
+    /// When the next flag lapses.
+    fn poll_at(&self) -> Option<Nanos> {
+        self.clamps.values().map(|c| c.expires).min()
+    }
+    fn counters(&self, out: &mut dyn FnMut(&'static str, f64)) {
+        let k = SiccHypervisor::counters(self);
+        out("incast_on_received", k.incast_on as f64);
+        out("incast_off_received", k.incast_off as f64);
+        out("rwnd_rewrites", k.rwnd_rewrites as f64);
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> HostShim<P> for SiccHypervisor {
+    fn on_ingress(&mut self, now: Nanos, pkt: &mut P) -> IngressVerdict {
+        self.on_ack_to_vm(now, pkt);
+        IngressVerdict::Deliver
     }
 }
 

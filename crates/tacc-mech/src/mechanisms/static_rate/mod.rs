@@ -6,6 +6,7 @@ use crate::limiters::keys::{bucket_config, BURST, ON_SHORTAGE};
 use crate::limiters::rate_alloc::StaticRateLimiter;
 use crate::vocab::headers::PacketHeaders;
 use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
+use crate::vocab::roles::HostShimCore;
 use crate::vocab::roles::{BucketConfig, EgressVerdict};
 use crate::vocab::roles::{Datapath, Fabric, HostShim, Instance};
 use crate::vocab::units::Nanos;
@@ -13,7 +14,7 @@ use crate::vocab::units::{Duration, Rate};
 
 #[derive(Deserialize, Serialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
-pub struct StaticRateConfig {
+pub struct StaticRateTable {
     /// The fixed per-VM rate.
     pub rate: Option<Rate>,
     /// VMs limited (default all).
@@ -43,7 +44,7 @@ const VMS: KeyDoc = KeyDoc {
 /// The kind's own keys.
 const KEYS: &[KeyDoc] = &[RATE, VMS, ON_SHORTAGE, BURST];
 
-impl Mechanism for StaticRateConfig {
+impl Mechanism for StaticRateTable {
     /// The buckets, the rate and the limited VMs' addresses (`None`: all).
     type Params = (BucketConfig, u64, Option<Vec<u32>>);
 
@@ -104,10 +105,7 @@ impl Mechanism for StaticRateConfig {
     }
 }
 
-impl<P: PacketHeaders + ?Sized> HostShim<P> for StaticRateLimiter {
-    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
-        StaticRateLimiter::on_egress(self, now, pkt.src(), pkt.ip_len() as u64)
-    }
+impl HostShimCore for StaticRateLimiter {
     fn datapath(&self) -> Datapath {
         Datapath {
             limiter: Some(*self.bucket_config()),
@@ -118,5 +116,11 @@ impl<P: PacketHeaders + ?Sized> HostShim<P> for StaticRateLimiter {
         for (vm, key, bps) in self.rates() {
             out(vm, key, bps);
         }
+    }
+}
+
+impl<P: PacketHeaders + ?Sized> HostShim<P> for StaticRateLimiter {
+    fn on_egress(&mut self, now: Nanos, pkt: &mut P) -> EgressVerdict {
+        StaticRateLimiter::on_egress(self, now, pkt.src(), pkt.ip_len() as u64)
     }
 }
