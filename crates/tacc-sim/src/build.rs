@@ -682,12 +682,19 @@ impl Fabric for ModelFabric<'_> {
 }
 
 /// Classic RED's parameters from the queue table, with their defaults (the packet time is
-/// each port's own).
+/// each port's own). The average and the thresholds count what the limit counts: the default
+/// thresholds, 5 and 15 packets, are 1,500 bytes a packet where the limit is in bytes (the
+/// checks refuse thresholds given in the other unit).
 pub(crate) fn red_params(q: &QueueCfg) -> RedParams {
     let size = |s: Size| s.count() as f64;
+    let packet = if matches!(q.limit, Size::Bytes(_)) {
+        1500.0
+    } else {
+        1.0
+    };
     RedParams {
-        min_th: q.min_th.map_or(5.0, size),
-        max_th: q.max_th.map_or(15.0, size),
+        min_th: q.min_th.map_or(5.0 * packet, size),
+        max_th: q.max_th.map_or(15.0 * packet, size),
         max_p: q.max_p.unwrap_or(0.1),
         weight: q.weight.unwrap_or(0.002),
         ecn: q.ecn,
@@ -698,6 +705,17 @@ pub(crate) fn red_params(q: &QueueCfg) -> RedParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn red_default_thresholds_count_what_the_limit_counts() {
+        let packets = red_params(&QueueCfg::default());
+        assert_eq!((packets.min_th, packets.max_th), (5.0, 15.0));
+        let bytes = red_params(&QueueCfg {
+            limit: Size::Bytes(150_000),
+            ..QueueCfg::default()
+        });
+        assert_eq!((bytes.min_th, bytes.max_th), (7500.0, 22500.0));
+    }
 
     #[test]
     fn group_patterns_expand_with_offsets() {

@@ -400,15 +400,15 @@ const QUEUE: &[KeyDoc] = &[
     key!(
         "min_th",
         "size",
-        "5 in the limit's unit (5pkt, or 5B where the limit is in bytes)",
+        "5pkt (7500B where the limit is in bytes)",
         "< max_th",
         "Classic RED: the averaged queue above which packets are marked or dropped with a rising \
-        probability.",
+        probability. In the unit of the RED ports' limits.",
     ),
     key!(
         "max_th",
         "size",
-        "15 in the limit's unit (15pkt, or 15B where the limit is in bytes)",
+        "15pkt (22500B where the limit is in bytes)",
         "> min_th",
         "Classic RED: the averaged queue above which every packet is marked or dropped.",
     ),

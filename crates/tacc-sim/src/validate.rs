@@ -12,6 +12,7 @@ use crate::scenario::{
 };
 use crate::tcp::TcpConfig;
 use crate::topology::{self, Graph, NodeRef};
+use crate::units::Size;
 use std::collections::{HashMap, HashSet};
 use tacc_mech::MechanismConfig;
 
@@ -287,6 +288,29 @@ fn queue(r: &mut Report, s: &Scenario) {
             "queue.weight",
             format!("expected more than 0 and at most 1, got {}", red.weight),
         );
+    }
+    // RED's average counts what the port's limit counts; a threshold in the other unit would
+    // be read as a count of that one (5pkt as 5 bytes).
+    let bytes = |s: Size| matches!(s, Size::Bytes(_));
+    let mut red_limits = vec![("queue.limit".to_string(), q.limit)];
+    for (i, o) in q.overrides.iter().enumerate() {
+        if let Some(limit) = o.limit {
+            if o.kind.unwrap_or(q.kind) == QueueKind::Red {
+                red_limits.push((format!("queue.overrides[{i}].limit"), limit));
+            }
+        }
+    }
+    for (key, th) in [("queue.min_th", q.min_th), ("queue.max_th", q.max_th)] {
+        let Some(th) = th else { continue };
+        if let Some((limit_key, limit)) = red_limits.iter().find(|(_, l)| bytes(*l) != bytes(th)) {
+            r.error(
+                key,
+                format!(
+                    "{th} is in another unit than {limit_key} ({limit}): RED's average counts \
+                     what the limit counts; give both in packets or both in bytes"
+                ),
+            );
+        }
     }
     let thresholds_given = q.min_th.is_some() || q.max_th.is_some();
     if (q.kind == QueueKind::Red || thresholds_given) && red.min_th >= red.max_th {

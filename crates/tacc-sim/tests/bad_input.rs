@@ -22,6 +22,34 @@ fn base(flows: &str) -> String {
 const FLOW: &str = "[[flows]]\nname = \"f\"\nsrc = \"s0\"\ndst = \"r0\"\n";
 
 #[test]
+fn red_thresholds_in_another_unit_than_the_limit_are_refused_by_key() {
+    // The shared base's [queue] table comes last, so these lines add to (or replace in) it.
+    let red = |queue: &str| base("").replace("kind = \"red-ecn\"\nlimit = \"100pkt\"\n", queue);
+    let e = err(&red(
+        "kind = \"red\"\nlimit = \"150KB\"\nmin_th = \"5pkt\"\nmax_th = \"30000B\"\n",
+    ));
+    assert!(
+        e.contains("queue.min_th: 5pkt is in another unit than queue.limit (150000B)"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{}[[queue.overrides]]\nports = [\"sw0->r0\"]\nlimit = \"150KB\"\n",
+        red("kind = \"red\"\nlimit = \"100pkt\"\nmin_th = \"10pkt\"\n")
+    ));
+    assert!(
+        e.contains("queue.min_th: 10pkt is in another unit than queue.overrides[0].limit"),
+        "{e}"
+    );
+    let e = err(&red(
+        "kind = \"red-ecn\"\nlimit = \"100pkt\"\nmax_p = -0.5\n",
+    ));
+    assert!(
+        e.contains("queue.max_p: expected a probability between 0 and 1, got -0.5"),
+        "{e}"
+    );
+}
+
+#[test]
 fn each_kind_of_bad_input_is_reported_with_its_location() {
     let cases: Vec<(String, &str)> = vec![
         (
