@@ -48,7 +48,8 @@ def text(found: list[dict[str, Any]], width: int = 100) -> str:
         if not t["keys"] and t["tag"]:
             lines.append("  (no keys)")
         for k in t["keys"]:
-            facts = [k["unit"], f"default {k['default']}"]
+            default = k["default"]
+            facts = [k["unit"], default if default == "required" else f"default {default}"]
             if k["range"]:
                 facts.append(k["range"])
             lines.append(f"  {k['key']} ({'; '.join(facts)})")

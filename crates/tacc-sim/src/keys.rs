@@ -355,7 +355,7 @@ const LINKS: &[KeyDoc] = &[
         "b",
         "name",
         "required",
-        "not a",
+        "differs from a",
         "The other end: a host or switch.",
     ),
     key!(
