@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::mechanisms::{hygenicc, rwndq, sdn_ecn, sdn_gcc, sicc, static_rate};
 use crate::vocab::headers::PacketHeaders;
-use crate::vocab::keys::{Checks, Mechanism, Problem, TableDoc};
+use crate::vocab::keys::{Mechanism, Problem, TableDoc};
 use crate::vocab::roles::{Fabric, Instance};
 
 macro_rules! mechanisms {
@@ -65,16 +65,6 @@ macro_rules! mechanisms {
                 }
             }
 
-            /// The state machines' parameters the table resolves to, printed: what an
-            /// omitted key and its documented default both give.
-            pub fn resolved(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> String {
-                let ck = &mut Checks::default();
-                match self {
-                    MechanismConfig::None(_) => String::new(),
-                    $(MechanismConfig::$variant(c) => format!("{:?}", c.resolve(ck, vm_address)),)*
-                }
-            }
-
             pub fn build<P: PacketHeaders + ?Sized + 'static>(
                 &self,
                 fabric: &dyn Fabric,
@@ -117,6 +107,7 @@ mechanisms! {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::keys::Checks;
 
     fn parse(json: &str) -> Result<MechanismConfig, String> {
         serde_json::from_str(json).map_err(|e| e.to_string())

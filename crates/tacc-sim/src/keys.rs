@@ -20,6 +20,44 @@ macro_rules! key {
     };
 }
 
+// Keys several tables take alike.
+const VMS_PER_HOST: KeyDoc = key!(
+    "vms_per_host",
+    "integer",
+    "1",
+    ">= 1",
+    "VMs on each host, named host/0, host/1, ... when there are several (the host's name is \
+    its first VM).",
+);
+const LINK_RATE: KeyDoc = key!(
+    "link_rate",
+    "rate",
+    "required",
+    "> 0",
+    "Rate of every link.",
+);
+const LINK_DELAY: KeyDoc = key!(
+    "link_delay",
+    "time",
+    "required",
+    "",
+    "Propagation delay of every link.",
+);
+const FLOWS_CC: KeyDoc = key!(
+    "cc",
+    "string",
+    "tcp.cc",
+    "\"newreno\", \"cubic\" or \"dctcp\"",
+    "Congestion control of these flows.",
+);
+const ECN: KeyDoc = key!(
+    "ecn",
+    "bool",
+    "tcp.ecn",
+    "",
+    "Negotiate ECN (dctcp always does).",
+);
+
 const TOP: &[KeyDoc] = &[
     key!(
         "name",
@@ -146,28 +184,9 @@ const STAR: &[KeyDoc] = &[
         "> 0",
         "Receiver hosts r0, r1, ... on the switch sw0.",
     ),
-    key!(
-        "link_rate",
-        "rate",
-        "required",
-        "> 0",
-        "Rate of every link.",
-    ),
-    key!(
-        "link_delay",
-        "time",
-        "required",
-        "",
-        "Propagation delay of every link.",
-    ),
-    key!(
-        "vms_per_host",
-        "integer",
-        "1",
-        ">= 1",
-        "VMs on each host, named host/0, host/1, ... when there are several (the host's name is \
-        its first VM).",
-    ),
+    LINK_RATE,
+    LINK_DELAY,
+    VMS_PER_HOST,
 ];
 const DUMBBELL: &[KeyDoc] = &[
     key!(
@@ -212,14 +231,7 @@ const DUMBBELL: &[KeyDoc] = &[
         "",
         "Propagation delay of the link between swL and swR.",
     ),
-    key!(
-        "vms_per_host",
-        "integer",
-        "1",
-        ">= 1",
-        "VMs on each host, named host/0, host/1, ... when there are several (the host's name is \
-        its first VM).",
-    ),
+    VMS_PER_HOST,
 ];
 const RACKS: &[KeyDoc] = &[
     key!(
@@ -271,21 +283,8 @@ const RACKS: &[KeyDoc] = &[
         "> 0",
         "Rate of each aggregation-to-core link.",
     ),
-    key!(
-        "link_delay",
-        "time",
-        "required",
-        "",
-        "Propagation delay of every link.",
-    ),
-    key!(
-        "vms_per_host",
-        "integer",
-        "1",
-        ">= 1",
-        "VMs on each host, named host/0, host/1, ... when there are several (the host's name is \
-        its first VM).",
-    ),
+    LINK_DELAY,
+    VMS_PER_HOST,
 ];
 const FAT_TREE: &[KeyDoc] = &[
     key!(
@@ -295,28 +294,9 @@ const FAT_TREE: &[KeyDoc] = &[
         "even, >= 2",
         "Pods, and ports of every switch: k^3/4 hosts h0, h1, ..., k^2/4 core switches.",
     ),
-    key!(
-        "link_rate",
-        "rate",
-        "required",
-        "> 0",
-        "Rate of every link.",
-    ),
-    key!(
-        "link_delay",
-        "time",
-        "required",
-        "",
-        "Propagation delay of every link.",
-    ),
-    key!(
-        "vms_per_host",
-        "integer",
-        "1",
-        ">= 1",
-        "VMs on each host, named host/0, host/1, ... when there are several (the host's name is \
-        its first VM).",
-    ),
+    LINK_RATE,
+    LINK_DELAY,
+    VMS_PER_HOST,
 ];
 const EXPLICIT: &[KeyDoc] = &[
     key!(
@@ -340,14 +320,7 @@ const EXPLICIT: &[KeyDoc] = &[
         "",
         "The links, one table each (topology.links).",
     ),
-    key!(
-        "vms_per_host",
-        "integer",
-        "1",
-        ">= 1",
-        "VMs on each host, named host/0, host/1, ... when there are several (the host's name is \
-        its first VM).",
-    ),
+    VMS_PER_HOST,
 ];
 const LINKS: &[KeyDoc] = &[
     key!("a", "name", "required", "", "One end: a host or switch."),
@@ -674,13 +647,7 @@ const FLOWS: &[KeyDoc] = &[
         "\"newreno\", \"cubic\" or \"dctcp\"",
         "TCP: congestion control of the flow.",
     ),
-    key!(
-        "ecn",
-        "bool",
-        "tcp.ecn",
-        "",
-        "Negotiate ECN (dctcp always does).",
-    ),
+    ECN,
     key!(
         "rate",
         "rate",
@@ -797,20 +764,8 @@ const INCAST: &[KeyDoc] = &[
         "",
         "Mean of the exponential delay before each worker starts its response.",
     ),
-    key!(
-        "cc",
-        "string",
-        "tcp.cc",
-        "\"newreno\", \"cubic\" or \"dctcp\"",
-        "Congestion control of these flows.",
-    ),
-    key!(
-        "ecn",
-        "bool",
-        "tcp.ecn",
-        "",
-        "Negotiate ECN (dctcp always does).",
-    ),
+    FLOWS_CC,
+    ECN,
 ];
 const TRAFFIC: &[KeyDoc] = &[
     key!(
@@ -856,20 +811,8 @@ const TRAFFIC: &[KeyDoc] = &[
         "",
         "When arrivals stop; unset, at the end of the run.",
     ),
-    key!(
-        "cc",
-        "string",
-        "tcp.cc",
-        "\"newreno\", \"cubic\" or \"dctcp\"",
-        "Congestion control of these flows.",
-    ),
-    key!(
-        "ecn",
-        "bool",
-        "tcp.ecn",
-        "",
-        "Negotiate ECN (dctcp always does).",
-    ),
+    FLOWS_CC,
+    ECN,
 ];
 const RULES: &[KeyDoc] = &[
     key!(
@@ -1217,36 +1160,21 @@ pub fn tables() -> Vec<TableDoc> {
 /// "mechanism.sicc.interval", "duration"; a table without its tag's value picks every variant).
 /// Empty where it names nothing.
 pub fn lookup(name: &str) -> Vec<TableDoc> {
+    // What follows `prefix.` in the name; the top level's keys follow nothing.
+    let after = |prefix: &str| match prefix {
+        "" => Some(name),
+        p => name.strip_prefix(p)?.strip_prefix('.'),
+    };
     let mut found = Vec::new();
     for t in tables() {
         let full = t.name();
-        let qualified = |prefix: &str| {
-            if prefix.is_empty() {
-                name.to_string()
-            } else {
-                name.strip_prefix(prefix)
-                    .and_then(|r| r.strip_prefix('.'))
-                    .unwrap_or("")
-                    .to_string()
-            }
-        };
         if name == full || (t.tag.is_some() && name == t.table) {
             found.push(t);
             continue;
         }
-        let key = if full.is_empty() {
-            name.to_string()
-        } else {
-            let k = qualified(&full);
-            if k.is_empty() {
-                qualified(t.table)
-            } else {
-                k
-            }
-        };
-        if key.is_empty() || key.contains('.') {
+        let Some(key) = after(&full).or_else(|| after(t.table)) else {
             continue;
-        }
+        };
         if let Some(k) = t.keys.iter().find(|k| k.key == key) {
             found.push(TableDoc {
                 keys: vec![*k],

@@ -118,7 +118,7 @@ pub struct Problem {
 /// What every kind does with its table.
 pub trait Mechanism {
     /// What the table resolves to: the state machines' parameters.
-    type Params: std::fmt::Debug;
+    type Params;
 
     /// Every key of the kind's table (a test checks them against the struct's fields).
     fn keys() -> Vec<KeyDoc>;
@@ -147,6 +147,15 @@ pub trait Mechanism {
         self.instantiate(params, fabric)
     }
 }
+
+/// `latency`, the key of every kind with a controller.
+pub const CONTROL_LATENCY: KeyDoc = KeyDoc {
+    key: "latency",
+    unit: "time",
+    default: "0s",
+    range: "",
+    doc: "One-way latency of the out-of-band control channel.",
+};
 
 /// Shortest period of a host or switch timer: below it a run only crawls.
 pub const MIN_TIMER: Nanos = 1_000;

@@ -10,7 +10,7 @@ use crate::vocab::control::{
     StatsReply, StatsRequest,
 };
 use crate::vocab::headers::{FlowKey, PacketHeaders};
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, CONTROL_LATENCY};
 use crate::vocab::roles::SwitchHookCore;
 use crate::vocab::roles::{ControllerApp, Fabric, Instance, SwitchHook};
 use crate::vocab::units::Duration;
@@ -34,14 +34,6 @@ const INTERVAL: KeyDoc = KeyDoc {
     default: "2s",
     range: ">= 10us",
     doc: "The controller's probe interval. The paper: 2 s.",
-};
-
-const LATENCY: KeyDoc = KeyDoc {
-    key: "latency",
-    unit: "time",
-    default: "0s",
-    range: "",
-    doc: "One-way latency of the out-of-band control channel.",
 };
 
 const THRESHOLD: KeyDoc = KeyDoc {
@@ -71,7 +63,13 @@ const RULE_TIMEOUT: KeyDoc = KeyDoc {
 };
 
 /// The kind's own keys.
-const KEYS: &[KeyDoc] = &[INTERVAL, LATENCY, THRESHOLD, MAX_FRACTION, RULE_TIMEOUT];
+const KEYS: &[KeyDoc] = &[
+    INTERVAL,
+    CONTROL_LATENCY,
+    THRESHOLD,
+    MAX_FRACTION,
+    RULE_TIMEOUT,
+];
 
 impl Mechanism for SdnEcnTable {
     type Params = SdnEcnConfig;
@@ -108,7 +106,9 @@ impl Mechanism for SdnEcnTable {
                 bytes: FxHashMap::default(),
             }));
         }
-        inst.control_latency = self.latency.map_or_else(|| LATENCY.default_time(), |d| d.0);
+        inst.control_latency = self
+            .latency
+            .map_or_else(|| CONTROL_LATENCY.default_time(), |d| d.0);
         inst
     }
 }

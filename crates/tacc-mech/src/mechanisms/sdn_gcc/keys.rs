@@ -12,7 +12,7 @@ use crate::mechanisms::sdn_gcc::{
 };
 use crate::vocab::control::{ControlMessage, HostMessage, PacketIn, StatsReply, StatsRequest};
 use crate::vocab::headers::{FlowKey, PacketHeaders};
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, CONTROL_LATENCY};
 use crate::vocab::roles::SwitchHookCore;
 use crate::vocab::roles::{ControllerApp, Fabric, Instance, PathOracle, SwitchHook};
 use crate::vocab::units::Nanos;
@@ -71,14 +71,6 @@ const INTERVAL: KeyDoc = KeyDoc {
     range: ">= 10us",
     doc: "Ti: the controller's polling period of the switch ports' mark counters. The paper: \
          5 ms (1, 10, 50 ms in Fig. 6); the prototype: 1 ms.",
-};
-
-const LATENCY: KeyDoc = KeyDoc {
-    key: "latency",
-    unit: "time",
-    default: "0s",
-    range: "",
-    doc: "One-way latency of the out-of-band control channel.",
 };
 
 const SPLIT: KeyDoc = KeyDoc {
@@ -160,7 +152,7 @@ const KEYS: &[KeyDoc] = &[
     UPDATE_INTERVAL,
     MIN_RATE_FRACTION,
     INTERVAL,
-    LATENCY,
+    CONTROL_LATENCY,
     SPLIT,
     KEYING,
     CONGESTION_GRACE,
@@ -267,7 +259,9 @@ impl Mechanism for SdnGccTable {
                 per_path,
             }));
         }
-        inst.control_latency = self.latency.map_or_else(|| LATENCY.default_time(), |d| d.0);
+        inst.control_latency = self
+            .latency
+            .map_or_else(|| CONTROL_LATENCY.default_time(), |d| d.0);
         inst
     }
 }

@@ -13,7 +13,7 @@ use crate::vocab::control::{
     RuleMatch, StatsReply, StatsRequest,
 };
 use crate::vocab::headers::{ip_proto, tcp_flags, PacketHeaders};
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
+use crate::vocab::keys::{Checks, KeyDoc, Mechanism, CONTROL_LATENCY};
 use crate::vocab::roles::{ControllerApp, Fabric, Instance, PathOracle, SwitchHook};
 use crate::vocab::units::Duration;
 use crate::vocab::units::Nanos;
@@ -108,14 +108,6 @@ const INTERVAL: KeyDoc = KeyDoc {
     doc: "T: the controller's queue sampling period. The paper: 1 ms (10 RTTs).",
 };
 
-const LATENCY: KeyDoc = KeyDoc {
-    key: "latency",
-    unit: "time",
-    default: "0s",
-    range: "",
-    doc: "One-way latency of the out-of-band control channel.",
-};
-
 const OFF_FRACTION: KeyDoc = KeyDoc {
     key: "off_fraction",
     unit: "fraction",
@@ -165,7 +157,7 @@ const EVALUATE_ON_SYN: KeyDoc = KeyDoc {
 const KEYS: &[KeyDoc] = &[
     MODE,
     INTERVAL,
-    LATENCY,
+    CONTROL_LATENCY,
     OFF_FRACTION,
     ON_FRACTION,
     INCAST_DURATION,
@@ -264,7 +256,9 @@ impl Mechanism for SiccTable {
                 });
             }
         }
-        inst.control_latency = self.latency.map_or_else(|| LATENCY.default_time(), |d| d.0);
+        inst.control_latency = self
+            .latency
+            .map_or_else(|| CONTROL_LATENCY.default_time(), |d| d.0);
         inst
     }
 }
