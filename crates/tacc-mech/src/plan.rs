@@ -208,6 +208,18 @@ pub struct PlanTcp {
     /// Proportional rate reduction (RFC 6937) in loss recovery and after an ECN reduction;
     /// without it, RFC 6675's recovery.
     pub prr: bool,
+    /// RACK's time-based loss detection (RFC 8985); without it, RFC 6675's DupThresh rule.
+    pub rack: bool,
+    /// Tail loss probes (RFC 8985).
+    pub tlp: bool,
+    /// Receivers report duplicates in D-SACK blocks (RFC 2883).
+    pub dsack: bool,
+    /// Linux's quick-ACK mode at a connection's start.
+    pub quickack: bool,
+    /// Linux's RTO formula (SRTT + max(4 RTTVAR, rto_min)); without it, RFC 6298's.
+    pub rto_linux: bool,
+    /// HyStart for Cubic.
+    pub hystart: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -15,8 +15,8 @@ use crate::queue::{Qdisc, Red, RedParams};
 use crate::rng::Rng;
 use crate::rules::{FlowTable, Forward, Rule, RuleActions, RuleMatch};
 use crate::scenario::{
-    HostSet, IncastCfg, Loaded, QueueCfg, QueueKind, Scenario, ScenarioError, TcpCfg, TrafficCfg,
-    Transport,
+    HostSet, IncastCfg, Loaded, QueueCfg, QueueKind, RtoFormula, Scenario, ScenarioError, TcpCfg,
+    TcpProfile, TrafficCfg, Transport,
 };
 use crate::tcp::TcpConfig;
 use crate::topology::{self, Graph, NodeRef};
@@ -133,24 +133,39 @@ pub fn expand(pattern: &str, i: u32) -> String {
 
 impl Model {
     pub(crate) fn tcp_config(base: &TcpCfg, cc: Option<CcKind>, ecn: Option<bool>) -> TcpConfig {
-        let d = TcpConfig::default();
+        let d = match base.profile.unwrap_or_default() {
+            TcpProfile::Classic => TcpConfig::default(),
+            TcpProfile::Linux => TcpConfig::linux(),
+        };
         let cc = cc.or(base.cc).unwrap_or(d.cc);
-        let delayed = base.delayed_ack.unwrap_or(false);
+        let delack_count = match base.delayed_ack {
+            Some(true) => 2,
+            Some(false) => 1,
+            None => d.delack_count,
+        };
         TcpConfig {
             mss: base.mss.map(|b| b.0 as u32).unwrap_or(d.mss),
             init_cwnd: base.init_cwnd.unwrap_or(d.init_cwnd),
             rto_min: base.rto_min.map(|x| x.0).unwrap_or(d.rto_min),
             rto_init: base.rto_init.map(|x| x.0).unwrap_or(d.rto_init),
             rto_max: d.rto_max,
-            delack_count: if delayed { 2 } else { 1 },
+            delack_count,
             delack_timeout: base.delack_timeout.map(|x| x.0).unwrap_or(d.delack_timeout),
             sack: base.sack.unwrap_or(d.sack),
             // DCTCP needs ECN; otherwise ECN is off unless asked for.
             ecn: cc == CcKind::Dctcp || ecn.or(base.ecn).unwrap_or(false),
-            ecn_syn: base.ecn_syn.unwrap_or(false),
-            ecn_retransmit: base.ecn_retransmit.unwrap_or(false),
-            cwnd_validation: base.cwnd_validation.unwrap_or(false),
-            prr: base.prr.unwrap_or(false),
+            ecn_syn: base.ecn_syn.unwrap_or(d.ecn_syn),
+            ecn_retransmit: base.ecn_retransmit.unwrap_or(d.ecn_retransmit),
+            cwnd_validation: base.cwnd_validation.unwrap_or(d.cwnd_validation),
+            prr: base.prr.unwrap_or(d.prr),
+            rack: base.rack.unwrap_or(d.rack),
+            tlp: base.tlp.unwrap_or(d.tlp),
+            dsack: base.dsack.unwrap_or(d.dsack),
+            quickack: base.quickack.unwrap_or(d.quickack),
+            rto_linux: base
+                .rto_formula
+                .map_or(d.rto_linux, |f| f == RtoFormula::Linux),
+            hystart: base.hystart.unwrap_or(d.hystart),
             rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
             cc,
             dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),

@@ -63,7 +63,25 @@ pub struct Cc {
     k: f64,
     epoch_start: Option<u64>,
     w_est: f64,
+    // HyStart (Cubic): the smallest RTT seen, and the current round's start, last ACK of its
+    // train, end, smallest RTT and samples.
+    delay_min: u64,
+    hs_found: bool,
+    hs_round_start: u64,
+    hs_last_ack: u64,
+    hs_end: u64,
+    hs_curr_rtt: u64,
+    hs_samples: u32,
 }
+
+/// HyStart's constants (Linux's tcp_cubic.c): the window below which it does not act, the
+/// widest gap between ACKs of one train, the samples a round takes before the delay test, and
+/// the bounds of the RTT increase that ends slow start.
+const HYSTART_LOW_WINDOW: f64 = 16.0;
+const HYSTART_ACK_DELTA: u64 = 2_000_000;
+const HYSTART_MIN_SAMPLES: u32 = 8;
+const HYSTART_DELAY_MIN: u64 = 4_000_000;
+const HYSTART_DELAY_MAX: u64 = 16_000_000;
 
 impl Cc {
     pub fn new(kind: CcKind, dctcp_g: f64) -> Cc {
@@ -74,6 +92,13 @@ impl Cc {
             k: 0.0,
             epoch_start: None,
             w_est: 0.0,
+            delay_min: 0,
+            hs_found: false,
+            hs_round_start: 0,
+            hs_last_ack: 0,
+            hs_end: 0,
+            hs_curr_rtt: u64::MAX,
+            hs_samples: 0,
             g: dctcp_g,
             // Linux starts DCTCP's alpha at 1: the first marks cause a full halving.
             alpha: 1.0,
@@ -143,6 +168,73 @@ impl Cc {
         w.cwnd = new * w.mss;
     }
 
+    /// HyStart (Ha and Rhee 2011, as Linux's cubictcp_acked and hystart_update): on an ACK
+    /// with an RTT sample `rtt` in slow start, ends slow start (ssthresh = cwnd) when the
+    /// round's ACK train has lasted half the minimum RTT, or its smallest RTT of at least 8
+    /// samples exceeds the minimum by an eighth of it (4 to 16 ms). `una` and `nxt` mark the
+    /// rounds; `srtt_ns` gives the pacing rate Linux's ACK-train threshold allows for.
+    pub fn hystart(
+        &mut self,
+        w: &mut Window,
+        rtt: u64,
+        now: u64,
+        una: u64,
+        nxt: u64,
+        srtt_ns: f64,
+    ) {
+        if self.kind != CcKind::Cubic {
+            return;
+        }
+        // Linux ignores the first second of a congestion-avoidance epoch.
+        if self.epoch_start.is_some_and(|t| now - t < 1_000_000_000) {
+            return;
+        }
+        let delay = rtt.max(1);
+        if self.delay_min == 0 || delay < self.delay_min {
+            self.delay_min = delay;
+        }
+        if self.hs_found || w.cwnd >= w.ssthresh {
+            return;
+        }
+        if una > self.hs_end {
+            self.hs_round_start = now;
+            self.hs_last_ack = now;
+            self.hs_end = nxt;
+            self.hs_curr_rtt = u64::MAX;
+            self.hs_samples = 0;
+        }
+        if w.cwnd < HYSTART_LOW_WINDOW * w.mss {
+            return;
+        }
+        if now - self.hs_last_ack <= HYSTART_ACK_DELTA {
+            self.hs_last_ack = now;
+            // hystart_ack_delay: how long four 64 KB bursts take at the pacing rate (twice
+            // cwnd per RTT in slow start), at most 1 ms; halved with the rest, as unpaced.
+            let ratio = if w.cwnd < w.ssthresh / 2.0 { 2.0 } else { 1.2 };
+            let rate = ratio * w.cwnd / (srtt_ns * 1e-9);
+            let ack_delay = if srtt_ns > 0.0 {
+                (4.0 * 65536.0 / rate * 1e9).min(1e6) as u64
+            } else {
+                0
+            };
+            if now - self.hs_round_start > (self.delay_min + ack_delay) / 2 {
+                self.hs_found = true;
+            }
+        }
+        self.hs_curr_rtt = self.hs_curr_rtt.min(delay);
+        if self.hs_samples < HYSTART_MIN_SAMPLES {
+            self.hs_samples += 1;
+        } else {
+            let rise = (self.delay_min / 8).clamp(HYSTART_DELAY_MIN, HYSTART_DELAY_MAX);
+            if self.hs_curr_rtt > self.delay_min + rise {
+                self.hs_found = true;
+            }
+        }
+        if self.hs_found {
+            w.ssthresh = w.cwnd;
+        }
+    }
+
     /// Records one ACK for DCTCP's per-window estimate of the marked fraction.
     pub fn on_ack_ecn(&mut self, acked: u64, ece: bool, snd_una: u64, snd_nxt: u64) {
         if self.kind != CcKind::Dctcp {
@@ -191,6 +283,10 @@ impl Cc {
         }
         if why == Congestion::Timeout {
             w.cwnd = w.mss;
+            // Linux's bictcp_reset on a timeout: HyStart watches the next slow start afresh.
+            self.delay_min = 0;
+            self.hs_found = false;
+            self.hs_end = 0;
         }
     }
 }
@@ -260,5 +356,79 @@ mod tests {
         }
         let segs = w.cwnd / 1000.0;
         assert!((99.0..=102.0).contains(&segs), "cwnd {segs} segments at K");
+    }
+    /// HyStart's inputs: a Cubic window in slow start of `cwnd_segs` segments of 1000 B.
+    fn slow_start(cwnd_segs: f64) -> (Cc, Window) {
+        let mut w = window(cwnd_segs);
+        w.ssthresh = f64::INFINITY;
+        (Cc::new(CcKind::Cubic, 1.0 / 16.0), w)
+    }
+
+    const MS: u64 = 1_000_000;
+
+    /// The delay rule: a round whose smallest RTT, over at least 8 samples, exceeds the
+    /// minimum by more than max(min/8, 4 ms) ends slow start on its 9th sample; a rise of
+    /// exactly 4 ms does not. ACKs 3 ms apart keep the ACK-train rule out of it.
+    #[test]
+    fn hystart_ends_slow_start_when_a_rounds_rtt_rises() {
+        for (rise, found_at) in [(4 * MS, None), (4 * MS + 1, Some(9))] {
+            let (mut cc, mut w) = slow_start(20.0);
+            let mut now = 0;
+            let mut una = 0;
+            // Round 1 at 1 ms sets the minimum.
+            for _ in 0..9 {
+                (now, una) = (now + 3 * MS, una + 1000);
+                cc.hystart(&mut w, MS, now, una, 1_000_000, 1e6);
+            }
+            assert_eq!(w.ssthresh, f64::INFINITY);
+            // Round 2 (una passes round 1's end) with the RTT risen.
+            una = 1_000_000;
+            let mut found = None;
+            for k in 1..=20 {
+                (now, una) = (now + 3 * MS, una + 1000);
+                cc.hystart(&mut w, MS + rise, now, una, 2_000_000, 1e6);
+                if found.is_none() && w.ssthresh.is_finite() {
+                    found = Some(k);
+                }
+            }
+            assert_eq!(found, found_at, "rise {rise} ns");
+            if found.is_some() {
+                assert_eq!(w.ssthresh, w.cwnd, "ssthresh = cwnd, no cut");
+            }
+        }
+    }
+
+    /// The ACK-train rule: unpaced, slow start ends once the round's closely spaced ACKs
+    /// span more than (min RTT + the pacing allowance, 1 ms here) / 2 = 1 ms.
+    #[test]
+    fn hystart_ends_slow_start_when_an_ack_train_spans_half_the_min_rtt() {
+        let (mut cc, mut w) = slow_start(20.0);
+        let start = 10 * MS;
+        for k in 0..=20u64 {
+            let now = start + k * 100_000;
+            cc.hystart(&mut w, MS, now, 1000 * (k + 1), 1_000_000, 1e6);
+            let found = w.ssthresh.is_finite();
+            assert_eq!(found, k > 10, "ACK {k}, {} us into the round", k * 100);
+        }
+    }
+
+    /// Below 16 segments, and for other congestion controls, HyStart does nothing.
+    #[test]
+    fn hystart_waits_for_16_segments_and_is_cubics_alone() {
+        for (kind, cwnd) in [(CcKind::Cubic, 15.0), (CcKind::Newreno, 20.0)] {
+            let (_, mut w) = slow_start(cwnd);
+            let mut cc = Cc::new(kind, 1.0 / 16.0);
+            for k in 0..100u64 {
+                cc.hystart(
+                    &mut w,
+                    MS + k * MS,
+                    k * 100_000,
+                    1000 * (k + 1),
+                    1 << 40,
+                    1e6,
+                );
+            }
+            assert_eq!(w.ssthresh, f64::INFINITY, "{kind:?} at {cwnd} segments");
+        }
     }
 }

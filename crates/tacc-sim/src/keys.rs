@@ -464,6 +464,15 @@ const NIC: &[KeyDoc] = &[
 ];
 const TCP: &[KeyDoc] = &[
     key!(
+        "profile",
+        "string",
+        "\"classic\"",
+        "\"classic\" or \"linux\"",
+        "Whose defaults the keys left out take: \"classic\", the papers' simulators' TCP (ns-2: \
+        RFC 6675 recovery, initial window 2, an ACK per segment); \"linux\", Linux 6.x's (RACK-TLP, \
+        PRR, initial window 10, quick-ACK then delayed ACKs, HyStart). A key given wins.",
+    ),
+    key!(
         "cc",
         "string",
         "\"newreno\"",
@@ -487,7 +496,7 @@ const TCP: &[KeyDoc] = &[
     key!(
         "init_cwnd",
         "integer",
-        "2",
+        "2 (linux: 10)",
         ">= 1",
         "Initial window in segments.",
     ),
@@ -508,7 +517,7 @@ const TCP: &[KeyDoc] = &[
     key!(
         "delayed_ack",
         "bool",
-        "false",
+        "false (linux: true)",
         "",
         "ACK every second full segment (or after delack_timeout) instead of every one.",
     ),
@@ -543,17 +552,67 @@ const TCP: &[KeyDoc] = &[
     key!(
         "cwnd_validation",
         "bool",
-        "false",
+        "false (linux: true)",
         "",
         "Grow cwnd only while cwnd-limited (Linux); off, it grows on every ACK (ns-2).",
     ),
     key!(
         "prr",
         "bool",
-        "false",
+        "false (linux: true)",
         "",
         "Proportional Rate Reduction (RFC 6937, Linux's and ns-3's default); off, the window \
         drops to ssthresh at once (RFC 6675 and RFC 3168).",
+    ),
+    key!(
+        "rack",
+        "bool",
+        "false (linux: true)",
+        "",
+        "RACK loss detection (RFC 8985): a segment is lost once one sent after it is delivered \
+        and a reordering window (a quarter of the minimum RTT) has passed; off, RFC 6675's \
+        dupthresh rule.",
+    ),
+    key!(
+        "tlp",
+        "bool",
+        "false (linux: true)",
+        "",
+        "Tail loss probes (RFC 8985): two smoothed RTTs after the last send with nothing \
+        acknowledged, one segment goes out so that a lost tail is repaired without the RTO. \
+        Needs sack.",
+    ),
+    key!(
+        "dsack",
+        "bool",
+        "false (linux: true)",
+        "",
+        "Receivers report duplicate segments in D-SACK blocks (RFC 2883), which tell a sender \
+        its probe was not needed.",
+    ),
+    key!(
+        "quickack",
+        "bool",
+        "false (linux: true)",
+        "",
+        "Linux's quick-ACK mode: a connection's first segments (up to 16) and data after a \
+        hole are ACKed at once, before delayed ACKs apply.",
+    ),
+    key!(
+        "rto_formula",
+        "string",
+        "\"rfc6298\" (linux: \"linux\")",
+        "\"rfc6298\" or \"linux\"",
+        "How the RTO follows the RTT: max(SRTT + 4 RTTVAR, rto_min) (RFC 6298), or Linux's \
+        SRTT + max(4 RTTVAR, rto_min).",
+    ),
+    key!(
+        "hystart",
+        "bool",
+        "false (linux: true)",
+        "",
+        "HyStart, Linux Cubic's slow-start exit: slow start ends when an ACK train spans half \
+        the minimum RTT or the RTT grows by an eighth of it (4 to 16 ms). Cubic only.",
     ),
     key!(
         "rcv_buf",

@@ -176,6 +176,12 @@ pub fn plan(p: &Prepared) -> Plan {
             sack: tcp.sack,
             delack_count: tcp.delack_count,
             prr: tcp.prr,
+            rack: tcp.rack,
+            tlp: tcp.tlp,
+            dsack: tcp.dsack,
+            quickack: tcp.quickack,
+            rto_linux: tcp.rto_linux,
+            hystart: tcp.hystart,
         },
         output: PlanOutput {
             goodput_bin_ns: m.goodput_bin,

@@ -276,10 +276,29 @@ impl Default for NicCfg {
     }
 }
 
+/// Whose defaults the `[tcp]` keys a scenario leaves out take.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TcpProfile {
+    /// The papers' simulators' TCP (ns-2): RFC 6675 recovery, no probes, initial window 2.
+    #[default]
+    Classic,
+    /// Linux 6.x: RACK-TLP, PRR, initial window 10, quick-ACK then delayed ACKs, HyStart.
+    Linux,
+}
+
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RtoFormula {
+    Rfc6298,
+    Linux,
+}
+
 /// TCP defaults for every flow; flows may override `cc` and `ecn`.
 #[derive(Deserialize, Debug, Clone, Default)]
 #[serde(deny_unknown_fields)]
 pub struct TcpCfg {
+    pub profile: Option<TcpProfile>,
     pub cc: Option<CcKind>,
     pub ecn: Option<bool>,
     pub mss: Option<Bytes>,
@@ -299,6 +318,12 @@ pub struct TcpCfg {
     /// Proportional Rate Reduction (RFC 6937, Linux's and ns-3's default); default false (the
     /// window drops to ssthresh at once, RFC 6675 and RFC 3168).
     pub prr: Option<bool>,
+    pub rack: Option<bool>,
+    pub tlp: Option<bool>,
+    pub dsack: Option<bool>,
+    pub quickack: Option<bool>,
+    pub rto_formula: Option<RtoFormula>,
+    pub hystart: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,

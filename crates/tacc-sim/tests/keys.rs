@@ -217,9 +217,42 @@ fn a_documented_default_is_what_an_omitted_key_gets() {
     }
     eprintln!("{checked} documented defaults checked against the parser");
     assert!(checked >= 40, "only {checked} defaults checked");
+    assert!(
+        linux_profile_defaults() >= 9,
+        "the linux profile's defaults checked"
+    );
     let seed = lookup("seed");
     assert_eq!(seed.len(), 1);
     assert_eq!(seed[0].keys[0].default, "1");
+}
+
+/// A `[tcp]` default written "classic (linux: L)": the classic value is what an omitted key
+/// gets, and L what it gets under `profile = "linux"`. Returns how many were checked.
+fn linux_profile_defaults() -> usize {
+    let tcp = |table: &str| {
+        let text = format!("{MINIMAL}\n[tcp]\n{table}");
+        let p = tacc_sim::load(&text, "keys.toml", &[], None).unwrap_or_else(|e| panic!("{e}"));
+        format!("{:?}", p.tcp)
+    };
+    let mut checked = 0;
+    let table = tables().into_iter().find(|t| t.table == "tcp").unwrap();
+    for k in &table.keys {
+        let Some((classic, linux)) = k.default.split_once(" (linux: ") else {
+            continue;
+        };
+        let linux = linux.strip_suffix(')').expect(k.default);
+        for (profile, value) in [("classic", classic), ("linux", linux)] {
+            let omitted = tcp(&format!("profile = \"{profile}\"\n"));
+            let given = tcp(&format!(
+                "profile = \"{profile}\"\n{} = {}\n",
+                k.key,
+                as_toml(value)
+            ));
+            assert_eq!(omitted, given, "tcp.{} under {profile}", k.key);
+        }
+        checked += 1;
+    }
+    checked
 }
 
 #[test]

@@ -135,6 +135,17 @@ DEPARTURES: list[Departure] = [
               "it is cwnd-limited"),
     Departure("tcp.prr", _is(False), "Linux always uses proportional rate reduction "
               "(RFC 6937)"),
+    Departure("tcp.profile", _is("classic"), "Linux's TCP is Linux's: RACK-TLP, D-SACK, "
+              "quick-ACK, its RTO and HyStart, not the classic profile's"),
+    Departure("tcp.rack", _is(False), "Linux always detects losses with RACK (RFC 8985)"),
+    Departure("tcp.tlp", _is(False), "Linux always sends tail loss probes (RFC 8985)"),
+    Departure("tcp.dsack", _is(False), "Linux receivers always send D-SACKs (RFC 2883)"),
+    Departure("tcp.quickack", _is(False), "Linux ACKs a connection's first segments at once "
+              "(quick-ACK)"),
+    Departure("tcp.rto_formula", _is("rfc6298"), "Linux computes its RTO its own way "
+              "(SRTT + max(4 RTTVAR, rto_min))"),
+    Departure("tcp.hystart", _is(False), "Linux's Cubic ends slow start by HyStart",
+              when=lambda g: any(cc == "cubic" for cc, _ in _tcp_flows(g))),
     Departure("tcp.dupthresh", lambda v: v != 3, "Linux's duplicate-ACK threshold is 3 "
               "(tcp_reordering), with RACK's time-based loss detection, not set"),
     Departure("tcp.dctcp_g", lambda v: isinstance(v, (int, float)) and abs(v - 1 / 16) > 1e-12,

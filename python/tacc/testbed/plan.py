@@ -62,8 +62,12 @@ _FIELDS: dict[str, tuple[str, ...]] = {
               "transport", "cc", "ecn", "rate_bps", "packet_bytes", "src_port", "dst_port"),
     "apps": ("kind", "name"),
 }
+# The Linux TCP features a plan may have off: (scenario key, plan field).
+_LINUX_TCP = (("rack", "rack"), ("tlp", "tlp"), ("dsack", "dsack"), ("quickack", "quickack"),
+              ("rto_formula", "rto_linux"), ("hystart", "hystart"))
 _TABLES = {
-    "tcp": ("mss", "init_cwnd", "rto_min_ns", "rcv_buf_bytes", "sack", "delack_count", "prr"),
+    "tcp": ("mss", "init_cwnd", "rto_min_ns", "rcv_buf_bytes", "sack", "delack_count", "prr",
+            "rack", "tlp", "dsack", "quickack", "rto_linux", "hystart"),
     "output": ("goodput_bin_ns", "queue_sample_ns", "ports", "pcap", "pcap_dropped"),
 }
 
@@ -236,12 +240,20 @@ def plan_notes(plan: Plan, link_delays: bool, departed: Collection[str] = ()) ->
     red = [p["name"] for p in plan["ports"] if p["queue"]["kind"] not in ("droptail", "red-ecn")]
     if red and not {"queue.kind", "queue.overrides[].kind"} & set(departed):
         notes.append(f"RED queues run as drop-tail at their limit: {', '.join(red)}")
-    if not {"tcp.delayed_ack", "tcp.delack_timeout"} & set(departed):
+    linux_acks = plan["tcp"]["delack_count"] == 2 and plan["tcp"]["quickack"]
+    if not linux_acks and not {"tcp.delayed_ack", "tcp.delack_timeout"} & set(departed):
         notes.append(f"delayed ACKs are Linux's own (quick-ack, then delayed), not "
                      f"delack_count={plan['tcp']['delack_count']}")
     if not plan["tcp"]["prr"] and "tcp.prr" not in departed:
         notes.append("window reductions are Linux's proportional rate reduction (RFC 6937), "
                      "not RFC 6675's recovery (tcp.prr=false)")
+    classic = [f"tcp.{key}={'rfc6298' if key == 'rto_formula' else 'false'}"
+               for key, field in _LINUX_TCP if not plan["tcp"][field]
+               and f"tcp.{key}" not in departed]
+    if classic and "tcp.profile" not in departed:
+        notes.append("loss detection, probes, ACKs, RTO and slow start are Linux's own (RACK-TLP, "
+                     "D-SACK, quick-ACK, its RTO, HyStart), not the scenario's "
+                     f"({', '.join(classic)}; tcp.profile=\"linux\" simulates Linux's)")
     notes.append("VM vNIC queues: a VM's veth has none; its host's NIC queue is the first")
     notes.append("per-flow fast retransmits and ECN window reductions: Linux's tcp_info has no "
                  "such counts")

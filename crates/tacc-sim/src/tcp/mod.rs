@@ -57,11 +57,52 @@ pub struct TcpConfig {
     /// drops to ssthresh at once (RFC 6675, RFC 3168), and whatever leaves the pipe may be
     /// sent again at once.
     pub prr: bool,
+    /// RACK (RFC 8985 6.2, Linux's tcp_recovery.c): a segment is lost once a segment sent
+    /// after it was delivered and a reordering window (a quarter of the minimum RTT, none in
+    /// recovery or once DupThresh segments are SACKed) has passed since it should have
+    /// arrived; a lost retransmission is found the same way. Off: RFC 6675's DupThresh rule.
+    pub rack: bool,
+    /// Tail loss probes (RFC 8985 7, Linux's tcp_schedule_loss_probe): two smoothed RTTs
+    /// after the last send with nothing acknowledged, one segment (new data, else the last
+    /// one again) goes out so that a lost tail is repaired by SACK recovery, not the RTO.
+    pub tlp: bool,
+    /// The receiver reports a duplicate segment in a D-SACK block (RFC 2883), which tells a
+    /// sender that a probe or retransmission was not needed.
+    pub dsack: bool,
+    /// Linux's quick-ACK mode: the first segments of a connection (up to 16, half the
+    /// receive window in segments) and data after a hole or a CE change are ACKed at once;
+    /// delayed ACKs, where on, apply after that.
+    pub quickack: bool,
+    /// RTO = SRTT + max(4 RTTVAR, rto_min) as Linux computes it (tcp_set_rto), where RFC
+    /// 6298 gives max(SRTT + 4 RTTVAR, rto_min).
+    pub rto_linux: bool,
+    /// HyStart (Ha and Rhee 2011, Linux's Cubic): slow start ends when an ACK train spans
+    /// half the minimum RTT or the RTT grows by an eighth (4-16 ms). Cubic only.
+    pub hystart: bool,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
     pub dctcp_g: f64,
     pub dupthresh: u32,
+}
+
+impl TcpConfig {
+    /// Linux 6.x's defaults for what the scenario does not set (`tcp.profile = "linux"`).
+    pub fn linux() -> TcpConfig {
+        TcpConfig {
+            init_cwnd: 10,
+            delack_count: 2,
+            cwnd_validation: true,
+            prr: true,
+            rack: true,
+            tlp: true,
+            dsack: true,
+            quickack: true,
+            rto_linux: true,
+            hystart: true,
+            ..TcpConfig::default()
+        }
+    }
 }
 
 impl Default for TcpConfig {
@@ -80,6 +121,12 @@ impl Default for TcpConfig {
             ecn_retransmit: false,
             cwnd_validation: false,
             prr: false,
+            rack: false,
+            tlp: false,
+            dsack: false,
+            quickack: false,
+            rto_linux: false,
+            hystart: false,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -106,6 +153,20 @@ pub struct TcpStats {
     pub timeouts: u64,
     pub ecn_reductions: u64,
 }
+
+/// What the retransmission timer (`rto_deadline`) is set for: as in Linux (`icsk_pending`),
+/// one timer serves the RTO, the tail loss probe and RACK's reordering timeout, and arming
+/// one replaces the others.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timer {
+    Rto,
+    Probe,
+    Reorder,
+}
+
+/// Linux's TCP_TIMEOUT_MIN_US: added to the probe timeout when several segments are out, and
+/// to RACK's reordering timeout.
+const TIMEOUT_MIN: u64 = 2_000_000;
 
 /// The window-scale shift a receiver announces for a buffer of `rcv_buf` bytes: the smallest
 /// that fits the buffer in the 16-bit window field (RFC 7323 caps it at 14).
@@ -226,10 +287,44 @@ pub struct TcpEndpoint {
     prr_recover_fs: u64,
     prr_delivered: u64,
     prr_out: u64,
+    // --- RACK, TLP and Linux's RTO estimator: read on every ACK only where they are on ---
+    /// The send order ([`scoreboard::Seg::send_order`]) of the most recently sent segment
+    /// delivered (RACK.xmit_ts and RACK.end_seq), and the RTT measured from the last segment
+    /// delivered (RACK.rtt).
+    rack_sent: (u64, u64, u64),
+    rack_rtt: u64,
+    /// Set when a delivered segment moved the RACK state: only then is a scan worth it.
+    rack_advanced: bool,
+    /// A never-retransmitted segment was delivered below one SACKed before it.
+    reord_seen: bool,
+    timer: Timer,
+    /// The probe's timer fired: `poll_transmit` sends it.
+    probe_due: bool,
+    /// The probe's segment was a retransmission (Linux's tlp_retrans).
+    tlp_retrans: bool,
+    /// Segments SACKed and not yet cumulatively acknowledged.
+    sacked_out: u32,
+    /// Quick ACKs left (Linux's icsk_ack.quick).
+    quick: u8,
+    /// Tail loss probes sent.
+    probes: u32,
+    /// `nxt` when the probe went out (Linux's tlp_high_seq); `NO_PROBE` when none is out.
+    tlp_high: u64,
+    min_rtt: u64,
+    /// Linux's estimator (tcp_rtt_estimator), in ns: 4 x the mean deviation, its maximum in
+    /// the current round trip, the variance term of the RTO, and the round trip's end.
+    mdev: u64,
+    mdev_max: u64,
+    rttvar_linux: u64,
+    rtt_seq: u64,
+    /// A duplicate segment arrived: the next ACK reports it first (RFC 2883).
+    dsack: Option<(u64, u64)>,
     // --- rarely read ---
     ctrl_sent_at: u64,
     last_ooo: Option<(u64, u64)>,
 }
+
+const NO_PROBE: u64 = u64::MAX;
 
 const NO_FIN: u64 = u64::MAX;
 
@@ -305,6 +400,23 @@ impl TcpEndpoint {
             prr_recover_fs: 0,
             prr_delivered: 0,
             prr_out: 0,
+            rack_sent: (0, 0, 0),
+            rack_rtt: 0,
+            rack_advanced: false,
+            reord_seen: false,
+            timer: Timer::Rto,
+            probe_due: false,
+            tlp_retrans: false,
+            sacked_out: 0,
+            quick: 0,
+            probes: 0,
+            tlp_high: NO_PROBE,
+            min_rtt: u64::MAX,
+            mdev: 0,
+            mdev_max: 0,
+            rttvar_linux: 0,
+            rtt_seq: 0,
+            dsack: None,
             max_pipe: 0,
             prev_max_pipe: 0,
             window_end: 0,
@@ -356,7 +468,7 @@ impl TcpEndpoint {
     pub fn connect(&mut self, now: u64) {
         debug_assert_eq!(self.state, State::Closed);
         self.state = State::SynSent;
-        self.rto_deadline = Some(now + self.rto);
+        self.restart_rto(now);
     }
 
     /// Hands `bytes` more application data to the sender.
@@ -386,6 +498,11 @@ impl TcpEndpoint {
 
     pub fn cwnd_bytes(&self) -> f64 {
         self.win.cwnd
+    }
+
+    /// Tail loss probes sent so far.
+    pub fn probes(&self) -> u32 {
+        self.probes
     }
 
     pub fn ecn_negotiated(&self) -> bool {
@@ -448,7 +565,7 @@ impl TcpEndpoint {
                 self.ecn_ok = self.cfg.ecn && flags & F::ECE != 0 && flags & F::CWR != 0;
                 self.state = State::SynRcvd;
                 self.ack_now = true;
-                self.rto_deadline = Some(now + self.rto);
+                self.restart_rto(now);
                 false
             }
             State::SynSent => {
@@ -512,7 +629,11 @@ impl TcpEndpoint {
         }
         if self.rto_deadline.is_some_and(|t| t <= now) {
             self.rto_deadline = None;
-            self.on_rto(now);
+            match self.timer {
+                Timer::Rto => self.on_rto(now),
+                Timer::Probe => self.on_probe_timer(now),
+                Timer::Reorder => self.on_reorder_timer(now),
+            }
         }
     }
 }
@@ -574,6 +695,8 @@ mod tests {
         }
     }
 
+    type PacketFilter = Box<dyn FnMut(&Packet) -> bool>;
+
     /// Two endpoints wired back to back with a fixed one-way delay and an optional drop filter.
     struct Pair {
         a: TcpEndpoint,
@@ -583,6 +706,8 @@ mod tests {
         delay: u64,
         /// Packets delivered to `a` so far.
         to_a: u64,
+        /// Says whether to lose a packet towards `a`.
+        drop_to_a: Option<PacketFilter>,
     }
 
     impl Pair {
@@ -599,6 +724,7 @@ mod tests {
                 wire: VecDeque::new(),
                 delay: 50_000,
                 to_a: 0,
+                drop_to_a: None,
             }
         }
 
@@ -637,7 +763,7 @@ mod tests {
                 }
                 if to_b {
                     self.b.on_segment(t, &p)
-                } else {
+                } else if !self.drop_to_a.as_mut().is_some_and(|d| d(&p)) {
                     self.to_a += 1;
                     self.a.on_segment(t, &p)
                 }
@@ -680,6 +806,7 @@ mod tests {
             wire: VecDeque::new(),
             delay: 50_000,
             to_a: 0,
+            drop_to_a: None,
         };
         let mut largest = 0;
         pair.run(1_000_000_000, &mut |p| {
@@ -958,6 +1085,301 @@ mod tests {
         });
         assert_eq!(pair.b.delivered(), 10_000);
         assert_eq!(pair.a.stats.timeouts, 1);
+    }
+
+    // ------------------------------------------------------------ the Linux profile's pieces
+
+    /// Linux's defaults with ACKs for every segment, so that each test sees its own piece.
+    fn linux_every_ack() -> TcpConfig {
+        TcpConfig {
+            delack_count: 1,
+            ..TcpConfig::linux()
+        }
+    }
+
+    /// Steps the pair until `b` holds `bytes`; returns when the last of them arrived.
+    fn delivered_at(
+        pair: &mut Pair,
+        bytes: u64,
+        drop: &mut impl FnMut(&mut Packet) -> bool,
+    ) -> u64 {
+        while pair.b.delivered() < bytes {
+            assert!(
+                pair.step(60_000_000_000, drop),
+                "stalled at {}",
+                pair.b.delivered()
+            );
+        }
+        pair.now
+    }
+
+    /// A transfer of `segs` segments that loses the first copy of each of `lost`; returns the
+    /// pair and when the last byte arrived.
+    fn transfer_losing(cfg: TcpConfig, segs: u64, lost: &[u64]) -> (Pair, u64) {
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, segs * mss);
+        let mut dropped = std::collections::HashSet::new();
+        let at = delivered_at(&mut pair, segs * mss, &mut |p| {
+            let seg = data_offset(p) / mss;
+            p.payload() > 0 && lost.contains(&seg) && dropped.insert(seg)
+        });
+        pair.run(60_000_000_000, &mut |_| false);
+        (pair, at)
+    }
+
+    /// RFC 8985 7: the last three segments of a flight are lost. Classic TCP waits for the
+    /// RTO; the probe, two smoothed RTTs plus 2 ms after the last ACK, draws a SACK that lets
+    /// RACK find the other two, so the tail is repaired within a probe timeout and two round
+    /// trips more than the transfer takes without loss.
+    #[test]
+    fn a_lost_tail_is_repaired_by_a_probe_not_the_rto() {
+        let rtt = 2 * Pair::new(TcpConfig::default(), 0).delay;
+        let (_, clean) = transfer_losing(linux_every_ack(), 40, &[]);
+        let (pair, at) = transfer_losing(linux_every_ack(), 40, &[37, 38, 39]);
+        let a = &pair.a;
+        assert_eq!(a.stats.timeouts, 0);
+        assert_eq!(a.probes(), 1);
+        assert_eq!(a.stats.retransmits, 3, "the probe and the two RACK found");
+        assert_eq!(a.stats.fast_retransmits, 1);
+        // The RTT estimate may sit above the wire's RTT by a little queueing of the burst.
+        let bound = clean + 2 * (rtt + rtt / 2) + TIMEOUT_MIN + 2 * rtt;
+        assert!(
+            at <= bound,
+            "repaired at {at} ns, bound {bound} (clean {clean})"
+        );
+        let (classic, _) = transfer_losing(
+            TcpConfig {
+                init_cwnd: 10,
+                ..TcpConfig::default()
+            },
+            40,
+            &[37, 38, 39],
+        );
+        assert_eq!(
+            classic.a.stats.timeouts, 1,
+            "without a probe the RTO repairs it"
+        );
+    }
+
+    /// A whole window lost while more data waits: the probe is a new segment, sent whatever
+    /// cwnd says, and the recovery it starts resends exactly the lost ones.
+    #[test]
+    fn a_probe_sends_new_data_when_there_is_some() {
+        let lost: Vec<u64> = (10..30).collect();
+        let (pair, _) = transfer_losing(linux_every_ack(), 100, &lost);
+        let a = &pair.a;
+        assert_eq!(a.stats.timeouts, 0);
+        assert_eq!(a.probes(), 1);
+        assert_eq!(
+            a.stats.retransmits, 20,
+            "the lost window once, and no probe resent"
+        );
+        assert_eq!(pair.b.delivered(), 100 * a.cfg.mss as u64);
+    }
+
+    /// RFC 8985 6: two segments after a hole are too few for DupThresh, and classic TCP
+    /// waits for the RTO; RACK marks the hole lost a quarter of the minimum RTT (plus Linux's
+    /// 2 ms timer slack) after it should have arrived.
+    #[test]
+    fn rack_repairs_a_hole_that_dupthresh_cannot_see() {
+        let rtt = 2 * Pair::new(TcpConfig::default(), 0).delay;
+        let (_, clean) = transfer_losing(linux_every_ack(), 4, &[]);
+        let (pair, at) = transfer_losing(linux_every_ack(), 4, &[1]);
+        let a = &pair.a;
+        assert_eq!(a.stats.timeouts, 0);
+        assert_eq!(a.probes(), 0);
+        assert_eq!((a.stats.retransmits, a.stats.fast_retransmits), (1, 1));
+        let bound = clean + rtt + rtt / 4 + TIMEOUT_MIN + rtt;
+        assert!(
+            at <= bound,
+            "repaired at {at} ns, bound {bound} (clean {clean})"
+        );
+        let classic = TcpConfig {
+            init_cwnd: 10,
+            ..TcpConfig::default()
+        };
+        let (classic, _) = transfer_losing(classic, 4, &[1]);
+        assert_eq!(classic.a.stats.timeouts, 1);
+    }
+
+    /// The classic recovery's scripted drops, under RACK: the same repairs, no timeout.
+    #[test]
+    fn rack_recovers_three_scripted_drops_without_a_timeout() {
+        let (pair, _) = transfer_losing(linux_every_ack(), 200, &[10, 11, 50]);
+        assert_eq!(pair.a.stats.timeouts, 0);
+        assert_eq!(pair.a.stats.retransmits, 3);
+        assert_eq!(pair.a.stats.fast_retransmits, 2);
+    }
+
+    /// A retransmission lost too: RACK sees that segments sent after it were delivered and
+    /// sends it again in the same recovery.
+    #[test]
+    fn rack_finds_a_lost_retransmission() {
+        let cfg = linux_every_ack();
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 200 * mss);
+        let mut drops_of_10 = 0;
+        pair.run(5_000_000_000, &mut |p| {
+            let drop = p.payload() > 0 && data_offset(p) / mss == 10 && drops_of_10 < 2;
+            drops_of_10 += drop as u32;
+            drop
+        });
+        assert_eq!(drops_of_10, 2);
+        assert_eq!(pair.b.delivered(), 200 * mss);
+        assert_eq!(pair.a.stats.timeouts, 0);
+        assert_eq!(pair.a.stats.retransmits, 2);
+        assert_eq!(pair.a.stats.fast_retransmits, 1);
+    }
+
+    /// RFC 2883: a segment that arrives again is reported in the first SACK block of the
+    /// next ACK, with the cumulative ACK beyond it.
+    #[test]
+    fn a_duplicate_segment_is_reported_in_a_dsack_block() {
+        for dsack in [false, true] {
+            let cfg = TcpConfig {
+                dsack,
+                ..TcpConfig::linux()
+            };
+            let mss = cfg.mss as u64;
+            let mut pair = Pair::new(cfg, 10 * mss);
+            let mut copy = None;
+            pair.run(1_000_000_000, &mut |p| {
+                if p.payload() > 0 && data_offset(p) == 3 * mss {
+                    copy = Some(p.clone());
+                }
+                false
+            });
+            let copy = copy.expect("segment 3 was sent");
+            pair.b.on_segment(pair.now, &copy);
+            let mut acks = Vec::new();
+            pair.b
+                .poll_transmit(pair.now, u32::MAX, &mut |p| acks.push(p));
+            assert_eq!(acks.len(), 1, "the duplicate is ACKed at once");
+            let blocks = acks[0].sack_blocks();
+            if dsack {
+                let end = copy.seq.wrapping_add(mss as u32);
+                assert_eq!(blocks, &[(copy.seq, end)]);
+                assert!(
+                    acks[0].ack.wrapping_sub(end) < 1 << 31,
+                    "below the cumulative ACK"
+                );
+            } else {
+                assert!(blocks.is_empty());
+            }
+        }
+    }
+
+    /// Linux's tcp_process_tlp_ack: when the probe resent a segment that had arrived (its
+    /// ACK was lost), the D-SACK of the copy ends the episode with no window reduction.
+    #[test]
+    fn a_dsack_of_the_probe_means_no_loss() {
+        for dsack in [true, false] {
+            let cfg = TcpConfig {
+                dsack,
+                ..linux_every_ack()
+            };
+            let mss = cfg.mss as u64;
+            let mut pair = Pair::new(cfg, 40 * mss);
+            // No FIN, whose ACK would acknowledge the tail.
+            pair.a.close_requested = false;
+            let (iss, mut lost_acks) = (CLIENT_ISS, 0);
+            // The ACKs of the last three segments are lost; the probe's is not.
+            pair.drop_to_a = Some(Box::new(move |p: &Packet| {
+                let acked = p.ack.wrapping_sub(iss).wrapping_sub(1) as u64;
+                let drop = acked > 37 * mss && lost_acks < 3;
+                lost_acks += drop as u32;
+                drop
+            }));
+            let at = delivered_at(&mut pair, 40 * mss, &mut |_| false);
+            pair.run(at + 50_000_000, &mut |_| false);
+            let a = &pair.a;
+            assert_eq!((a.probes(), a.stats.timeouts), (1, 0));
+            assert_eq!(a.win.ssthresh, f64::INFINITY, "no reduction");
+            // Without the D-SACK the probe's ACK cannot tell; the episode stays open.
+            assert_eq!(a.tlp_high == NO_PROBE, dsack);
+        }
+    }
+
+    /// Linux's quick-ACK mode: the first 16 data segments are each ACKed, then every second
+    /// one (ACKs that cover one segment afterwards end a flight and wait for the timer).
+    #[test]
+    fn quick_acks_then_delayed_acks() {
+        let cfg = TcpConfig::linux();
+        let mss = cfg.mss as u64;
+        let mut pair = Pair::new(cfg, 100 * mss);
+        let acked = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let log = acked.clone();
+        pair.drop_to_a = Some(Box::new(move |p: &Packet| {
+            if p.flags & (F::SYN | F::FIN) == 0 {
+                log.borrow_mut()
+                    .push(p.ack.wrapping_sub(CLIENT_ISS).wrapping_sub(1) as u64 / mss);
+            }
+            false
+        }));
+        pair.run(10_000_000_000, &mut |_| false);
+        assert_eq!(pair.b.delivered(), 100 * mss);
+        let acked = acked.borrow();
+        assert_eq!(acked[..16], (1..=16).collect::<Vec<_>>()[..], "{acked:?}");
+        let steps: Vec<u64> = acked[16..].windows(2).map(|w| w[1] - w[0]).collect();
+        let pairs = steps.iter().filter(|&&d| d == 2).count();
+        assert!(steps.iter().all(|&d| d <= 2), "{acked:?}");
+        assert!(pairs * 10 >= steps.len() * 8, "{acked:?}");
+        // Classic delayed ACKs have no quick start.
+        let mut classic = Pair::new(
+            TcpConfig {
+                delack_count: 2,
+                init_cwnd: 10,
+                ..TcpConfig::default()
+            },
+            100 * mss,
+        );
+        let first = std::rc::Rc::new(std::cell::Cell::new(None));
+        let seen = first.clone();
+        classic.drop_to_a = Some(Box::new(move |p: &Packet| {
+            if p.flags & F::SYN == 0 && seen.get().is_none() {
+                seen.set(Some(
+                    p.ack.wrapping_sub(CLIENT_ISS).wrapping_sub(1) as u64 / mss,
+                ));
+            }
+            false
+        }));
+        classic.run(10_000_000_000, &mut |_| false);
+        assert_eq!(first.get(), Some(2));
+    }
+
+    /// Linux's RTO (tcp_rtt_estimator, __tcp_set_rto) against RFC 6298's, sample by sample.
+    #[test]
+    fn linux_rto_is_srtt_plus_at_least_rto_min() {
+        const US: u64 = 1_000;
+        const MS: u64 = 1_000_000;
+        let rto_after = |rto_linux: bool, samples: &[u64]| {
+            let cfg = TcpConfig {
+                rto_linux,
+                ..TcpConfig::default()
+            };
+            let mut ep = TcpEndpoint::client(cfg, (1, 1), (2, 2), 0, 0);
+            for (i, &m) in samples.iter().enumerate() {
+                // Each sample a round trip later than the last.
+                (ep.una, ep.nxt) = (10 * i as u64 + 5, 10 * i as u64 + 10);
+                ep.rtt_sample(m);
+            }
+            ep.rto
+        };
+        // The handshake's sample m alone: m + max(2m, rto_min), against RFC 6298's floor.
+        assert_eq!(rto_after(true, &[100 * US]), 100 * US + 200 * MS);
+        assert_eq!(rto_after(false, &[100 * US]), 200 * MS);
+        // A jump to 300 ms: the deviation term takes it at once.
+        let jump = rto_after(true, &[100 * US, 300 * MS]);
+        let (srtt, mdev4) = (
+            100 * US + (300 * MS - 100 * US) / 8,
+            200 * US + 300 * MS - 100 * US - 50 * US,
+        );
+        assert!(jump.abs_diff(srtt + mdev4) <= 1, "{jump} ns");
+        // Then steady samples: the variance term decays a quarter per round trip to rto_min.
+        let mut samples = vec![100 * US, 300 * MS];
+        samples.extend([100 * US; 60]);
+        let settled = rto_after(true, &samples);
+        assert!((200 * MS..201 * MS).contains(&settled), "{settled} ns");
     }
 
     #[test]

@@ -31,6 +31,9 @@ impl TcpEndpoint {
                 s.len += 1;
             }
         };
+        if let Some(dup) = self.dsack {
+            push(&mut s, dup);
+        }
         let first = self
             .last_ooo
             .and_then(|(a, _)| self.ooo.iter().copied().find(|r| r.0 <= a && a < r.1));
@@ -65,13 +68,25 @@ impl TcpEndpoint {
                 self.dctcp_ce = ce;
             }
         } else if ce && self.ecn_ok {
+            if self.cfg.quickack && !self.ece_latch {
+                // Linux: the sender may have a small window; do not delay the echo.
+                self.quick = self.quick.max(2);
+            }
             self.ece_latch = true;
         }
         let had_holes = !self.ooo.is_empty();
         if p.payload() > 0 {
             if end <= self.rcv_nxt {
                 self.ack_now = true; // duplicate
+                self.on_duplicate(start, end);
             } else if start <= self.rcv_nxt {
+                if start < self.rcv_nxt && self.cfg.dsack {
+                    self.dsack = Some((start, self.rcv_nxt));
+                }
+                if self.cfg.quickack && self.rcv_nxt == 0 {
+                    // The connection's first data: Linux's tcp_event_data_recv.
+                    self.quick = self.quick_acks(16);
+                }
                 self.rcv_nxt = end;
                 while let Some(&(a, b)) = self.ooo.first() {
                     if a > self.rcv_nxt {
@@ -85,6 +100,9 @@ impl TcpEndpoint {
                 }
                 self.ack_pending += 1;
             } else {
+                if self.cfg.dsack && self.ooo.iter().any(|&(a, b)| a <= start && end <= b) {
+                    self.dsack = Some((start, end));
+                }
                 self.insert_ooo(start, end);
                 self.last_ooo = Some((start, end));
                 self.ack_now = true;
@@ -99,10 +117,29 @@ impl TcpEndpoint {
                 self.close_requested = true;
             }
         }
-        if self.ack_pending >= self.cfg.delack_count {
+        let quick = self.cfg.quickack && self.quick > 0;
+        if self.ack_pending >= self.cfg.delack_count || (quick && self.ack_pending > 0) {
             self.ack_now = true;
         } else if self.ack_pending > 0 && self.delack_deadline.is_none() {
             self.delack_deadline = Some(now + self.cfg.delack_timeout);
+        }
+    }
+
+    /// Quick ACKs a receiver grants (Linux's tcp_incr_quickack): half its window in
+    /// segments, at least 2, at most `most`.
+    fn quick_acks(&self, most: u8) -> u8 {
+        let half_window = self.cfg.rcv_buf / (2 * self.cfg.mss as u64);
+        half_window.clamp(2, most as u64) as u8
+    }
+
+    /// Data that arrived before: reported in a D-SACK block, and ACKs go out at once for a
+    /// while (Linux: tcp_enter_quickack_mode on a duplicate).
+    fn on_duplicate(&mut self, start: u64, end: u64) {
+        if self.cfg.dsack {
+            self.dsack = Some((start, end));
+        }
+        if self.cfg.quickack {
+            self.quick = self.quick.max(self.quick_acks(16));
         }
     }
 

@@ -28,7 +28,22 @@ pub(super) struct Seg {
     pub(super) sent_at: u64,
     pub(super) flags: u8,
     /// `nxt` when the segment was last retransmitted: data from there on was sent after it.
+    /// 0 for a segment never retransmitted.
     pub(super) resent_nxt: u64,
+}
+
+impl Seg {
+    /// Orders segments by when they were last sent, ties within one nanosecond included:
+    /// first transmissions go out in sequence order, and a retransmission comes after the
+    /// data below the `nxt` it was sent at and before the data above.
+    pub(super) fn send_order(&self) -> (u64, u64, u64) {
+        let end = self.start + self.len as u64;
+        let key = match self.resent_nxt {
+            0 => 2 * end,
+            nxt => 2 * nxt + 1,
+        };
+        (self.sent_at, key, end)
+    }
 }
 
 impl TcpEndpoint {
@@ -38,6 +53,11 @@ impl TcpEndpoint {
         match (retrans_out(s.flags), retrans_out(flags)) {
             (true, false) => self.retrans_out -= 1,
             (false, true) => self.retrans_out += 1,
+            _ => {}
+        }
+        match (s.flags & SACKED, flags & SACKED) {
+            (0, SACKED) => self.sacked_out += 1,
+            (SACKED, 0) => self.sacked_out -= 1,
             _ => {}
         }
         s.flags = flags;
@@ -59,13 +79,13 @@ impl TcpEndpoint {
 
     /// Marks what an ACK's SACK blocks cover and keeps the blocks; returns the bytes newly
     /// SACKed.
-    pub(super) fn take_sack_blocks(&mut self, sack: &[(u32, u32)]) -> u64 {
+    pub(super) fn take_sack_blocks(&mut self, now: u64, sack: &[(u32, u32)]) -> u64 {
         let mut newly_sacked = 0;
         let mut blocks = [(0, 0); 3];
         for (block, &(a, b)) in blocks.iter_mut().zip(sack) {
             let a = unwrap(a.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
             let b = unwrap(b.wrapping_sub(self.iss), self.una + 1).saturating_sub(1);
-            newly_sacked += self.mark_sacked(a, b);
+            newly_sacked += self.mark_sacked(now, a, b);
             *block = (a, b.min(self.nxt));
         }
         self.sacked_blocks = blocks;
@@ -73,7 +93,7 @@ impl TcpEndpoint {
     }
 
     /// Marks segments inside [a, b) as SACKed; returns the bytes newly SACKed.
-    pub(super) fn mark_sacked(&mut self, a: u64, b: u64) -> u64 {
+    pub(super) fn mark_sacked(&mut self, now: u64, a: u64, b: u64) -> u64 {
         if b <= a || b <= self.una {
             return 0;
         }
@@ -99,8 +119,11 @@ impl TcpEndpoint {
             }
             if s.flags & SACKED == 0 {
                 newly += s.len as u64;
-                let f = s.flags;
+                let (f, order, resent) = (s.flags, s.send_order(), s.resent_nxt != 0);
                 self.set_flags(i, (f | SACKED) & !LOST);
+                if self.cfg.rack {
+                    self.rack_advance(now, order, resent);
+                }
             }
             i += 1;
         }

@@ -54,7 +54,7 @@ impl TcpEndpoint {
             self.ack_field(),
             self.adv_window(),
         );
-        if self.sack_ok && !self.ooo.is_empty() {
+        if self.sack_ok && (!self.ooo.is_empty() || self.cfg.dsack && self.dsack.is_some()) {
             p.set_sack(&self.sack_blocks());
         }
         p.fill_tcp_checksum();
@@ -62,6 +62,11 @@ impl TcpEndpoint {
     }
 
     pub(super) fn rtt_sample(&mut self, r: u64) {
+        self.min_rtt = self.min_rtt.min(r);
+        if self.cfg.rto_linux {
+            self.linux_rtt_sample(r);
+            return;
+        }
         let r = r as f64;
         if self.srtt == 0.0 {
             self.srtt = r;
@@ -72,6 +77,43 @@ impl TcpEndpoint {
         }
         let rto = (self.srtt + 4.0 * self.rttvar) as u64;
         self.rto = rto.clamp(self.cfg.rto_min, self.cfg.rto_max);
+    }
+
+    /// Linux's tcp_rtt_estimator and __tcp_set_rto (tcp_input.c): the same smoothed RTT, but
+    /// the variance term starts at rto_min or more, follows the largest deviation of the
+    /// round trip and decays by a quarter per round trip only, so RTO >= SRTT + rto_min.
+    fn linux_rtt_sample(&mut self, m: u64) {
+        let rto_min = self.cfg.rto_min;
+        if self.srtt == 0.0 {
+            self.srtt = m as f64;
+            self.mdev = 2 * m;
+            self.rttvar_linux = self.mdev.max(rto_min);
+            self.mdev_max = self.rttvar_linux;
+            self.rtt_seq = self.nxt;
+        } else {
+            let err = m as f64 - self.srtt;
+            self.srtt += err / 8.0;
+            let mdev = self.mdev as f64;
+            // A falling RTT moves the deviation up with a gain of 1/32 only.
+            let e = if err < 0.0 && -err > mdev / 4.0 {
+                (-err - mdev / 4.0) / 8.0
+            } else {
+                err.abs() - mdev / 4.0
+            };
+            self.mdev = (mdev + e).max(0.0) as u64;
+            if self.mdev > self.mdev_max {
+                self.mdev_max = self.mdev;
+                self.rttvar_linux = self.rttvar_linux.max(self.mdev_max);
+            }
+            if self.una > self.rtt_seq {
+                if self.mdev_max < self.rttvar_linux {
+                    self.rttvar_linux -= (self.rttvar_linux - self.mdev_max) / 4;
+                }
+                self.rtt_seq = self.nxt;
+                self.mdev_max = rto_min;
+            }
+        }
+        self.rto = (self.srtt as u64 + self.rttvar_linux).min(self.cfg.rto_max);
     }
 
     pub(super) fn on_ack(&mut self, now: u64, p: &Packet) {
@@ -88,12 +130,22 @@ impl TcpEndpoint {
         self.snd_wnd = window;
 
         let mut newly_sacked = 0u64;
+        // The ACK reports the probe's segment as a duplicate (Linux's FLAG_DSACK_TLP).
+        let mut dsack_probe = false;
         if self.sack_ok {
             // Most ACKs carry no blocks: nothing to unwrap or mark.
             if p.sack_blocks().is_empty() {
                 self.sacked_blocks = [(0, 0); 3];
             } else {
-                newly_sacked = self.take_sack_blocks(p.sack_blocks());
+                newly_sacked = self.take_sack_blocks(now, p.sack_blocks());
+                if self.tlp_high != NO_PROBE {
+                    let (a, b) = self.sacked_blocks[0];
+                    let dsack = a < acked_to
+                        || p.sack_blocks().len() > 1
+                            && self.sacked_blocks[1].0 <= a
+                            && b <= self.sacked_blocks[1].1;
+                    dsack_probe = dsack && b == self.tlp_high && b - a <= self.cfg.mss as u64;
+                }
             }
         }
 
@@ -104,6 +156,7 @@ impl TcpEndpoint {
         let mut delivered = acked + newly_sacked;
         if acked > 0 {
             let mut sample = None;
+            let rack = self.rack_on();
             while let Some(s) = self.segs.front() {
                 if s.start + s.len as u64 > acked_to {
                     break;
@@ -111,6 +164,12 @@ impl TcpEndpoint {
                 let s = self.segs.pop_front().unwrap();
                 if s.flags & SACKED != 0 {
                     delivered -= s.len as u64;
+                    self.sacked_out -= 1;
+                } else if rack {
+                    let resent = s.resent_nxt != 0;
+                    // Delivered below data SACKed before it, never sent twice: reordering.
+                    self.reord_seen |= self.sacked_out > 0 && !resent;
+                    self.rack_advance(now, s.send_order(), resent);
                 }
                 if in_pipe(s.flags) {
                     self.pipe -= s.len as u64;
@@ -130,6 +189,10 @@ impl TcpEndpoint {
             self.una = acked_to;
             if let Some(r) = sample {
                 self.rtt_sample(r);
+                if self.cfg.hystart {
+                    let (una, nxt) = (self.una, self.nxt);
+                    self.cc.hystart(&mut self.win, r, now, una, nxt, self.srtt);
+                }
             }
             self.dupacks = 0;
             // The first acknowledged segment is the one the duplicates were about.
@@ -162,7 +225,7 @@ impl TcpEndpoint {
                 self.max_pipe = self.pipe;
                 self.window_end = self.nxt;
             }
-            self.restart_rto(now);
+            self.set_xmit_timer(now);
         } else {
             // Nothing for DCTCP's estimator: no bytes, and `una` has not moved past the
             // window end it set when `una` last moved.
@@ -193,8 +256,13 @@ impl TcpEndpoint {
                 self.win.cwnd = self.win.ssthresh;
             }
         }
+        if self.tlp_high != NO_PROBE {
+            let progress = acked > 0 || newly_sacked > 0 || window_changed || p.payload() > 0;
+            self.on_probe_ack(acked_to, dsack_probe, progress);
+        }
         if ece && !self.in_recovery && self.una > self.ecn_reduce_end {
             let flight = self.nxt - self.una;
+            self.tlp_high = NO_PROBE;
             self.cc
                 .on_congestion(&mut self.win, Congestion::Ecn, flight);
             self.ecn_reduce_end = self.nxt;
@@ -204,7 +272,20 @@ impl TcpEndpoint {
             self.prr_start(flight);
         }
 
-        if self.sack_ok && newly_sacked > 0 {
+        if self.rack_on() {
+            // Linux runs RACK on an ACK that is not plainly in order (tcp_ack_is_dubious).
+            let dubious = !p.sack_blocks().is_empty()
+                || self.in_recovery
+                || self.retrans_out > 0
+                || self.una < self.recover;
+            if self.rack_advanced && dubious {
+                let (_, wait) = self.rack_detect(now);
+                if wait > 0 {
+                    let after = (wait + TIMEOUT_MIN).min(self.rto);
+                    self.set_timer(Timer::Reorder, now + after);
+                }
+            }
+        } else if self.sack_ok && newly_sacked > 0 {
             self.mark_lost_by_sack();
             if self.retrans_out > 0 {
                 self.mark_lost_retransmissions();
@@ -215,7 +296,12 @@ impl TcpEndpoint {
         // step 1, RFC 6675 5.1), which would set cwnd to half the old flight at once and send
         // the whole window again in one burst.
         if !self.in_recovery && self.una >= self.recover {
-            if let Some(first) = self.segs.front() {
+            if self.rack_on() {
+                // With RACK a recovery starts once a loss is marked (tcp_time_to_recover).
+                if self.resend > 0 {
+                    self.enter_recovery();
+                }
+            } else if let Some(first) = self.segs.front() {
                 if self.dupacks >= self.cfg.dupthresh || first.flags & LOST != 0 {
                     self.enter_recovery();
                 }
@@ -278,16 +364,219 @@ impl TcpEndpoint {
         // Loss and ECN reductions share one per-window budget.
         self.ecn_reduce_end = self.nxt;
         self.in_cwr = false;
-        let f = self.segs[0].flags;
-        if f & LOST == 0 {
-            self.set_flags(0, f | LOST);
+        self.tlp_high = NO_PROBE;
+        if !self.rack_on() {
+            let f = self.segs[0].flags;
+            if f & LOST == 0 {
+                self.set_flags(0, f | LOST);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------------ RACK and TLP
+
+    pub(super) fn rack_on(&self) -> bool {
+        self.cfg.rack && self.sack_ok
+    }
+
+    /// RFC 8985 6.2 step 2 (Linux's tcp_rack_advance): a segment delivered, last sent in
+    /// `order` ([`Seg::send_order`]). A retransmitted one that seems to have arrived faster
+    /// than the minimum RTT was its original: it tells nothing.
+    pub(super) fn rack_advance(&mut self, now: u64, order: (u64, u64, u64), resent: bool) {
+        let rtt = now - order.0;
+        if resent && rtt < self.min_rtt {
+            return;
+        }
+        self.rack_advanced = true;
+        self.rack_rtt = rtt;
+        self.rack_sent = self.rack_sent.max(order);
+    }
+
+    /// The reordering window (Linux's tcp_rack_reo_wnd): none before reordering is seen once
+    /// in recovery or once DupThresh segments are SACKed, else a quarter of the minimum RTT,
+    /// at most the smoothed RTT.
+    fn rack_reo_wnd(&self) -> u64 {
+        let recovering = self.in_recovery || self.una < self.recover;
+        if !self.reord_seen && (recovering || self.sacked_out >= self.cfg.dupthresh) {
+            return 0;
+        }
+        (self.min_rtt / 4).min(self.srtt as u64)
+    }
+
+    /// RFC 8985 6.2 step 5 (Linux's tcp_rack_detect_loss): every segment sent before the
+    /// most recently sent delivered one, and out for longer than RACK.rtt plus the reordering
+    /// window, is lost. Returns whether any was newly marked, and the longest any other of
+    /// them has yet to wait.
+    fn rack_detect(&mut self, now: u64) -> (bool, u64) {
+        self.rack_advanced = false;
+        let reo_wnd = self.rack_reo_wnd();
+        let (mut lost, mut wait) = (false, 0);
+        for i in 0..self.segs.len() {
+            let s = &self.segs[i];
+            let f = s.flags;
+            if f & SACKED != 0 || f & (LOST | RETRANS) == LOST {
+                continue;
+            }
+            if s.send_order() >= self.rack_sent {
+                // Sent after it: a first transmission, and every segment after it was sent
+                // later still; a retransmission may have later ones sent earlier.
+                if s.resent_nxt == 0 {
+                    break;
+                }
+                continue;
+            }
+            let timeout = self.rack_rtt + reo_wnd;
+            let age = now - s.sent_at;
+            if age >= timeout {
+                self.set_flags(i, (f | LOST) & !RETRANS);
+                lost = true;
+            } else {
+                wait = wait.max(timeout - age);
+            }
+        }
+        (lost, wait)
+    }
+
+    /// RACK's reordering timer (Linux's tcp_rack_reo_timeout): what has waited out the window
+    /// is lost, and a recovery starts if none is under way.
+    pub(super) fn on_reorder_timer(&mut self, now: u64) {
+        let (lost, _) = self.rack_detect(now);
+        if lost && !self.in_recovery && self.una >= self.recover {
+            self.enter_recovery();
+            if self.prr_active() {
+                // As tcp_cwnd_reduction(sk, 1, ...): one segment's worth delivered.
+                self.prr_on_ack(self.cfg.mss as u64);
+            }
+        }
+        self.rearm_rto_from_head(now);
+    }
+
+    /// Whether a tail loss probe may be armed (Linux's tcp_schedule_loss_probe): data out,
+    /// SACK on, no recovery, nothing SACKed, lost or retransmitted.
+    fn can_probe(&self) -> bool {
+        self.cfg.tlp
+            && self.sack_ok
+            && self.una < self.nxt
+            && !self.in_recovery
+            && self.una >= self.recover
+            && self.sacked_out == 0
+            && self.resend == 0
+            && self.retrans_out == 0
+    }
+
+    /// The probe timeout: two smoothed RTTs, plus rto_min with a single segment out (its ACK
+    /// may be delayed) or 2 ms with more; 1 s before any RTT sample.
+    fn probe_timeout(&self) -> u64 {
+        if self.srtt == 0.0 {
+            return 1_000_000_000;
+        }
+        let extra = if self.segs.len() == 1 {
+            self.cfg.rto_min
+        } else {
+            TIMEOUT_MIN
+        };
+        2 * self.srtt as u64 + extra
+    }
+
+    /// On an ACK that acknowledged data (Linux's tcp_set_xmit_timer): the probe if one may
+    /// be armed, no later than the RTO, else the RTO.
+    fn set_xmit_timer(&mut self, now: u64) {
+        if self.can_probe() {
+            let after = self.probe_timeout().min(self.rto);
+            self.set_timer(Timer::Probe, now + after);
+        } else {
+            self.restart_rto(now);
+        }
+    }
+
+    /// After new data went out: the probe, no later than the RTO counted from the oldest
+    /// segment's send.
+    fn schedule_probe_after_send(&mut self, now: u64) {
+        if !self.can_probe() {
+            return;
+        }
+        let rto_left = self.rto_from_head(now) - now;
+        let after = self.probe_timeout().min(rto_left);
+        self.set_timer(Timer::Probe, now + after);
+    }
+
+    pub(super) fn on_probe_timer(&mut self, now: u64) {
+        if self.tlp_high != NO_PROBE || self.una == self.nxt {
+            // One probe per tail (Linux's tlp_high_seq).
+            self.rearm_rto_from_head(now);
+        } else {
+            self.probe_due = true;
+        }
+    }
+
+    /// RFC 8985 7.3 (Linux's tcp_send_loss_probe): a new segment if the receive window lets
+    /// it go, whatever cwnd says, else the last one again. Returns whether one was sent.
+    fn send_probe(&mut self, now: u64, budget: u32, out: &mut impl FnMut(Packet)) -> bool {
+        let mss = self.cfg.mss as u64;
+        let avail = self.app_limit.saturating_sub(self.nxt);
+        let len = mss.min(avail);
+        let fits = len > 0 && self.nxt + len <= self.una + self.snd_wnd;
+        let seg = if budget == 0 {
+            None // still queued in the host (Linux: skb_still_in_host_queue)
+        } else if fits {
+            Some((self.nxt, len as u32, false))
+        } else {
+            self.segs
+                .back()
+                .filter(|s| s.flags & SACKED == 0)
+                .map(|s| (s.start, s.len, true))
+        };
+        let Some(seg) = seg else {
+            self.rearm_rto_from_head(now);
+            return false;
+        };
+        self.tlp_retrans = seg.2;
+        self.emit(now, seg, out);
+        self.tlp_high = self.nxt;
+        self.probes += 1;
+        self.restart_rto(now);
+        true
+    }
+
+    /// Linux's tcp_process_tlp_ack: once the ACK reaches the probe's point, a probe of new
+    /// data is done; a retransmitted one repaired a loss (one window reduction) unless a
+    /// D-SACK or a pure duplicate ACK shows both copies arrived.
+    fn on_probe_ack(&mut self, acked_to: u64, dsack_probe: bool, progress: bool) {
+        if acked_to < self.tlp_high {
+            return;
+        }
+        if !self.tlp_retrans || dsack_probe || (acked_to == self.tlp_high && !progress) {
+            self.tlp_high = NO_PROBE;
+        } else if acked_to > self.tlp_high {
+            let flight = self.nxt - self.una;
+            self.cc
+                .on_congestion(&mut self.win, Congestion::Loss, flight);
+            self.tlp_high = NO_PROBE;
         }
     }
 
     // ------------------------------------------------------------------ timers
 
+    pub(super) fn set_timer(&mut self, timer: Timer, at: u64) {
+        self.timer = timer;
+        self.rto_deadline = Some(at);
+    }
+
     pub(super) fn restart_rto(&mut self, now: u64) {
-        self.rto_deadline = Some(now + self.rto);
+        self.set_timer(Timer::Rto, now + self.rto);
+    }
+
+    /// When the RTO falls, counted from the oldest segment's last send, not before `now + 1`
+    /// (Linux's tcp_rearm_rto after a probe or reordering timer).
+    fn rto_from_head(&self, now: u64) -> u64 {
+        self.segs
+            .front()
+            .map_or(now + self.rto, |s| (s.sent_at + self.rto).max(now + 1))
+    }
+
+    fn rearm_rto_from_head(&mut self, now: u64) {
+        let at = self.rto_from_head(now);
+        self.set_timer(Timer::Rto, at);
     }
 
     pub(super) fn on_rto(&mut self, now: u64) {
@@ -296,7 +585,7 @@ impl TcpEndpoint {
             State::SynSent | State::SynRcvd => {
                 self.stats.timeouts += 1;
                 self.stats.retransmits += 1; // the SYN or SYN-ACK goes again
-                self.rto_deadline = Some(now + self.rto);
+                self.restart_rto(now);
                 if self.state == State::SynRcvd {
                     self.ack_now = true;
                 }
@@ -325,16 +614,22 @@ impl TcpEndpoint {
         self.in_cwr = false;
         self.dupacks = 0;
         self.dup_left = 0;
+        self.tlp_high = NO_PROBE;
+        let rack = self.rack_on();
         for i in 0..self.segs.len() {
-            let f = self.segs[i].flags;
-            if f & SACKED == 0 {
+            let s = &self.segs[i];
+            // With RACK, what was sent within the last RACK.rtt may still arrive
+            // (tcp_timeout_mark_lost); the oldest is lost whatever its age.
+            let recent = rack && i > 0 && now - s.sent_at < self.rack_rtt;
+            let f = s.flags;
+            if f & SACKED == 0 && !recent {
                 self.set_flags(i, (f | LOST) & !RETRANS);
             }
         }
         if fin_out && !data_out {
             self.fin_sent = false; // resend the FIN
         }
-        self.rto_deadline = Some(now + self.rto);
+        self.restart_rto(now);
     }
 
     // ------------------------------------------------------------------ output
@@ -369,8 +664,17 @@ impl TcpEndpoint {
             State::Established => {}
         }
         let mut sent_any = false;
+        let mut budget = budget;
+        if self.probe_due {
+            self.probe_due = false;
+            if self.send_probe(now, budget, out) {
+                sent_any = true;
+                budget -= 1;
+            }
+        }
         // Most calls (every receiver's) have nothing to send: skip the window arithmetic.
         if budget > 0 && (self.resend > 0 || self.app_limit > self.nxt) {
+            let nxt = self.nxt;
             // Sending does not change the window.
             let cwnd = self.win.cwnd.max(self.win.mss) as u64;
             for _ in 0..budget {
@@ -379,6 +683,9 @@ impl TcpEndpoint {
                 };
                 self.emit(now, seg, out);
                 sent_any = true;
+            }
+            if self.nxt > nxt && self.cfg.tlp {
+                self.schedule_probe_after_send(now);
             }
         }
         if self.close_requested
@@ -424,12 +731,18 @@ impl TcpEndpoint {
         self.ctrl_sent_at = now.max(1);
         self.stats.segments_sent += 1;
         if self.rto_deadline.is_none() {
-            self.rto_deadline = Some(now + self.rto);
+            self.restart_rto(now);
         }
         out(p);
     }
 
     pub(super) fn after_send(&mut self) {
+        if self.cfg.quickack && self.quick > 0 && (self.ack_pending > 0 || self.ack_now) {
+            self.quick -= 1;
+        }
+        if self.cfg.dsack {
+            self.dsack = None;
+        }
         self.ack_now = false;
         self.ack_pending = 0;
         self.delack_deadline = None;
