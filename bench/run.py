@@ -283,20 +283,26 @@ MECHANISMS = [
 ]
 
 
+def paired(path: Path, on: list[tuple[str, str]], off: list[tuple[str, str]], runs: int,
+           name: str, off_name: str) -> tuple[dict, dict]:
+    """Rows of the same scenario under two sets of overrides, the runs of the two interleaved
+    so that a change in the machine's load hits both."""
+    samples: dict[str, list[dict]] = {"on": [], "off": []}
+    for _ in range(runs):
+        samples["on"].append(engine_sample(path, on))
+        samples["off"].append(engine_sample(path, off))
+    return (engine_row(path, samples["on"], on, name),
+            engine_row(path, samples["off"], off, off_name))
+
+
 def run_mechanisms(runs: int) -> None:
-    """Events per second with each mechanism against the same scenario without it, the runs
-    of the two interleaved so that a change in the machine's load hits both."""
+    """Events per second with each mechanism against the same scenario without it."""
     rows = []
     print(f"{'mechanism':<14} {'scenario':<22} {'events/s with':>14} {'without':>14} {'ratio':>6} {'events with/without':>20}")
     for name, file, mech in MECHANISMS:
         path = PAPERS / file
-        on, off = [("mechanism", mech)], [("mechanism", '{kind="none"}')]
-        samples: dict[str, list[dict]] = {"on": [], "off": []}
-        for _ in range(runs):
-            samples["on"].append(engine_sample(path, on))
-            samples["off"].append(engine_sample(path, off))
-        with_it = engine_row(path, samples["on"], on, name)
-        without = engine_row(path, samples["off"], off, f"{name} (none)")
+        with_it, without = paired(path, [("mechanism", mech)], [("mechanism", '{kind="none"}')],
+                                  runs, name, f"{name} (none)")
         row = {"mechanism": name, "scenario": file, "with": with_it, "without": without,
                "events_per_s_ratio": with_it["events_per_s"] / without["events_per_s"]}
         rows.append(row)
@@ -304,6 +310,23 @@ def run_mechanisms(runs: int) -> None:
               f"{row['events_per_s_ratio']:>6.2f} {with_it['events'] / without['events']:>20.2f}", flush=True)
     (HERE / "mechanisms.json").write_text(json.dumps({"machine": machine(), "runs": runs, "rows": rows}, indent=2) + "\n")
     print(f"wrote {HERE / 'mechanisms.json'}")
+
+
+def run_profiles(runs: int, scenarios: list[Path]) -> None:
+    """Events per second of each suite scenario with `tcp.profile = "linux"` against the
+    classic profile, paired."""
+    rows = []
+    print(f"{'scenario':<24} {'events/s linux':>15} {'classic':>14} {'ratio':>6} {'events linux/classic':>21}")
+    for path in scenarios:
+        linux, classic = paired(path, [("tcp.profile", '"linux"')], [("tcp.profile", '"classic"')],
+                                runs, f"{path.stem} (linux)", f"{path.stem} (classic)")
+        row = {"scenario": path.stem, "linux": linux, "classic": classic,
+               "events_per_s_ratio": linux["events_per_s"] / classic["events_per_s"]}
+        rows.append(row)
+        print(f"{path.stem:<24} {linux['events_per_s']:>15,.0f} {classic['events_per_s']:>14,.0f} "
+              f"{row['events_per_s_ratio']:>6.2f} {linux['events'] / classic['events']:>21.2f}", flush=True)
+    (HERE / "profiles.json").write_text(json.dumps({"machine": machine(), "runs": runs, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {HERE / 'profiles.json'}")
 
 
 SCALING_DUMBBELL = [4, 16, 64, 256]
@@ -471,12 +494,15 @@ def main() -> None:
     ap.add_argument("--memory", action="store_true", help="sample RSS during a long dumbbell run instead of the suite; writes bench/memory.png")
     ap.add_argument("--memory-duration", default="60s", help="simulated time of the --memory run (default 60s)")
     ap.add_argument("--mechanisms", action="store_true", help="events per second with each mechanism against the same paper scenario without it, instead of the suite; writes bench/mechanisms.json")
+    ap.add_argument("--profiles", action="store_true", help="events per second of the suite's scenarios with tcp.profile = \"linux\" against the classic profile, instead of the suite; writes bench/profiles.json")
     ap.add_argument("--all", action="store_true", help="every figure the speed goals are judged by, in one run: the suite with htsim and ns-3, then --mechanisms, --scaling and the link decomposition (bench/decomposition.py: k = 8, and k = 16 over 0.2 s)")
     ap.add_argument("scenarios", nargs="*", type=Path)
     args = ap.parse_args()
     if args.all:
         args.with_htsim = args.with_ns3 = True
-    elif args.scaling or args.memory or args.mechanisms:
+    elif args.scaling or args.memory or args.mechanisms or args.profiles:
+        if args.profiles:
+            run_profiles(args.runs, args.scenarios or sorted((HERE / "scenarios").glob("*.toml")))
         if args.scaling:
             run_scaling(args.runs)
         if args.memory:
@@ -511,6 +537,7 @@ def main() -> None:
     (HERE / "results.json").write_text(json.dumps({"machine": mach, "runs": args.runs, "scenarios": rows}, indent=2) + "\n")
     if args.all:
         run_mechanisms(args.runs)
+        run_profiles(args.runs, scenarios)
         run_scaling(args.runs)
         run_decomposition()
 

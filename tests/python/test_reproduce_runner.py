@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,10 +18,18 @@ from tacc.reproduce.registry import (
     Variant,
     inline,
     mechanism_setting,
+    profile_means,
     scenario_setting,
     values,
 )
-from tacc.reproduce.report import ExperimentResult, RowResult, Verdict, verdicts, write_report
+from tacc.reproduce.report import (
+    ExperimentResult,
+    RowResult,
+    Verdict,
+    judge,
+    verdicts,
+    write_report,
+)
 
 TINY_FIGURE = "hygenicc-fig5"  # 6 runs of a 2-5 sender star
 
@@ -139,6 +148,33 @@ def test_every_variant_also_runs_as_the_paper_specifies_and_with_one_setting_cha
     # with one departure the paper's profile is the only other one
     assert len(_limiter_experiment((SHORTAGE,)).variants(1.0)) == 4
     assert _limiter_experiment(()).variants(1.0) == exp.build(1.0)
+
+
+def test_short_flow_claims_also_run_and_are_judged_with_linux_tcp(tmp_path: Path) -> None:
+    exp = dataclasses.replace(_limiter_experiment((SHORTAGE,)), linux_tcp=True)
+    names = {v.name: v.sets for v in exp.variants(1.0)}
+    assert names["linux|limited"] == names["limited"] + (("tcp.profile", '"linux"'),)
+    assert names["linux|none"] == names["none"] + (("tcp.profile", '"linux"'),)
+    assert len(names) == 6, "tacc's, the paper's and Linux's"
+    # The verdict with Linux's TCP is the claim on those runs alone.
+    means = {("limited", "t"): [1.0, 1.1], ("none", "t"): [2.0, 2.1],
+             ("paper|limited", "t"): [1.0], ("paper|none", "t"): [2.0],
+             ("linux|limited", "t"): [0.9, 1.0], ("linux|none", "t"): [0.5, 0.6]}
+    row = exp.rows()[0]
+    assert judge(row, profile_means(means, "linux")).holds is False
+    assert judge(row, profile_means(means, None)).holds is True
+    nan = float("nan")
+    rows = [RowResult("x", "hygenicc", "limited faster", "-", "-",
+                      Verdict("1.05 s", True, False, 1.05, nan),
+                      Verdict("1.00 s", True, False, 1.0, nan), [], "",
+                      linux=Verdict("0.95 s", False, False, 0.95, nan))]
+    write_report([ExperimentResult(exp, rows=rows)], tmp_path, quick=False, wall=1.0,
+                 command="tacc reproduce x", engine="local")
+    text = (tmp_path / "REPORT.md").read_text()
+    assert "| x | limited faster | - | - | 1.05 s | yes | 1.00 s | yes |  | 0.95 s | no |" in text
+    assert "with Linux's TCP (1 rows) 0 hold, 1 fail" in text
+    doc = json.loads((tmp_path / "report.json").read_text())
+    assert doc["rows"][0]["linux_tcp"]["holds"] is False
 
 
 def test_identical_runs_of_two_profiles_run_once(tmp_path: Path,

@@ -110,6 +110,9 @@ def scenario_setting(key: str, literal: str, tacc: str, paper: str, why: str) ->
 
 
 PUBLISHED = "paper"  # the variants' names as the paper specifies them: "paper|<name>"
+# tacc's variants with the simulator's Linux TCP (tcp.profile = "linux"): "linux|<name>"
+LINUX = "linux"
+LINUX_SETS = (("tcp.profile", '"linux"'),)
 
 
 def one_changed(key: str) -> str:
@@ -135,6 +138,10 @@ class Experiment:
     # specifies and every claim gets both verdicts. () means tacc runs it as specified; None
     # marks tacc's own experiments (sensitivity, attacks), judged with tacc's settings only.
     published: tuple[Setting, ...] | None = ()
+    # Claims about short flows, whose FCTs turn on how TCP repairs a loss: tacc's variants
+    # also run with Linux's TCP (RACK-TLP, D-SACK, quick-ACK, its RTO, HyStart; the
+    # scenario's own TCP keys kept), and every claim gets that verdict too.
+    linux_tcp: bool = False
 
     @property
     def scenario_path(self) -> Path:
@@ -154,13 +161,16 @@ class Experiment:
 
     def variants(self, scale: float) -> list[Variant]:
         """What runs: tacc's variants (`build`) and each of them in every profile, named
-        "<profile>|<name>"."""
+        "<profile>|<name>", and with Linux's TCP where the claims need it."""
         tacc = self.build(scale)
         out = list(tacc)
         for profile, settings in self.profiles():
             for v in tacc:
                 extra = tuple(o for s in settings for o in s.override(v))
                 out.append(Variant(f"{profile}|{v.name}", v.sets + extra, v.panel, v.series))
+        if self.linux_tcp:
+            out += [Variant(f"{LINUX}|{v.name}", v.sets + LINUX_SETS, v.panel, v.series)
+                    for v in tacc]
         return out
 
     def means(self, runs: dict[str, list[Path]], scale: float) -> Means:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tacc.reproduce.registry import (
+    LINUX,
     PAPER_NAMES,
     PUBLISHED,
     Experiment,
@@ -67,6 +68,8 @@ class RowResult:
     cause: str
     ideal_value: float = math.nan
     unit: str = ""
+    # the same row with the simulator's Linux TCP (None: the experiment does not run it)
+    linux: Verdict | None = None
 
 
 @dataclass
@@ -117,11 +120,12 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
     for row in exp.rows():
         tacc, paper, differs_by = verdicts(exp, row, everything)
         failed = tacc.holds is False or (paper is not None and paper.holds is False)
+        linux = judge(row, profile_means(everything, LINUX)) if exp.linux_tcp else None
         res.rows.append(RowResult(
             exp.id, exp.paper, row.quantity, row.paper,
             "-" if row.ideal is None else fmt(row.ideal, row.unit), tacc, paper, differs_by,
             row.cause if failed else "",
-            math.nan if row.ideal is None else row.ideal, row.unit))
+            math.nan if row.ideal is None else row.ideal, row.unit, linux))
     res.figures = exp.plot(exp, runs, out / "figures", scale)
     return res
 
@@ -129,8 +133,8 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
 def unresolved(res: ExperimentResult) -> bool:
     """Whether a comparison of the experiment is within the seeds' spread, under either
     profile."""
-    return any(r.tacc.spread or (r.published is not None and r.published.spread)
-               for r in res.rows)
+    return any(v is not None and v.spread
+               for r in res.rows for v in (r.tacc, r.published, r.linux))
 
 
 def tally(verdicts: Sequence[Verdict]) -> str:
@@ -152,6 +156,9 @@ def summary_line(rows: Sequence[RowResult]) -> str:
     line = (f"The papers' claims ({len(papers)} rows): with tacc's settings "
             f"{tally([r.tacc for r in papers])}; with the algorithms as the papers specify "
             f"them {tally([r.published for r in papers if r.published])}")
+    linux = [r.linux for r in rows if r.linux is not None]
+    if linux:
+        line += f"; with Linux's TCP ({len(linux)} rows) {tally(linux)}"
     return line + (f"; tacc's own experiments ({len(own)} rows): {tally(own)}" if own else "")
 
 
@@ -175,11 +182,12 @@ def _cells(r: RowResult) -> str:
         else:
             why = ""
         paper = f"| {r.published.shown} | {_verdict(r.published)} | {why} |"
-    return f"| {r.tacc.shown} | {_verdict(r.tacc)} {paper}"
+    linux = "-" if r.linux is None else r.linux.shown
+    return f"| {r.tacc.shown} | {_verdict(r.tacc)} {paper} {linux} | {_verdict(r.linux)} |"
 
 
-TABLE_HEAD = ("| tacc | holds | as published | holds | verdicts differ by |",
-              "|---|---|---|---|---|")
+TABLE_HEAD = ("| tacc | holds | as published | holds | verdicts differ by | Linux TCP | holds |",
+              "|---|---|---|---|---|---|---|")
 
 
 def _departures(results: Sequence[ExperimentResult]) -> list[str]:
@@ -225,10 +233,18 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     if departures:
         md.append("Every claim is judged twice: with tacc's recommended settings and with the "
                   "algorithm as the paper specifies it. Where the two verdicts differ, the "
-                  "last column names each setting that alone, changed from the paper's value "
-                  "to tacc's, gives tacc's verdict. tacc departs from the papers here:")
+                  "column \"verdicts differ by\" names each setting that alone, changed from "
+                  "the paper's value to tacc's, gives tacc's verdict. tacc departs from the "
+                  "papers here:")
         md.append("")
         md += departures
+        md.append("")
+    if any(e.exp.linux_tcp for e in results):
+        md.append("Claims about short flows also get a verdict with Linux's TCP (column "
+                  "\"Linux TCP\": tacc's settings with `tcp.profile = \"linux\"`, the "
+                  "scenario's own TCP keys kept): the papers' simulators wait out a "
+                  "retransmission timeout where Linux repairs a lost tail with a probe and "
+                  "RACK, which changes what a mechanism that prevents losses gains.")
         md.append("")
     if quick:
         md.append("Quick mode: 1/5 of the simulated time (the SDN-ECN runs keep their full "
@@ -294,7 +310,7 @@ def _write_json(rows: Sequence[RowResult], path: Path, *, quick: bool, command: 
             "unit": r.unit, "tacc_mean": _number(r.tacc.mean), "tacc_ci95": _number(r.tacc.ci),
             "tacc": r.tacc.shown, "ideal": _number(r.ideal_value), "holds": r.tacc.holds,
             "within_seed_spread": r.tacc.spread, "published": verdict(r.published),
-            "differs_by": r.differs_by, "cause": r.cause,
+            "differs_by": r.differs_by, "cause": r.cause, "linux_tcp": verdict(r.linux),
         } for r in rows],
     }
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

@@ -203,12 +203,13 @@ EXPERIMENTS: list[Experiment] = [
         "sdn-ecn-topo1-fct", "sdn-ecn", "SDN-ECN Topology 1: 2 MB interactive FCT",
         "sdnecn_topo1.toml", _ecn_build("star"), _ecn_metrics,
         _ecn_rows(None, "topo1_fct", _FCT_FAIR_3), plots.bars, quick_scale=1.0,
+        linux_tcp=True,
     ),
     Experiment(
         "sdn-ecn-bufferbloat", "sdn-ecn",
         "SDN-ECN Topology 1, 3000-packet buffers: 2 MB interactive FCT vs deep-buffer Cubic",
         "sdnecn_topo1.toml", _ecn_build("star", BLOAT_SYSTEMS, BLOAT_QUEUE), _ecn_metrics,
-        _bloat_rows, plots.bars, quick_scale=1.0,
+        _bloat_rows, plots.bars, quick_scale=1.0, linux_tcp=True,
         notes="Not a figure of the paper: the paper's 10 s Cubic FCT needs a deeper standing "
               "queue than tacc's Cubic keeps in 1000 packets (topo1-fct above), so the "
               "FCT gain is measured here behind 3000-packet drop-tail queues.",
@@ -238,12 +239,14 @@ EXPERIMENTS: list[Experiment] = [
         "sdn-ecn-topo2-fct", "sdn-ecn", "SDN-ECN Topology 2: 2 MB interactive FCT",
         "sdnecn_topo2.toml", _ecn_build("dumbbell"), _ecn_metrics,
         _ecn_rows(None, "topo2_fct", _FCT_FAIR_3), plots.bars, quick_scale=1.0,
+        linux_tcp=True,
     ),
     Experiment(
         "sdn-ecn-multihop", "sdn-ecn",
         "SDN-ECN 7-switch multi-hop (topology defined here): throughput and 2 MB FCT",
         "sdnecn_multihop.toml", _ecn_build("multihop"), _ecn_metrics,
         _ecn_rows("multihop_throughput", "multihop_fct", None), plots.bars, quick_scale=1.0,
+        linux_tcp=True,
         notes="The paper's figure of this topology is lost; sdnecn_multihop.toml defines one "
               "from the prose (see its header).",
     ),

@@ -320,17 +320,17 @@ EXPERIMENTS: list[Experiment] = [
         "sicc-dumbbell", "sicc",
         "SICC dumbbell: 80 flows, elephants:mice 1:3 / 1:1 / 3:1", "sicc_dumbbell.toml",
         _sicc_dumbbell_build, _sicc_metrics, _sicc_dumbbell_rows, _plot_mice,
-        notes=SICC_CAUSE + ".", published=SICC_SETTINGS,
+        notes=SICC_CAUSE + ".", published=SICC_SETTINGS, linux_tcp=True,
     ),
     Experiment(
         "sicc-tree144", "sicc", "SICC tree: 3 ToR x 48 servers (144)", "sicc_tree144.toml",
         _sicc_tree_build(3), _sicc_metrics, _sicc_tree_rows, _plot_mice, seeds=5,
-        published=SICC_SETTINGS,
+        published=SICC_SETTINGS, linux_tcp=True,
     ),
     Experiment(
         "sicc-tree288", "sicc", "SICC tree: 6 ToR x 48 servers (288)", "sicc_tree288.toml",
         _sicc_tree_build(6), _sicc_metrics, _sicc_tree_rows, _plot_mice, seeds=3,
-        published=SICC_SETTINGS,
+        published=SICC_SETTINGS, linux_tcp=True,
     ),
     Experiment(
         "sicc-sweep", "sicc", "SICC sensitivity to T (1-100 RTTs), dumbbell 1:1",

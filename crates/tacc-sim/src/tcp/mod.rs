@@ -311,6 +311,8 @@ pub struct TcpEndpoint {
     /// `nxt` when the probe went out (Linux's tlp_high_seq); `NO_PROBE` when none is out.
     tlp_high: u64,
     min_rtt: u64,
+    /// The probe timeout with several segments out, 2 SRTT + 2 ms; 0 before an RTT sample.
+    probe_base: u64,
     /// Linux's estimator (tcp_rtt_estimator), in ns: 4 x the mean deviation, its maximum in
     /// the current round trip, the variance term of the RTO, and the round trip's end.
     mdev: u64,
@@ -412,6 +414,7 @@ impl TcpEndpoint {
             probes: 0,
             tlp_high: NO_PROBE,
             min_rtt: u64::MAX,
+            probe_base: 0,
             mdev: 0,
             mdev_max: 0,
             rttvar_linux: 0,

@@ -82,6 +82,7 @@ impl TcpEndpoint {
             } else if start <= self.rcv_nxt {
                 if start < self.rcv_nxt && self.cfg.dsack {
                     self.dsack = Some((start, self.rcv_nxt));
+                    self.ack_now = true;
                 }
                 if self.cfg.quickack && self.rcv_nxt == 0 {
                     // The connection's first data: Linux's tcp_event_data_recv.

@@ -119,11 +119,12 @@ impl TcpEndpoint {
             }
             if s.flags & SACKED == 0 {
                 newly += s.len as u64;
-                let (f, order, resent) = (s.flags, s.send_order(), s.resent_nxt != 0);
-                self.set_flags(i, (f | SACKED) & !LOST);
+                let f = s.flags;
                 if self.cfg.rack {
-                    self.rack_advance(now, order, resent);
+                    let s = s.clone();
+                    self.rack_advance(now, &s);
                 }
+                self.set_flags(i, (f | SACKED) & !LOST);
             }
             i += 1;
         }

@@ -54,7 +54,9 @@ impl TcpEndpoint {
             self.ack_field(),
             self.adv_window(),
         );
-        if self.sack_ok && (!self.ooo.is_empty() || self.cfg.dsack && self.dsack.is_some()) {
+        // A D-SACK is pending only where a duplicate asked for an ACK now.
+        let dsack = self.cfg.dsack && self.ack_now && self.dsack.is_some();
+        if self.sack_ok && (!self.ooo.is_empty() || dsack) {
             p.set_sack(&self.sack_blocks());
         }
         p.fill_tcp_checksum();
@@ -77,6 +79,7 @@ impl TcpEndpoint {
         }
         let rto = (self.srtt + 4.0 * self.rttvar) as u64;
         self.rto = rto.clamp(self.cfg.rto_min, self.cfg.rto_max);
+        self.probe_base = 2 * self.srtt as u64 + TIMEOUT_MIN;
     }
 
     /// Linux's tcp_rtt_estimator and __tcp_set_rto (tcp_input.c): the same smoothed RTT, but
@@ -113,7 +116,9 @@ impl TcpEndpoint {
                 self.mdev_max = rto_min;
             }
         }
-        self.rto = (self.srtt as u64 + self.rttvar_linux).min(self.cfg.rto_max);
+        let srtt = self.srtt as u64;
+        self.rto = (srtt + self.rttvar_linux).min(self.cfg.rto_max);
+        self.probe_base = 2 * srtt + TIMEOUT_MIN;
     }
 
     pub(super) fn on_ack(&mut self, now: u64, p: &Packet) {
@@ -157,6 +162,7 @@ impl TcpEndpoint {
         if acked > 0 {
             let mut sample = None;
             let rack = self.rack_on();
+            let mut sacked_out = self.sacked_out;
             while let Some(s) = self.segs.front() {
                 if s.start + s.len as u64 > acked_to {
                     break;
@@ -164,12 +170,13 @@ impl TcpEndpoint {
                 let s = self.segs.pop_front().unwrap();
                 if s.flags & SACKED != 0 {
                     delivered -= s.len as u64;
-                    self.sacked_out -= 1;
+                    sacked_out -= 1;
                 } else if rack {
-                    let resent = s.resent_nxt != 0;
                     // Delivered below data SACKed before it, never sent twice: reordering.
-                    self.reord_seen |= self.sacked_out > 0 && !resent;
-                    self.rack_advance(now, s.send_order(), resent);
+                    if s.resent_nxt == 0 && sacked_out > 0 {
+                        self.reord_seen = true;
+                    }
+                    self.rack_advance(now, &s);
                 }
                 if in_pipe(s.flags) {
                     self.pipe -= s.len as u64;
@@ -187,9 +194,10 @@ impl TcpEndpoint {
                 };
             }
             self.una = acked_to;
+            self.sacked_out = sacked_out;
             if let Some(r) = sample {
                 self.rtt_sample(r);
-                if self.cfg.hystart {
+                if self.cfg.hystart && self.cfg.cc == CcKind::Cubic {
                     let (una, nxt) = (self.una, self.nxt);
                     self.cc.hystart(&mut self.win, r, now, una, nxt, self.srtt);
                 }
@@ -278,7 +286,7 @@ impl TcpEndpoint {
                 || self.in_recovery
                 || self.retrans_out > 0
                 || self.una < self.recover;
-            if self.rack_advanced && dubious {
+            if dubious && self.rack_advanced {
                 let (_, wait) = self.rack_detect(now);
                 if wait > 0 {
                     let after = (wait + TIMEOUT_MIN).min(self.rto);
@@ -379,17 +387,22 @@ impl TcpEndpoint {
         self.cfg.rack && self.sack_ok
     }
 
-    /// RFC 8985 6.2 step 2 (Linux's tcp_rack_advance): a segment delivered, last sent in
-    /// `order` ([`Seg::send_order`]). A retransmitted one that seems to have arrived faster
-    /// than the minimum RTT was its original: it tells nothing.
-    pub(super) fn rack_advance(&mut self, now: u64, order: (u64, u64, u64), resent: bool) {
-        let rtt = now - order.0;
-        if resent && rtt < self.min_rtt {
+    /// RFC 8985 6.2 step 2 (Linux's tcp_rack_advance): segment `s` was delivered. A
+    /// retransmitted one that seems to have arrived faster than the minimum RTT was its
+    /// original: it tells nothing.
+    pub(super) fn rack_advance(&mut self, now: u64, s: &Seg) {
+        let rtt = now - s.sent_at;
+        if s.resent_nxt != 0 && rtt < self.min_rtt {
             return;
         }
         self.rack_advanced = true;
         self.rack_rtt = rtt;
-        self.rack_sent = self.rack_sent.max(order);
+        // Most segments delivered were sent later than any before them.
+        if s.sent_at > self.rack_sent.0 {
+            self.rack_sent = s.send_order();
+        } else if s.sent_at == self.rack_sent.0 {
+            self.rack_sent = self.rack_sent.max(s.send_order());
+        }
     }
 
     /// The reordering window (Linux's tcp_rack_reo_wnd): none before reordering is seen once
@@ -459,23 +472,17 @@ impl TcpEndpoint {
             && self.una < self.nxt
             && !self.in_recovery
             && self.una >= self.recover
-            && self.sacked_out == 0
-            && self.resend == 0
-            && self.retrans_out == 0
+            && (self.sacked_out | self.resend | self.retrans_out) == 0
     }
 
     /// The probe timeout: two smoothed RTTs, plus rto_min with a single segment out (its ACK
     /// may be delayed) or 2 ms with more; 1 s before any RTT sample.
     fn probe_timeout(&self) -> u64 {
-        if self.srtt == 0.0 {
-            return 1_000_000_000;
+        match self.probe_base {
+            0 => 1_000_000_000,
+            base if self.segs.len() == 1 => base - TIMEOUT_MIN + self.cfg.rto_min,
+            base => base,
         }
-        let extra = if self.segs.len() == 1 {
-            self.cfg.rto_min
-        } else {
-            TIMEOUT_MIN
-        };
-        2 * self.srtt as u64 + extra
     }
 
     /// On an ACK that acknowledged data (Linux's tcp_set_xmit_timer): the probe if one may
