@@ -220,6 +220,8 @@ pub struct PlanTcp {
     pub rto_linux: bool,
     /// HyStart for Cubic.
     pub hystart: bool,
+    /// Linux's floor on Cubic's growth before its first loss.
+    pub cubic_clamp: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

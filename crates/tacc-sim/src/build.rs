@@ -166,6 +166,7 @@ impl Model {
                 .rto_formula
                 .map_or(d.rto_linux, |f| f == RtoFormula::Linux),
             hystart: base.hystart.unwrap_or(d.hystart),
+            cubic_clamp: base.cubic_clamp.unwrap_or(d.cubic_clamp),
             rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
             cc,
             dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),

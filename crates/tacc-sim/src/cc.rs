@@ -72,6 +72,10 @@ pub struct Cc {
     hs_end: u64,
     hs_curr_rtt: u64,
     hs_samples: u32,
+    /// Linux's clamp of Cubic's growth before its first loss (see `with_cubic_clamp`), and
+    /// whether no loss or mark has come since the start or the last timeout.
+    clamp: bool,
+    lossless: bool,
 }
 
 /// HyStart's constants (Linux's tcp_cubic.c): the window below which it does not act, the
@@ -99,6 +103,8 @@ impl Cc {
             hs_end: 0,
             hs_curr_rtt: u64::MAX,
             hs_samples: 0,
+            clamp: false,
+            lossless: true,
             g: dctcp_g,
             // Linux starts DCTCP's alpha at 1: the first marks cause a full halving.
             alpha: 1.0,
@@ -106,6 +112,14 @@ impl Cc {
             acked_total: 0,
             acked_ce: 0,
         }
+    }
+
+    /// Cubic grows by at least a segment per 20 acknowledged while it has seen no loss
+    /// (Linux's bictcp_update: cnt at most 20 while last_max_cwnd is 0; ns-3's CntClamp):
+    /// after HyStart ends slow start, RFC 9438's curve alone is flat for seconds.
+    pub fn with_cubic_clamp(mut self, on: bool) -> Cc {
+        self.clamp = on;
+        self
     }
 
     pub fn kind(&self) -> CcKind {
@@ -160,11 +174,14 @@ impl Cc {
         let segs_acked = acked / w.mss;
         let alpha_cubic = 3.0 * (1.0 - CUBIC_BETA) / (1.0 + CUBIC_BETA);
         self.w_est += alpha_cubic * segs_acked / cwnd;
-        let new = if w_cubic(t) < self.w_est {
+        let mut new = if w_cubic(t) < self.w_est {
             self.w_est.max(cwnd)
         } else {
             cwnd + (target - cwnd) / cwnd * segs_acked
         };
+        if self.clamp && self.lossless {
+            new = new.max(cwnd + segs_acked / 20.0);
+        }
         w.cwnd = new * w.mss;
     }
 
@@ -258,6 +275,8 @@ impl Cc {
     /// Reduces the window; `flight` is the data outstanding in bytes.
     pub fn on_congestion(&mut self, w: &mut Window, why: Congestion, flight: u64) {
         self.ca_bytes = 0.0;
+        // Linux resets Cubic's history on a timeout (bictcp_reset).
+        self.lossless = why == Congestion::Timeout;
         let floor = 2.0 * w.mss;
         match (self.kind, why) {
             (CcKind::Dctcp, Congestion::Ecn) => {
@@ -430,5 +449,29 @@ mod tests {
             }
             assert_eq!(w.ssthresh, f64::INFINITY, "{kind:?} at {cwnd} segments");
         }
+    }
+    /// Linux's clamp: after slow start ended with no loss (HyStart), RFC 9438's curve from
+    /// W_max = cwnd is flat, and without the clamp a window of ACKs adds under a segment;
+    /// with it, at least a segment per 20 acknowledged, until the first loss.
+    #[test]
+    fn cubic_grows_a_twentieth_per_segment_acked_before_its_first_loss() {
+        let grown = |clamp: bool, lossy: bool| {
+            let mut cc = Cc::new(CcKind::Cubic, 1.0 / 16.0).with_cubic_clamp(clamp);
+            let mut w = window(100.0);
+            w.ssthresh = 100_000.0; // slow start over, as HyStart leaves it
+            if lossy {
+                cc.on_congestion(&mut w, Congestion::Loss, 142_857);
+                w.cwnd = 100_000.0;
+            }
+            // One window of ACKs over 1 ms with a 1 ms RTT.
+            for k in 0..100 {
+                cc.on_ack(&mut w, 1000, 1_000_000 + k * 10_000, 1e6);
+            }
+            w.cwnd / 1000.0 - 100.0
+        };
+        assert!(grown(false, false) < 1.0, "{}", grown(false, false));
+        let clamped = grown(true, false);
+        assert!((4.9..5.2).contains(&clamped), "{clamped} segments");
+        assert!(grown(true, true) < 1.0, "a loss ends the clamp");
     }
 }

@@ -615,6 +615,15 @@ const TCP: &[KeyDoc] = &[
         the minimum RTT or the RTT grows by an eighth of it (4 to 16 ms). Cubic only.",
     ),
     key!(
+        "cubic_clamp",
+        "bool",
+        "false (linux: true)",
+        "",
+        "Before its first loss or mark Cubic grows by at least a segment per 20 acknowledged \
+        (Linux's and ns-3's Cubic); off, RFC 9438's curve alone, flat for seconds after \
+        HyStart ends slow start. Cubic only.",
+    ),
+    key!(
         "rcv_buf",
         "bytes",
         "2MB",

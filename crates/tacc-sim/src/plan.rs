@@ -182,6 +182,7 @@ pub fn plan(p: &Prepared) -> Plan {
             quickack: tcp.quickack,
             rto_linux: tcp.rto_linux,
             hystart: tcp.hystart,
+            cubic_clamp: tcp.cubic_clamp,
         },
         output: PlanOutput {
             goodput_bin_ns: m.goodput_bin,

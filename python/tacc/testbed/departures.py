@@ -146,6 +146,9 @@ DEPARTURES: list[Departure] = [
               "(SRTT + max(4 RTTVAR, rto_min))"),
     Departure("tcp.hystart", _is(False), "Linux's Cubic ends slow start by HyStart",
               when=lambda g: any(cc == "cubic" for cc, _ in _tcp_flows(g))),
+    Departure("tcp.cubic_clamp", _is(False), "Linux's Cubic grows by at least a segment per "
+              "20 acknowledged before its first loss",
+              when=lambda g: any(cc == "cubic" for cc, _ in _tcp_flows(g))),
     Departure("tcp.dupthresh", lambda v: v != 3, "Linux's duplicate-ACK threshold is 3 "
               "(tcp_reordering), with RACK's time-based loss detection, not set"),
     Departure("tcp.dctcp_g", lambda v: isinstance(v, (int, float)) and abs(v - 1 / 16) > 1e-12,

@@ -79,6 +79,10 @@ pub struct TcpConfig {
     /// HyStart (Ha and Rhee 2011, Linux's Cubic): slow start ends when an ACK train spans
     /// half the minimum RTT or the RTT grows by an eighth (4-16 ms). Cubic only.
     pub hystart: bool,
+    /// Cubic grows by at least a segment per 20 acknowledged until its first loss or mark
+    /// (Linux's bictcp_update, ns-3's CntClamp); off, RFC 9438's curve alone, which is flat
+    /// for seconds where HyStart ended slow start.
+    pub cubic_clamp: bool,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
@@ -100,6 +104,7 @@ impl TcpConfig {
             quickack: true,
             rto_linux: true,
             hystart: true,
+            cubic_clamp: true,
             ..TcpConfig::default()
         }
     }
@@ -127,6 +132,7 @@ impl Default for TcpConfig {
             quickack: false,
             rto_linux: false,
             hystart: false,
+            cubic_clamp: false,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -362,7 +368,7 @@ impl TcpEndpoint {
     ) -> TcpEndpoint {
         let mss = cfg.mss as f64;
         let rcv_wscale = window_scale_for(cfg.rcv_buf);
-        let cc = Cc::new(cfg.cc, cfg.dctcp_g);
+        let cc = Cc::new(cfg.cc, cfg.dctcp_g).with_cubic_clamp(cfg.cubic_clamp);
         let rto = cfg.rto_init;
         TcpEndpoint {
             win: Window {
