@@ -79,7 +79,9 @@ impl TcpEndpoint {
         }
         let rto = (self.srtt + 4.0 * self.rttvar) as u64;
         self.rto = rto.clamp(self.cfg.rto_min, self.cfg.rto_max);
-        self.probe_base = 2 * self.srtt as u64 + TIMEOUT_MIN;
+        if self.cfg.tlp {
+            self.probe_base = 2 * self.srtt as u64 + TIMEOUT_MIN;
+        }
     }
 
     /// Linux's tcp_rtt_estimator and __tcp_set_rto (tcp_input.c): the same smoothed RTT, but
@@ -143,7 +145,7 @@ impl TcpEndpoint {
                 self.sacked_blocks = [(0, 0); 3];
             } else {
                 newly_sacked = self.take_sack_blocks(now, p.sack_blocks());
-                if self.tlp_high != NO_PROBE {
+                if self.cfg.tlp && self.tlp_high != NO_PROBE {
                     let (a, b) = self.sacked_blocks[0];
                     let dsack = a < acked_to
                         || p.sack_blocks().len() > 1
@@ -264,7 +266,8 @@ impl TcpEndpoint {
                 self.win.cwnd = self.win.ssthresh;
             }
         }
-        if self.tlp_high != NO_PROBE {
+        // Only probes set `tlp_high`: without them its line is not read on every ACK.
+        if self.cfg.tlp && self.tlp_high != NO_PROBE {
             let progress = acked > 0 || newly_sacked > 0 || window_changed || p.payload() > 0;
             self.on_probe_ack(acked_to, dsack_probe, progress);
         }
