@@ -13,9 +13,11 @@ import json
 import os
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,14 +76,54 @@ def test_the_testbed_refuses_what_it_cannot_run(engine: None) -> None:
         plans.load_plan(sicc, [("mechanism", '{kind="sicc",mode="switch"}')])
 
 
-def test_applications_are_refused_on_a_scaled_testbed(engine: None, tmp_path: Path) -> None:
-    """An incast's epochs and an open-loop source's load are in the scenario's time, which
-    the testbed does not dilate: at a tenth of the rates the same flows would offer ten
-    times the load."""
-    with pytest.raises(plans.PlanError, match=r"\[\[incast\]\] query: applications run at "
-                       r"the scenario's rates only \(this one would be scaled by x0\.1\)"):
-        run.run_testbed(INCAST_SMALL, [("topology.link_rate", '"1Gbps"')],
-                        run.Options(out=tmp_path / "out", quiet=True))
+def test_a_plan_dilated_in_time_keeps_its_rates_and_sizes(engine: None) -> None:
+    """Applications at a tenth of the rates run ten times slower: every time of the plan
+    (duration, starts, epochs, jitter, bins, the routes' minimum RTO) ten times longer, and
+    nothing else changed; a plan without applications keeps its time."""
+    plan = plans.load_plan(INCAST_SMALL, [("topology.link_rate", '"1Gbps"')])
+    plan = apps.expand(plan, apps.workload(INCAST_SMALL, []))
+    assert plans.time_dilation(plan, 0.1) == pytest.approx(10.0)
+    assert plans.time_dilation(plan, 1.0) == 1.0
+    assert plans.time_dilation(plans.load_plan(DATA / "four-flows.toml"), 0.1) == 1.0
+
+    slow = plans.dilated(plan, 10.0)
+
+    assert slow["duration_ns"] == 10 * plan["duration_ns"]
+    assert [f["start_ns"] for f in slow["flows"]] == [10 * f["start_ns"] for f in plan["flows"]]
+    assert [f["bytes"] for f in slow["flows"]] == [f["bytes"] for f in plan["flows"]]
+    inc, slow_inc = plan["apps"][0]["incast"], slow["apps"][0]["incast"]
+    assert (slow_inc["start_ns"], slow_inc["jitter_ns"]) == (10 * inc["start_ns"],
+                                                             10 * inc["jitter_ns"])
+    assert slow_inc["bytes"] == inc["bytes"] and slow_inc["epochs"] == inc["epochs"]
+    assert slow["output"]["goodput_bin_ns"] == 10 * plan["output"]["goodput_bin_ns"]
+    assert slow["tcp"]["rto_min_ns"] == 10 * plan["tcp"]["rto_min_ns"]
+    assert slow["ports"] == plan["ports"]  # rates are scaled, and delays dilated, apart
+
+
+def test_a_dilated_runs_results_are_put_back_in_the_scenarios_time(
+        write_result: Callable[..., Path], tmp_path: Path) -> None:
+    root = write_result(tmp_path / "run")
+    summary = json.loads((root / "summary.json").read_text())
+    summary["testbed"] = {"backlog_samples": {"every_s": 0.01, "other_ports_every_s": 0.1}}
+    (root / "summary.json").write_text(json.dumps(summary))
+    before = {name: collect.read_csv(root / name) for name in ("flows.csv", "goodput.csv")}
+
+    collect.undilate(root, 10.0)
+
+    after = json.loads((root / "summary.json").read_text())
+    assert after["sim_seconds"] == pytest.approx(summary["sim_seconds"] / 10)
+    assert after["goodput_bin_s"] == pytest.approx(summary["goodput_bin_s"] / 10)
+    assert after["testbed"]["backlog_samples"]["every_s"] == pytest.approx(0.001)
+    for old, new in zip(summary["flows"], after["flows"], strict=True):
+        assert new["start"] == pytest.approx(old["start"] / 10)
+        assert new["goodput_mbps"] == old["goodput_mbps"]  # rates stay as measured
+    goodput = collect.read_csv(root / "goodput.csv")
+    assert [float(r["time_s"]) for r in goodput] == pytest.approx(
+        [float(r["time_s"]) / 10 for r in before["goodput.csv"]])
+    assert [r["goodput_mbps"] for r in goodput] == [r["goodput_mbps"]
+                                                   for r in before["goodput.csv"]]
+    flows = collect.read_csv(root / "flows.csv")
+    assert [r["fct"] == "" for r in flows] == [r["fct"] == "" for r in before["flows.csv"]]
 
 
 def test_open_loop_flows_keep_the_engines_ports_and_incast_flows_take_free_ones(
@@ -92,7 +134,7 @@ def test_open_loop_flows_keep_the_engines_ports_and_incast_flows_take_free_ones(
              'epochs=2,start="100ms"}]')
     plan = plans.load_plan(WEBSEARCH_SMALL, [extra])
     drawn = apps.workload(WEBSEARCH_SMALL, [extra])
-    flows = apps.expand(plan, drawn, 1.0)["flows"]
+    flows = apps.expand(plan, drawn)["flows"]
     by_name = {f["name"]: f for f in flows}
     assert all((by_name[w["name"]]["src_port"], by_name[w["name"]]["dst_port"])
                == (w["src_port"], w["dst_port"]) for w in drawn)
@@ -432,21 +474,27 @@ def names() -> Any:
     assert topology.teardown(made) == []
 
 
-def _traffic(names: Names, tmp_path: Path, duration_s: float, **flows: Any) -> Any:
-    """Starts a traffic process in a namespace of its own (loopback only) and, once it is
-    ready, its clock."""
+def _traffic_process(names: Names, tmp_path: Path, **flows: Any) -> Any:
+    """Starts a traffic process in a namespace of its own (loopback only)."""
     ns = names.vm(0)
     subprocess.run(["ip", "netns", "add", ns], check=True)
     subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
     spec = {"vm": 0, "address": "127.0.0.1", "seed": 1, "bin_ns": 100_000_000,
             "rcv_buf_bytes": 1_000_000, "out": str(tmp_path / "out.json"),
-            "ready": str(tmp_path / "ready"), "go": str(tmp_path / "go"), "sinks": [],
+            "ready": str(tmp_path / "ready"), "go": str(tmp_path / "go"),
+            "listening": str(tmp_path / "listening"), "connected": str(tmp_path / "connected"),
+            "sinks": [],
             "sources": [], "triggered": [], "aggregators": [], "workers": [], **flows}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
     env = dict(os.environ, PYTHONPATH=str(Path(tacc.__file__).resolve().parents[1]))
-    proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m",
+    return subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, "-m",
                              "tacc.testbed.traffic", str(tmp_path / "spec.json")],
                             env=env, stderr=subprocess.PIPE, text=True)
+
+
+def _traffic(names: Names, tmp_path: Path, duration_s: float, **flows: Any) -> Any:
+    """Starts a traffic process (_traffic_process) and, once it is ready, its clock."""
+    proc = _traffic_process(names, tmp_path, **flows)
     deadline = time.monotonic() + 10
     while not (tmp_path / "ready").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "traffic not ready"
@@ -500,16 +548,22 @@ def test_the_traffic_process_sends_and_counts(testbed_machine: None, names: Name
 @pytest.mark.testbed
 def test_an_aggregator_that_cannot_reach_a_worker_says_so(testbed_machine: None, names: Names,
                                                         tmp_path: Path) -> None:
-    """A worker still unreachable when the first epoch is due is the run's failure, not an
-    incast that silently never ran."""
-    proc = _traffic(names, tmp_path, 0.5, aggregators=[
+    """A worker the aggregator cannot reach once every worker should listen fails its
+    process, so the run, naming the worker: not an incast that silently never ran."""
+    proc = _traffic_process(names, tmp_path, aggregators=[
         {"app": 0, "start_ns": 50_000_000, "interval_ns": None, "port": 4000,
          "workers": ["127.0.0.1"], "flows": [[0]]}])
-    proc.communicate(timeout=10)
+    deadline = time.monotonic() + 10
+    while not (tmp_path / "ready").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "traffic not ready"
+        time.sleep(0.01)
+    (tmp_path / "listening").touch()
+    _, err = proc.communicate(timeout=30)
 
-    assert proc.returncode == 0
-    errors = json.loads((tmp_path / "out.json").read_text())["errors"]
-    assert len(errors) == 1 and "worker 127.0.0.1 unreachable" in errors[0], errors
+    assert proc.returncode == 1
+    assert not (tmp_path / "connected").exists()
+    assert err.strip() == ("incast aggregator of app 0: worker 127.0.0.1 unreachable after "
+                           "6s: [Errno 111] Connection refused"), err
 
 
 @pytest.mark.testbed
@@ -683,21 +737,30 @@ def test_cleanup_removes_what_a_dead_run_left(testbed_machine: None,
 
 
 @pytest.mark.testbed
-def test_partition_aggregate_runs_epoch_after_epoch(testbed_machine: None,
-                                                    tmp_path: Path) -> None:
+@pytest.mark.parametrize("link_rate", [100e6, 1e9], ids=["100Mbps", "1Gbps-dilated"])
+def test_partition_aggregate_runs_epoch_after_epoch(testbed_machine: None, tmp_path: Path,
+                                                    link_rate: float) -> None:
     """Ten epochs of 8 answers of 64 KB, each epoch asked for when the last one's answers
     are all in: every answer complete, no epoch faster than its bytes through the
-    aggregator's 100 Mb/s port, and none starting before the last one ended."""
-    out = run.run_testbed(INCAST_SMALL, [], run.Options(out=tmp_path / "out", quiet=True))
+    aggregator's port, and none starting before the last one ended. At 1 Gb/s the testbed
+    runs the links at 100 Mb/s and its time ten times slower; the result is in the
+    scenario's time, so the epochs take about a tenth of the 100 Mb/s run's."""
+    dilated = link_rate > 100e6
+    out = run.run_testbed(
+        INCAST_SMALL, [("topology.link_rate", f'"{link_rate / 1e6:g}Mbps"')],
+        run.Options(out=tmp_path / "out", quiet=True, duration_s=0.6 if dilated else None))
 
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["testbed"]["time_dilation"] == pytest.approx(10.0 if dilated else 1.0)
     epochs: dict[int, list[dict[str, str]]] = {}
     for row in collect.read_csv(out / "flows.csv"):
         app, _, epoch = row["name"].split(".")
         assert app == "query" and row["dst"] == "r0"
         epochs.setdefault(int(epoch), []).append(row)
     assert sorted(epochs) == list(range(10))
-    wire_s = 8 * 64_000 / SEGMENT_DATA * SEGMENT_S  # 42.4 ms
+    wire_s = 8 * 64_000 / SEGMENT_DATA * SEGMENT_S * 100e6 / link_rate  # 42.4 ms at 100 Mb/s
     last_end = 0.0
+    took = []
     for epoch, rows in sorted(epochs.items()):
         assert sorted(r["src"] for r in rows) == [f"s{i}" for i in range(8)]
         assert all(r["completed"] == "true" and int(r["bytes_delivered"]) == 64_000
@@ -706,7 +769,13 @@ def test_partition_aggregate_runs_epoch_after_epoch(testbed_machine: None,
         assert start >= last_end, (epoch, start, last_end)
         # htb lets a burst of a few packets through above the rate: 5%
         assert end - start >= 0.95 * wire_s, (epoch, end - start)
+        took.append(end - start)
         last_end = end
+    if dilated:
+        # In real time an epoch takes at least 42.4 ms at the testbed's 100 Mb/s: under
+        # that, its times were put back in the scenario's.
+        assert statistics.median(took) < 0.95 * 10 * wire_s, took
+        assert last_end < 0.6
 
 
 @pytest.mark.testbed

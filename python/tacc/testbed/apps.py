@@ -14,8 +14,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from os import PathLike
 
-from tacc.testbed.plan import PlanError
-
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
@@ -35,18 +33,11 @@ def workload(scenario: str | PathLike[str], sets: Sequence[tuple[str, str]]) -> 
                                    sets=tacc._set_pairs(sets))
 
 
-def expand(plan: Plan, workload: list[dict[str, Any]], scale: float) -> Plan:
-    """The plan with its applications' flows appended. Refused at a rate scale under 1: an
-    open-loop source's load and an incast's epochs are set in the scenario's time, which
-    the testbed runs undilated, so at a tenth of the rates the same flows would offer ten
-    times the load."""
+def expand(plan: Plan, workload: list[dict[str, Any]]) -> Plan:
+    """The plan with its applications' flows appended, in the scenario's time (a run at a
+    rate scale under 1 then dilates the whole plan: plan.time_dilation)."""
     if not plan["apps"]:
         return plan
-    if scale < 1.0:
-        names = ", ".join(f"[[{a['kind']}]] {a['name']}" for a in plan["apps"])
-        raise PlanError(f"{names}: applications run at the scenario's rates only (this one "
-                        f"would be scaled by x{scale:g}); raise --rate-cap to the fastest "
-                        f"link's rate")
     import tacc
 
     engine = tacc._engine()

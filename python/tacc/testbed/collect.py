@@ -1,6 +1,7 @@
 """What a testbed run measured, as a result directory in the engine's formats: summary.json
 (plus its `testbed` object), flows.csv, goodput.csv, queues.csv and, with host agents,
-rates.csv. Rates are as measured (scaled); `testbed.rate_scale` says by how much.
+rates.csv. Rates are as measured (scaled); `testbed.rate_scale` says by how much. Times are
+the scenario's: a run dilated in time (plan.time_dilation) has its divided back (`undilate`).
 
 Sources: the traffic processes' records (bytes per goodput bin, completion, tcp_info),
 the port qdiscs' counters (`tc -s -j qdisc show`: the root htb's packets, bytes, drops and
@@ -309,3 +310,42 @@ def write_results(out: Path, plan: Plan, m: Measured, summary: dict[str, Any],
         write_table(out / name, header, rows)
     write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     return out
+
+
+# The time columns of each result file, in seconds of the run.
+_TIME_COLUMNS = {"flows.csv": ("start", "end", "fct"), "goodput.csv": ("time_s",),
+                 "queues.csv": ("time_s",), "rates.csv": ("time_s",)}
+
+
+def undilate(out: Path, factor: float) -> None:
+    """A dilated run's result files (plan.dilated) in the scenario's time: every time and
+    interval divided by `factor` (flows' starts, ends and FCTs, the series' times, the run's
+    length, the bins and samples). Rates stay as measured, at the rate scale, as in any
+    testbed run; `testbed.time_dilation` records the factor, and the testbed's own timings
+    (wall_seconds, base RTT, agents' offset, start lateness) stay real."""
+    if factor == 1.0:
+        return
+    for name, columns in _TIME_COLUMNS.items():
+        path = out / name
+        if not path.is_file():
+            continue
+        with path.open(newline="", encoding="utf-8") as f:
+            header, *rows = list(csv.reader(f))
+        at = [header.index(c) for c in columns]
+        for row in rows:
+            for i in at:
+                if row[i]:
+                    row[i] = str(float(row[i]) / factor)
+        write_table(path, header, rows)
+    path = out / "summary.json"
+    summary = json.loads(path.read_text(encoding="utf-8"))
+    for key in ("sim_seconds", "goodput_bin_s", "queue_sample_s"):
+        summary[key] /= factor
+    for flow in summary["flows"]:
+        for key in _TIME_COLUMNS["flows.csv"]:
+            if flow[key] is not None:
+                flow[key] /= factor
+    samples = summary["testbed"]["backlog_samples"]
+    for key in ("every_s", "other_ports_every_s"):
+        samples[key] /= factor
+    write_atomic(path, json.dumps(summary, indent=2) + "\n")

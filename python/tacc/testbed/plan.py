@@ -188,6 +188,40 @@ def rate_scale(plan: Plan, cap_bps: float) -> float:
     return min(1.0, cap_bps / fastest) if fastest else 1.0
 
 
+def time_dilation(plan: Plan, scale: float) -> float:
+    """How many times slower than the scenario the run goes: 1 / scale for a plan with
+    applications at a rate scale under 1, 1 otherwise. An incast's epochs and an open-loop
+    load are set in the scenario's time; at a tenth of the rates the same flows would offer
+    ten times the load, so such a run goes ten times slower, its flows' sizes the same: every
+    flow then spans as many packets, and an application loads the port as much, as in the
+    scenario. Scenarios without applications keep their time (their flows are bulk, and
+    their tests and docs measure them so)."""
+    return 1.0 / scale if plan["apps"] and scale < 1.0 else 1.0
+
+
+def dilated(plan: Plan, factor: float) -> Plan:
+    """The plan with its times `factor` times longer: the run's duration, the flows' starts
+    and stops, the applications' epochs and jitter, the sampling intervals and the TCP
+    minimum RTO the routes carry. Not the links' delays: the delay lines dilate those by the
+    rate scale themselves. Incast flows appended by apps.expand are flows like any other."""
+    if factor == 1.0:
+        return plan
+
+    def times(item: dict[str, Any], *keys: str) -> dict[str, Any]:
+        return {**item, **{k: round(item[k] * factor) for k in keys if item.get(k) is not None}}
+
+    apps = [({**a, "incast": times(a["incast"], "start_ns", "interval_ns", "jitter_ns")}
+             if a.get("incast") is not None else a) for a in plan["apps"]]
+    return {
+        **plan,
+        "duration_ns": round(plan["duration_ns"] * factor),
+        "flows": [times(f, "start_ns", "stop_ns") for f in plan["flows"]],
+        "apps": apps,
+        "output": times(plan["output"], "goodput_bin_ns", "queue_sample_ns"),
+        "tcp": times(plan["tcp"], "rto_min_ns"),
+    }
+
+
 def scale_message(plan: Plan, scale: float) -> str | None:
     """'rates scaled down x10: the 1Gbps links run at 100Mbps', or None when not scaled."""
     if scale >= 1.0:

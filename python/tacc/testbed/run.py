@@ -41,8 +41,8 @@ from tacc.testbed import (
 )
 from tacc.testbed.departures import Departure, scenario_departures
 from tacc.testbed.plan import (
-    DEFAULT_RATE_CAP_BPS, PlanError, load_plan, plan_notes, rate_scale, scale_message,
-    path_ports, unloaded_rtt_ns, vm_tcp_ecn,
+    DEFAULT_RATE_CAP_BPS, PlanError, dilated, load_plan, plan_notes, rate_scale, scale_message,
+    path_ports, time_dilation, unloaded_rtt_ns, vm_tcp_ecn,
 )
 from tacc.testbed.topology import Names
 
@@ -111,8 +111,7 @@ def run_testbed(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str]
                                    "--approximate runs the scenario anyway and lists them in "
                                    "summary.json's testbed.not_emulated"]))
     if plan["apps"]:
-        plan = apps.expand(plan, apps.workload(scenario, sets),
-                           rate_scale(plan, options.rate_cap_bps))
+        plan = apps.expand(plan, apps.workload(scenario, sets))
     return run_plan(plan, options, scenario_file=str(path), departures=found)
 
 
@@ -121,8 +120,13 @@ def run_plan(plan: Plan, options: Options, scenario_file: str = "",
     """Runs a plan; `departures` (the scenario's keys the testbed does not honour, each
     "WHERE: KEY: REASON" with its table entry) are recorded in `testbed.not_emulated`."""
     started = time.monotonic()
+    dilation = time_dilation(plan, rate_scale(plan, options.rate_cap_bps))
+    if dilation != 1.0 and options.mechanism_clock == "real":
+        raise PlanError(f"--mechanism-clock real: this run's time is dilated x{dilation:g} "
+                        "(applications at a rate scale under 1) and its mechanism's clock "
+                        "with it; leave the clock to auto or dilated")
     names, workdir = _new_run()
-    run = _Run(plan, options, names, workdir, departures)
+    run = _Run(dilated(plan, dilation), options, names, workdir, departures, dilation)
     _RUNNING[workdir] = run
     try:
         with _signals_raise():
@@ -315,9 +319,12 @@ def _signal_group(child: Child, sig: int) -> None:
 
 class _Run:
     def __init__(self, plan: Plan, options: Options, names: Names, workdir: Path,
-                 departures: Sequence[tuple[str, Departure]]) -> None:
+                 departures: Sequence[tuple[str, Departure]], dilation: float = 1.0) -> None:
         self.plan, self.options, self.names, self.workdir = plan, options, names, workdir
         self.departures = list(departures)
+        # The plan's times are already this many times the scenario's (plan.dilated); the
+        # result files get the scenario's back (collect.undilate).
+        self.dilation = dilation
         self.children = Children()
         self.traffic: list[Child] = []
         self.agent_csvs: list[tuple[str, Path]] = []  # (role, the agent's CSV)
@@ -344,13 +351,19 @@ class _Run:
             dctcp.register(self.workdir)
             self.registered_dctcp = True
         scale = rate_scale(plan, options.rate_cap_bps)
-        self.time_scale = mechanism_time_scale(plan, scale, options.mechanism_clock)
+        # A dilated run's mechanism keeps the scenario's timing: its clock is dilated too.
+        self.time_scale = mechanism_time_scale(
+            plan, scale, "dilated" if self.dilation != 1.0 else options.mechanism_clock)
         duration_ns = plan["duration_ns"]
         if options.duration_s is not None:
-            duration_ns = min(duration_ns, round(options.duration_s * 1e9))
+            duration_ns = min(duration_ns, round(options.duration_s * 1e9 * self.dilation))
         message = scale_message(plan, scale)
         if message:
             self.say(message)
+        if self.dilation != 1.0:
+            self.say(f"time dilated x{self.dilation:g}: the applications' epochs and loads "
+                     f"keep their packets per second of the scenario's time "
+                     f"({duration_ns / self.dilation / 1e9:g}s take {duration_ns / 1e9:g}s)")
         self.say(f"testbed {self.names.run_id}: {len(plan['switches'])} switches, "
                  f"{len(plan['hosts'])} hosts, {len(plan['vms'])} VMs, "
                  f"{len(plan['flows'])} flows, {duration_ns / 1e9:g}s")
@@ -390,6 +403,7 @@ class _Run:
         )
         out = options.out or Path("out") / f"{plan['name']}-testbed"
         collect.write_results(out, plan, m, summary, flows)
+        collect.undilate(out, self.dilation)
         self._write_captures(out)
         if self.failures:
             raise TestbedError("\n".join([*self.failures, f"results written to {out}"]))
@@ -556,15 +570,18 @@ class _Run:
         self._wait_ready([wire], time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9), "wire")
         return [wire]
 
-    def _wait_ready(self, children: Sequence[Child], deadline_ns: int, what: str) -> None:
+    def _wait_ready(self, children: Sequence[Child], deadline_ns: int, what: str,
+                    marker: str = "ready") -> None:
+        """Until each child has written WORKDIR/<name>.<marker>; TestbedError if one exits
+        first or the deadline passes."""
         waiting = list(children)
         while waiting:
             for child in list(waiting):
-                if (self.workdir / f"{child.name}.ready").exists():
+                if (self.workdir / f"{child.name}.{marker}").exists():
                     waiting.remove(child)
                 elif child.proc.poll() is not None:
                     raise TestbedError(f"{child.name} exited with status "
-                                       f"{child.proc.returncode} before it was ready: "
+                                       f"{child.proc.returncode} before it was {marker}: "
                                        f"{child.said() or 'no message'}")
             if waiting and time.monotonic_ns() > deadline_ns:
                 raise TestbedError(f"{what}s not ready in time: " + ", ".join(
@@ -637,6 +654,13 @@ class _Run:
                 self.workdir, shell.APPLICATION_PRIORITY))
         self._wait_ready(self.traffic, time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
                          "traffic process")
+        # Every worker listens now: the aggregators reach theirs before time zero.
+        aggregators = [c for k, c in zip(specs, self.traffic, strict=True)
+                       if specs[k]["aggregators"]]
+        if aggregators:
+            (self.workdir / "listening").touch()
+            self._wait_ready(aggregators, time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
+                             "incast aggregator", marker="connected")
         t0 = time.monotonic_ns() + round(TRAFFIC_LEAD_S * 1e9)
         go = self.workdir / "go"
         tmp = go.with_name(".go.tmp")  # renamed: a process never reads half of it
@@ -730,6 +754,7 @@ class _Run:
             "run_id": self.names.run_id, "kernel": found.kernel,
             "rate_scale": scale, "rate_cap_bps": self.options.rate_cap_bps,
             "mechanism_time_scale": self.time_scale,
+            "time_dilation": self.dilation,
             "base_rtt_us": rtts and rtts[0], "scenario_base_rtt_us": rtts and rtts[1],
             "stack_rtt_us": self.stack_rtt_us,
             "limiter": limiter_of(plan),
@@ -817,6 +842,8 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
             "rcv_buf_bytes": plan["tcp"]["rcv_buf_bytes"],
             "out": str(workdir / f"traffic-v{k}.out.json"),
             "ready": str(workdir / f"traffic-v{k}.ready"), "go": str(workdir / "go"),
+            "listening": str(workdir / "listening"),
+            "connected": str(workdir / f"traffic-v{k}.connected"),
             "sinks": [], "sources": [], "triggered": [], "aggregators": [], "workers": [],
         })
 

@@ -4,7 +4,9 @@ share one, as the engine's UDP flows share port 9, and the sender's address and 
 them apart: every source binds its flow's) count received bytes per goodput bin and the
 time a sized flow completes; sources send the VM's flows with the kernel's own TCP and UDP.
 
-The process opens its sinks, says so (the `ready` file), and waits for the `go` file:
+The process opens its sinks, says so (the `ready` file), and waits for the `go` file (a
+process with an incast aggregator first waits for the `listening` file, which says that every
+worker listens, reaches its workers and says so, the `connected` file):
 {"start_mono_ns", "end_mono_ns"} on CLOCK_MONOTONIC, which every namespace shares. The
 orchestrator writes it once every VM's process is ready, however long they took to start
 on a busy machine, so that every flow starts on one clock. Times in the spec are relative
@@ -12,6 +14,7 @@ to that start. The process writes its records to `out` when the run ends or on S
 and exits.
 
 Spec: {"vm", "address", "seed", "bin_ns", "rcv_buf_bytes", "out", "ready", "go",
+"listening", "connected",
 "sinks": [{"flow", "transport", "port", "src", "src_port", "bytes"}], "sources": [{"flow",
 "transport", "dst",
 "dst_port", "src_port", "start_ns", "stop_ns", "bytes", "cc", "ecn", "rate_bps",
@@ -21,7 +24,7 @@ worker] per epoch]}], "workers": [{"app", "worker", "port", "jitter_ns", "flows"
 epoch]}]} (rates already scaled).
 
 Partition-aggregate (tacc.testbed.apps): each worker listens on its app's control port; the
-aggregator connects to every worker before time zero and, at each epoch, sends the epoch's
+aggregator connects to every worker before it says ready and, at each epoch, sends the epoch's
 number on a line to each. A worker then waits an exponential delay of mean `jitter_ns` (its
 own seeded stream) and sends its answer, the epoch's flow, on a new connection. The next
 epoch starts at its interval, or without one when every answer of the last is in.
@@ -55,6 +58,10 @@ RECV_CHUNK = 1 << 18
 POLL_S = 0.05  # how soon a blocked thread sees the end of the run
 PRECONNECT_NS = 100_000_000  # handshakes of flows starting at zero: within the 0.2 s lead-in
 GO_POLL_S = 0.005
+# An aggregator reaches every worker within this long, or its process fails (under the
+# orchestrator's own wait for it, run.READY_TIMEOUT_S).
+CONNECT_S = 6.0
+CONNECT_TRY_S = 1.0  # one attempt's wait, the kernel's first SYN retransmission
 LAUNCH_LEAD_NS = PRECONNECT_NS + 50_000_000  # a source's thread starts this long before it
 MAX_LAG_NS = 2_000_000  # a late UDP source catches up on at most this much missed sending
 # The VMs' applications are woken on time, before anything else of the host's but the
@@ -94,6 +101,7 @@ class Traffic:
         self.triggered = {s["flow"]: s for s in spec["triggered"]}
         self.answered = threading.Condition()  # notified when a sized flow is all in
         self.controls: dict[int, socket.socket] = {}  # incast app -> its control listener
+        self.connections: dict[int, list[socket.socket]] = {}  # incast app -> to its workers
         self.threads: list[threading.Thread] = []
         self.errors: list[str] = []  # the incast apps' own failures
         self.selector = selectors.DefaultSelector()
@@ -150,23 +158,36 @@ class Traffic:
                 return
             self.start(self.source, src)
 
-    def aggregate(self, part: dict[str, Any]) -> None:
-        """An incast app's aggregator: its control connections, then the epochs' requests."""
-        conns = []
-        try:
+    def connect_aggregators(self) -> None:
+        """Each aggregator's control connection to every worker, once every worker listens
+        (the `listening` file) and before time zero: a first epoch at time zero then finds
+        every worker reached, however long the first packets of a connection take through
+        the switches (Open vSwitch copies a SYN to the controller, and 60 workers reached
+        one after another took longer than the lead-in to time zero). Raises OSError naming
+        the first worker not reached within CONNECT_S: an app silently unrun would be
+        worse."""
+        deadline = time.monotonic_ns() + round(CONNECT_S * 1e9)
+        for part in self.spec["aggregators"]:
+            conns = self.connections[part["app"]] = []
             for address in part["workers"]:
                 while True:
                     try:
+                        # A SYN whose first packets cross a busy switch's slow path can
+                        # take longer than POLL_S: waiting less would never see its answer.
                         conns.append(socket.create_connection((address, part["port"]),
-                                                              timeout=POLL_S))
+                                                              timeout=CONNECT_TRY_S))
                         break
                     except OSError as exc:
-                        # Every worker listens before the go file: one still unreachable
-                        # when the first epoch is due would leave the app silently unrun.
-                        if time.monotonic_ns() >= self.t0 + part["start_ns"]:
-                            raise OSError(f"worker {address} unreachable: {exc}") from exc
-                        if self.stopping.wait(POLL_S):
-                            return
+                        if time.monotonic_ns() >= deadline:
+                            raise OSError(f"incast aggregator of app {part['app']}: worker "
+                                          f"{address} unreachable after {CONNECT_S:g}s: "
+                                          f"{exc}") from exc
+                        time.sleep(POLL_S)
+
+    def aggregate(self, part: dict[str, Any]) -> None:
+        """An incast app's aggregator: the epochs' requests on its control connections."""
+        conns = self.connections[part["app"]]
+        try:
             for epoch, flows in enumerate(part["flows"]):
                 if part["interval_ns"] is not None or epoch == 0:
                     at = self.t0 + part["start_ns"] + epoch * (part["interval_ns"] or 0)
@@ -409,17 +430,33 @@ def _write_json(path: Path, data: object) -> None:
     os.replace(tmp, path)
 
 
+def _wait_for(path: Path, traffic: Traffic) -> bool:
+    """Until the orchestrator writes `path`; False (the records written) if stopped first."""
+    while not path.exists():
+        if traffic.stopping.wait(GO_POLL_S):
+            _write_json(Path(traffic.spec["out"]), traffic.records())
+            return False
+    return True
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[0]).read_text(encoding="utf-8"))
     traffic = Traffic(spec)
     signal.signal(signal.SIGTERM, lambda *_: traffic.stopping.set())
     traffic.open_sinks()
     Path(spec["ready"]).touch()
-    go = Path(spec["go"])
-    while not go.exists():
-        if traffic.stopping.wait(GO_POLL_S):
-            _write_json(Path(spec["out"]), traffic.records())
+    if spec["aggregators"]:
+        if not _wait_for(Path(spec["listening"]), traffic):
             return 0
+        try:
+            traffic.connect_aggregators()
+        except OSError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        Path(spec["connected"]).touch()
+    if not _wait_for(Path(spec["go"]), traffic):
+        return 0
+    go = Path(spec["go"])
     clock = json.loads(go.read_text(encoding="utf-8"))
     traffic.t0, traffic.end = clock["start_mono_ns"], clock["end_mono_ns"]
     traffic.start(traffic.sink_loop)
