@@ -198,6 +198,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="local process pool (default) or a ray cluster (RAY_ADDRESS)")
     repro.add_argument("--out", type=Path, default=Path("out/reproduce"), metavar="DIR",
                        help="output directory (default: out/reproduce); runs are cached here")
+    repro.add_argument("--testbed", action="store_true",
+                       help="also run the experiments' variants that fit on the testbed "
+                            "(root; one run at a time, as many as the seeds) and judge every "
+                            "claim there too; with --list: which fit and why the others "
+                            "do not")
+    repro.add_argument("--approximate", action="store_true",
+                       help="with --testbed: also run the variants that set scenario keys "
+                            "the testbed does not honour (each listed in the report)")
     repro.add_argument("--list", action="store_true", help="list the experiments and exit")
     repro.set_defaults(command=_reproduce)
     return parser
@@ -424,13 +432,23 @@ def _reproduce(args: argparse.Namespace) -> int:
     from tacc import reproduce  # matplotlib and the registry load only here
     from tacc.reproduce.report import summary_line
 
+    from tacc.testbed import TestbedError, TestbedUnavailable
+
+    if args.approximate and not args.testbed:
+        return _fail_lines(["reproduce: --approximate goes with --testbed"], 2)
     if args.list:
-        print(reproduce.registry_table())
+        print(reproduce.testbed_table(args.names, args.quick, args.approximate)
+              if args.testbed else reproduce.registry_table())
         return 0
-    report, results = reproduce.reproduce(
-        args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
-        command=args.typed,
-    )
+    try:
+        report, results = reproduce.reproduce(
+            args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
+            command=args.typed, testbed=args.testbed, approximate=args.approximate,
+        )
+    except TestbedUnavailable as exc:
+        return _fail_lines([f"testbed: {item}" for item in exc.missing], 2)
+    except TestbedError as exc:
+        return _fail_lines([f"testbed: {line}" for line in _error_lines(exc)], 3)
     line = summary_line([r for e in results for r in e.rows])
     print(f"{line}; wrote {report} and {report.with_name('report.html')}")
     return 0

@@ -7,6 +7,7 @@ engine (the testbed, the link decomposition) write it in the engine's format her
 from __future__ import annotations
 
 import csv
+import dataclasses
 import errno
 import io
 import os
@@ -92,6 +93,38 @@ def load(directory: str | PathLike[str]) -> Result:
         queues=_read_csv(root / "queues.csv"),
         rates=_read_csv(rates) if rates.exists() else None,
     )
+
+
+def at_scenario_rates(result: Result) -> Result:
+    """A testbed run's result with its rates at the scenario's: the testbed runs every link
+    at `testbed.rate_scale` times the scenario's rate, so goodputs, limiter rates, ports'
+    rates and the bytes a flow without an FCT delivered (a bulk flow's) are divided by that
+    scale (a simulation is returned as it is). Times (FCTs too), queue lengths,
+    utilizations, packet counts and a finished flow's bytes stay as measured: at a scale
+    under 1 a sized flow's FCT is its FCT at the scaled rates, unless the run was dilated in
+    time (`testbed.time_dilation`, as a run with applications is), which gives the
+    scenario's."""
+    scale = float(result.summary.get("testbed", {}).get("rate_scale", 1.0))
+    if scale == 1.0:
+        return result
+
+    def divided(frame: pd.DataFrame, column: str, rows: Any = slice(None)) -> pd.DataFrame:
+        frame = frame.astype({column: float})
+        frame.loc[rows, column] = frame.loc[rows, column] / scale
+        return frame
+
+    flows = divided(result.flows, "goodput_mbps")
+    flows = divided(flows, "bytes_delivered", flows["fct"].isna())
+    summary = dict(result.summary)
+    summary["ports"] = [{**p, "rate_bps": p["rate_bps"] / scale} for p in summary["ports"]]
+    summary["flows"] = [{**f, "goodput_mbps": f["goodput_mbps"] / scale,
+                         "bytes_delivered": f["bytes_delivered"] / (scale if f["fct"] is None
+                                                                    else 1.0)}
+                        for f in summary["flows"]]
+    rates = None if result.rates is None else divided(result.rates, "rate_mbps")
+    return dataclasses.replace(result, summary=summary, flows=flows,
+                               goodput=divided(result.goodput, "goodput_mbps"),
+                               ports=_ports_frame(summary["ports"]), rates=rates)
 
 
 def _read_flows(path: Path) -> pd.DataFrame:

@@ -173,14 +173,16 @@ class Experiment:
                     for v in tacc]
         return out
 
-    def means(self, runs: dict[str, list[Path]], scale: float) -> Means:
-        """The metrics of every finished run, by (variant, metric), in seed order."""
+    def means(self, runs: dict[str, list[Path]], scale: float,
+              loader: Callable[[Path], Result] = load) -> Means:
+        """The metrics of every finished run (read by `loader`), by (variant, metric), in
+        seed order."""
         means: Means = {}
         for variant, dirs in runs.items():
             for d in dirs:
                 if not (d / "summary.json").is_file():
                     continue
-                for k, v in self.metrics(load(d), scale).items():
+                for k, v in self.metrics(loader(d), scale).items():
                     means.setdefault((variant, k), []).append(v)
         return means
 

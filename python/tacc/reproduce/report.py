@@ -1,7 +1,7 @@
 """The reproduction report: every row of every experiment evaluated from the result files
-(the paper's number, tacc's mean and 95% CI over seeds, the ideal, whether the claim holds),
-written as REPORT.md and, from the same lines, report.html; the same rows go to report.json
-for programs."""
+(the paper's number, tacc's mean and 95% CI over seeds, the ideal, whether the claim holds,
+and with --testbed the same on real Linux), written as REPORT.md and, from the same lines,
+report.html; the same rows go to report.json for programs."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tacc.reproduce import on_testbed
 from tacc.reproduce.registry import (
     LINUX,
     PAPER_NAMES,
@@ -70,6 +71,8 @@ class RowResult:
     unit: str = ""
     # the same row with the simulator's Linux TCP (None: the experiment does not run it)
     linux: Verdict | None = None
+    # the same row on the testbed (None: not asked for)
+    testbed: Verdict | None = None
 
 
 @dataclass
@@ -81,6 +84,7 @@ class ExperimentResult:
     seeds: int = 0
     scale: float = 1.0
     wall: float = 0.0
+    testbed: on_testbed.Runs | None = None
 
 
 def _disagree(a: Verdict, b: Verdict) -> bool:
@@ -109,9 +113,10 @@ def verdicts(exp: Experiment, row: Row, everything: Means
 
 
 def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
-             scale: float) -> ExperimentResult:
+             scale: float, testbed: on_testbed.Runs | None = None) -> ExperimentResult:
     everything = exp.means(runs, scale)
-    res = ExperimentResult(exp, scale=scale)
+    res = ExperimentResult(exp, scale=scale, testbed=testbed)
+    on_linux = None if testbed is None else on_testbed.means(exp, testbed.dirs, scale)
     dirs = {d for ds in runs.values() for d in ds}
     res.runs = len(dirs)
     res.seeds = max((len(d) for d in runs.values()), default=0)
@@ -125,7 +130,8 @@ def evaluate(exp: Experiment, runs: dict[str, list[Path]], out: Path,
             exp.id, exp.paper, row.quantity, row.paper,
             "-" if row.ideal is None else fmt(row.ideal, row.unit), tacc, paper, differs_by,
             row.cause if failed else "",
-            math.nan if row.ideal is None else row.ideal, row.unit, linux))
+            math.nan if row.ideal is None else row.ideal, row.unit, linux,
+            None if on_linux is None else judge(row, on_linux)))
     res.figures = exp.plot(exp, runs, out / "figures", scale)
     return res
 
@@ -159,6 +165,9 @@ def summary_line(rows: Sequence[RowResult]) -> str:
     linux = [r.linux for r in rows if r.linux is not None]
     if linux:
         line += f"; with Linux's TCP ({len(linux)} rows) {tally(linux)}"
+    testbed = [r.testbed for r in papers if r.testbed is not None]
+    if testbed:
+        line += f"; on the testbed ({len(testbed)} rows) {tally(testbed)}"
     return line + (f"; tacc's own experiments ({len(own)} rows): {tally(own)}" if own else "")
 
 
@@ -169,9 +178,10 @@ def _verdict(v: Verdict | None) -> str:
     return f"{text}, within seed spread" if v.spread else text
 
 
-def _cells(r: RowResult) -> str:
+def _cells(r: RowResult, testbed: bool) -> str:
     """The row's cells after the ideal: tacc's number and verdict, the paper's settings'
-    number and verdict, and what makes them differ."""
+    number and verdict, what makes them differ, the simulator's Linux TCP's, and with
+    `testbed` the testbed's."""
     if r.published is None:
         paper = "| (tacc's experiment) | - | - |"
     else:
@@ -183,11 +193,20 @@ def _cells(r: RowResult) -> str:
             why = ""
         paper = f"| {r.published.shown} | {_verdict(r.published)} | {why} |"
     linux = "-" if r.linux is None else r.linux.shown
-    return f"| {r.tacc.shown} | {_verdict(r.tacc)} {paper} {linux} | {_verdict(r.linux)} |"
+    cells = f"| {r.tacc.shown} | {_verdict(r.tacc)} {paper} {linux} | {_verdict(r.linux)} |"
+    if testbed:
+        cells += f" {'-' if r.testbed is None else r.testbed.shown} | {_verdict(r.testbed)} |"
+    return cells
 
 
-TABLE_HEAD = ("| tacc | holds | as published | holds | verdicts differ by | Linux TCP | holds |",
-              "|---|---|---|---|---|---|---|")
+def table_head(testbed: bool) -> tuple[str, str]:
+    """The columns after the ideal, and their markdown rule."""
+    head = "| tacc | holds | as published | holds | verdicts differ by | Linux TCP | holds |"
+    n = 7
+    if testbed:
+        head += " testbed | holds |"
+        n += 2
+    return head, "|---" * n + "|"
 
 
 def _departures(results: Sequence[ExperimentResult]) -> list[str]:
@@ -213,7 +232,8 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     md.append(f"**{summary_line(rows)}** (mode: {mode}).")
     md.append("")
     md.append(f"Command: `{command}`. Engine: {engine}. Mode: {mode}; "
-              f"tacc {engine_version()}; {sum(e.runs for e in results)} runs, "
+              f"tacc {engine_version()}; {sum(e.runs for e in results)} runs"
+              f"{_testbed_count(results)}, "
               f"wall time {_hms(wall)} (simulation time in runs "
               f"{_hms(sum(e.wall for e in results))}). ")
     md.append("")
@@ -252,12 +272,16 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
                   "than in the papers' runs; treat these numbers as indicative and run "
                   "without --quick for the comparison.")
         md.append("")
+    testbed = any(e.testbed is not None for e in results)
+    if testbed:
+        md += [_testbed_paragraph(results), ""]
+    head, rule = table_head(testbed)
     md.append("## Headline table")
     md.append("")
-    md += ["| figure | quantity | paper | ideal " + TABLE_HEAD[0],
-           "|---|---|---|---" + TABLE_HEAD[1]]
+    md += ["| figure | quantity | paper | ideal " + head, "|---|---|---|---" + rule]
     for r in rows:
-        md.append(f"| {r.experiment} | {r.quantity} | {r.paper} | {r.ideal} {_cells(r)}")
+        md.append(f"| {r.experiment} | {r.quantity} | {r.paper} | {r.ideal} "
+                  f"{_cells(r, testbed)}")
     md.append("")
     for e in results:
         md.append(f"## {e.exp.id}: {e.exp.title}")
@@ -272,9 +296,11 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
             if f.suffix == ".png":
                 md.append(f"![{e.exp.id}]({f.relative_to(out).as_posix()})")
         md.append("")
-        md += ["| quantity | paper | ideal " + TABLE_HEAD[0], "|---|---|---" + TABLE_HEAD[1]]
+        if e.testbed is not None:
+            md += [_testbed_runs(e.testbed), ""]
+        md += ["| quantity | paper | ideal " + head, "|---|---|---" + rule]
         for r in e.rows:
-            md.append(f"| {r.quantity} | {r.paper} | {r.ideal} {_cells(r)}")
+            md.append(f"| {r.quantity} | {r.paper} | {r.ideal} {_cells(r, testbed)}")
         causes = list(dict.fromkeys(r.cause for r in e.rows if r.cause))
         if causes:
             md.append("")
@@ -287,6 +313,46 @@ def write_report(results: Sequence[ExperimentResult], out: Path, *, quick: bool,
     html_path.write_text(_markdown_to_html(md), encoding="utf-8")
     _write_json(rows, out / "report.json", quick=quick, command=command, engine=engine)
     return md_path, html_path
+
+
+def _testbed_paragraph(results: Sequence[ExperimentResult]) -> str:
+    scales = sorted({_rate_scale(d) for e in results if e.testbed
+                     for ds in e.testbed.dirs.values() for d in ds if _rate_scale(d)})
+    shown = ", ".join(f"x{s:g}" for s in scales) or "-"
+    return ("Column \"testbed\": the same variants (tacc's settings) on real Linux, "
+            "`tacc testbed` with its default options (network namespaces, veth pairs, tc "
+            "queues, the kernel's own TCP, the mechanisms' eBPF shims and agents; rates "
+            f"scaled so that the fastest link runs at 100 Mb/s: {shown} here; no link "
+            "delays but the veths' own; a scenario with applications at a scaled rate runs "
+            "that many times slower, its times put back in the scenario's), each variant "
+            "run as many times as the experiment has seeds, one run after another. Goodputs "
+            "and rates are shown at the scenario's rates (measured / scale); queue lengths, "
+            "times and packet counts as measured. A row whose variants the testbed cannot "
+            "run shows \"-\"; each experiment's section says why, and which variants ran "
+            "without keys the testbed does not honour (--approximate).")
+
+
+def _testbed_count(results: Sequence[ExperimentResult]) -> str:
+    runs = [d for e in results if e.testbed for ds in e.testbed.dirs.values() for d in ds]
+    return f" and {len(runs)} testbed runs" if runs else ""
+
+
+def _rate_scale(d: Path) -> float | None:
+    path = d / "summary.json"
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text())["testbed"]["rate_scale"]
+
+
+def _testbed_runs(runs: on_testbed.Runs) -> str:
+    n = sum(len(ds) for ds in runs.dirs.values())
+    text = f"Testbed: {n} runs of {len(runs.dirs)} variant(s)."
+    for reason, names in runs.fit.refused.items():
+        text += f" Not on the testbed: {', '.join(names)} ({reason})."
+    for reason, names in runs.fit.approximated.items():
+        text += (f" Run without the keys the testbed does not honour (--approximate): "
+                 f"{', '.join(names)} ({reason}).")
+    return text
 
 
 def _number(x: float) -> float | None:
@@ -311,6 +377,7 @@ def _write_json(rows: Sequence[RowResult], path: Path, *, quick: bool, command: 
             "tacc": r.tacc.shown, "ideal": _number(r.ideal_value), "holds": r.tacc.holds,
             "within_seed_spread": r.tacc.spread, "published": verdict(r.published),
             "differs_by": r.differs_by, "cause": r.cause, "linux_tcp": verdict(r.linux),
+            "testbed": verdict(r.testbed),
         } for r in rows],
     }
     path.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")

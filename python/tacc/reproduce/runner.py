@@ -54,7 +54,7 @@ def cache_key(scenario: Path, sets: Sequence[tuple[str, str]], seed: int,
     return h.hexdigest()[:16]
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)
 
 
@@ -91,7 +91,7 @@ def plan(experiments: Sequence[Experiment], out: Path, quick: bool,
                 if key in made:
                     dirs[exp.id].setdefault(v.name, []).append(made[key])
                     continue
-                d = made[key] = out / "runs" / exp.id / f"{_slug(v.name)}-s{seed}-{key}"
+                d = made[key] = out / "runs" / exp.id / f"{slug(v.name)}-s{seed}-{key}"
                 dirs[exp.id].setdefault(v.name, []).append(d)
                 tasks.append(Task(exp.id, v.name, str(exp.scenario_path), v.sets, seed, str(d)))
     return tasks, dirs, scales
