@@ -483,6 +483,7 @@ def _traffic_process(names: Names, tmp_path: Path, **flows: Any) -> Any:
             "rcv_buf_bytes": 1_000_000, "out": str(tmp_path / "out.json"),
             "ready": str(tmp_path / "ready"), "go": str(tmp_path / "go"),
             "listening": str(tmp_path / "listening"), "connected": str(tmp_path / "connected"),
+            "connect_s": 1.0,
             "sinks": [],
             "sources": [], "triggered": [], "aggregators": [], "workers": [], **flows}
     (tmp_path / "spec.json").write_text(json.dumps(spec))
@@ -563,7 +564,7 @@ def test_an_aggregator_that_cannot_reach_a_worker_says_so(testbed_machine: None,
     assert proc.returncode == 1
     assert not (tmp_path / "connected").exists()
     assert err.strip() == ("incast aggregator of app 0: worker 127.0.0.1 unreachable after "
-                           "6s: [Errno 111] Connection refused"), err
+                           "1s: [Errno 111] Connection refused"), err
 
 
 @pytest.mark.testbed

@@ -105,18 +105,24 @@ def test_sdn_ecn_shortens_the_short_flow_and_its_rules_expire(ovs_machine: None,
     packets; SDN-ECN's rules mark the bulk flows and the queue stays short."""
     base = run_it(tmp_path / "none", SHORT, [])
     flows = Flows()
-    ecn = run_it(tmp_path / "sdn-ecn", SHORT, [SDN_ECN], during=flows)
+    # Judged on the median of three runs: the probes (every 0.5 s) and the rules' 1 s
+    # timeout fall at another point of the short flow in each run, and six runs on an idle
+    # machine gave 0.19-0.62 s (one CI run 0.67 s).
+    runs = [run_it(tmp_path / f"sdn-ecn-{i}", SHORT, [SDN_ECN],
+                   during=flows if i == 0 else None) for i in range(3)]
+    ecn = runs[0]
     assert read_summary(ecn)["testbed"]["switches"] == "ovs"
     fct_base = float(flow_row(base, "short")["fct"])
-    fct_ecn = float(flow_row(ecn, "short")["fct"])
+    fct_ecn = statistics.median(float(flow_row(r, "short")["fct"]) for r in runs)
     # With the bulk flows marked the short flow gets a third of the link: 2 MB at 33 Mb/s
-    # is 0.48 s (4 runs: 0.41-0.52 s), within 35%. Without a mechanism the bulk flows hold
-    # 250-410 packets (30-50 ms a round trip) and the short flow took 0.68-1.02 s in runs
-    # where they never overflowed the buffer (0 drops), 2.6-2.7 s where they did.
+    # is 0.48 s, within 35%. Without a mechanism the bulk flows hold 250-410 packets (30-50
+    # ms a round trip) and the short flow took 0.68-1.02 s in runs where they never
+    # overflowed the buffer (0 drops), 2.6-2.7 s where they did.
     assert fct_ecn < min(1.35 * 0.48, fct_base), (
-        f"FCT {fct_ecn:.3f}s with SDN-ECN, {fct_base:.3f}s without")
+        f"FCT {fct_ecn:.3f}s with SDN-ECN (median of 3), {fct_base:.3f}s without")
     # SDN-ECN's queue: 51-70 packets on average, against 250-410 without.
-    assert mean_backlog(ecn, "sw0->r0") < 0.5 * mean_backlog(base, "sw0->r0")
+    assert statistics.median(mean_backlog(r, "sw0->r0") for r in runs) < \
+        0.5 * mean_backlog(base, "sw0->r0")
     # The rules: seen while the bulk flows run, with their 1 s hard timeout, and gone once
     # a probe (every 0.5 s) has found no congestion for a timeout (flows stop at 4 s).
     during = [t for t, rules in flows.seen if 1.0 <= t < 4.0 and marking(rules)]

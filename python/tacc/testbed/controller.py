@@ -107,10 +107,16 @@ if app_manager is not None:
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             from tacc import _core
+            from tacc.testbed.apps import INCAST_CONTROL_PORT
             from tacc.testbed.control import ControlSender
 
             cfg = CONFIG
             self.plan = cfg["plan"]
+            # The incasts' requests cross the network here as TCP connections (the engine
+            # hands them over in its own process): their packets are not the scenario's, and
+            # SICC, seeing their SYNs, read the queue of every worker's port each interval.
+            self.control_ports = {INCAST_CONTROL_PORT + a
+                                  for a, app in enumerate(self.plan["apps"]) if app.get("incast")}
             self.mech = _core.Controller(json.dumps(self.plan))
             self.start_ns = cfg["start_mono_ns"]
             # The app's clock runs at time_scale times real time (the agents' Clock); its
@@ -251,6 +257,9 @@ if app_manager is not None:
             out_port = None
             if msg.table_id == ACCOUNTING:
                 self._account(msg.datapath, switch, ip)
+            elif self._is_app_control(ip):
+                self.counts.event("packet_ins_of_app_control")
+                return
             else:
                 out_port = self._route_port(switch, ip)
             try:
@@ -260,6 +269,14 @@ if app_manager is not None:
                 self.counts.event("packet_ins_ignored")
                 return
             self._dispatch(out)
+
+        def _is_app_control(self, ip: bytes) -> bool:
+            """A TCP packet to or from an incast's control port."""
+            ihl = (ip[0] & 0x0F) * 4
+            if not self.control_ports or ip[9] != 6 or len(ip) < ihl + 4:
+                return False
+            ports = int.from_bytes(ip[ihl:ihl + 2]), int.from_bytes(ip[ihl + 2:ihl + 4])
+            return not self.control_ports.isdisjoint(ports)
 
         @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
         def port_stats(self, ev: Any) -> None:

@@ -37,7 +37,7 @@ from pathlib import Path
 import tacc
 from tacc._progress import simulation_bar
 from tacc.testbed import (
-    TestbedError, apps, collect, control, dctcp, features, ovs, shell, topology,
+    TestbedError, apps, collect, control, dctcp, features, ovs, shell, topology, traffic,
 )
 from tacc.testbed.departures import Departure, scenario_departures
 from tacc.testbed.plan import (
@@ -659,7 +659,8 @@ class _Run:
                        if specs[k]["aggregators"]]
         if aggregators:
             (self.workdir / "listening").touch()
-            self._wait_ready(aggregators, time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
+            self._wait_ready(aggregators, time.monotonic_ns()
+                             + round((traffic.CONNECT_S + READY_TIMEOUT_S) * 1e9),
                              "incast aggregator", marker="connected")
         t0 = time.monotonic_ns() + round(TRAFFIC_LEAD_S * 1e9)
         go = self.workdir / "go"
@@ -844,6 +845,7 @@ def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,
             "ready": str(workdir / f"traffic-v{k}.ready"), "go": str(workdir / "go"),
             "listening": str(workdir / "listening"),
             "connected": str(workdir / f"traffic-v{k}.connected"),
+            "connect_s": traffic.CONNECT_S,
             "sinks": [], "sources": [], "triggered": [], "aggregators": [], "workers": [],
         })
 
