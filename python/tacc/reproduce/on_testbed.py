@@ -57,7 +57,7 @@ class Fit:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Admission:
     """Whether the testbed runs a scenario, and how long the run takes."""
 
     refused: list[str]  # what the testbed cannot build at all
@@ -65,7 +65,7 @@ class Verdict:
     duration_s: float  # dilated, with applications at a scaled rate
 
 
-def why_not(scenario: Path, sets: Sequence[tuple[str, str]]) -> Verdict:
+def admission(scenario: Path, sets: Sequence[tuple[str, str]]) -> Admission:
     from tacc.testbed.departures import scenario_departures
     from tacc.testbed.plan import (
         DEFAULT_RATE_CAP_BPS,
@@ -78,7 +78,7 @@ def why_not(scenario: Path, sets: Sequence[tuple[str, str]]) -> Verdict:
     try:
         plan = load_plan(scenario, sets)
     except PlanError as exc:
-        return Verdict([line for line in str(exc).splitlines() if line.strip()], [], 0.0)
+        return Admission([line for line in str(exc).splitlines() if line.strip()], [], 0.0)
     reasons: dict[str, list[str]] = {}
     for message, d in scenario_departures(scenario, sets):
         if not d.output_only:
@@ -86,7 +86,7 @@ def why_not(scenario: Path, sets: Sequence[tuple[str, str]]) -> Verdict:
             key = message[:-len(d.reason) - 2].rsplit(": ", 1)[-1]
             reasons.setdefault(d.reason, []).append(key)
     dilation = time_dilation(plan, rate_scale(plan, DEFAULT_RATE_CAP_BPS))
-    return Verdict([], [f"{', '.join(keys)}: {reason}" for reason, keys in reasons.items()],
+    return Admission([], [f"{', '.join(keys)}: {reason}" for reason, keys in reasons.items()],
                    plan["duration_ns"] * dilation / 1e9)
 
 
@@ -95,14 +95,14 @@ def fit(exp: Experiment, scale: float, approximate: bool = False) -> Fit:
     does not honour (as `tacc testbed --approximate`), each departure recorded."""
     found = Fit(exp)
     for v in exp.build(scale):
-        verdict = why_not(exp.scenario_path, v.sets)
-        departures = "; ".join(verdict.departures)
-        if verdict.refused or (departures and not approximate):
-            found.refused.setdefault("; ".join(verdict.refused or verdict.departures),
+        checked = admission(exp.scenario_path, v.sets)
+        departures = "; ".join(checked.departures)
+        if checked.refused or (departures and not approximate):
+            found.refused.setdefault("; ".join(checked.refused or checked.departures),
                                      []).append(v.name)
             continue
         found.variants.append(v)
-        found.duration_s = max(found.duration_s, verdict.duration_s)
+        found.duration_s = max(found.duration_s, checked.duration_s)
         if departures:
             found.approximated.setdefault(departures, []).append(v.name)
     return found

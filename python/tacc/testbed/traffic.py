@@ -24,7 +24,7 @@ worker] per epoch]}], "workers": [{"app", "worker", "port", "jitter_ns", "flows"
 epoch]}]} (rates already scaled).
 
 Partition-aggregate (tacc.testbed.apps): each worker listens on its app's control port; the
-aggregator connects to every worker before it says ready and, at each epoch, sends the epoch's
+aggregator connects to every worker before time zero and, at each epoch, sends the epoch's
 number on a line to each. A worker then waits an exponential delay of mean `jitter_ns` (its
 own seeded stream) and sends its answer, the epoch's flow, on a new connection. The next
 epoch starts at its interval, or without one when every answer of the last is in.
@@ -159,14 +159,14 @@ class Traffic:
                 return
             self.start(self.source, src)
 
-    def connect_aggregators(self) -> None:
+    def connect_aggregators(self) -> bool:
         """Each aggregator's control connection to every worker, once every worker listens
         (the `listening` file) and before time zero: a first epoch at time zero then finds
         every worker reached, however long the first packets of a connection take through
         the switches (Open vSwitch copies a SYN to the controller, and 60 workers reached
         one after another took longer than the lead-in to time zero). Raises OSError naming
         the first worker not reached within the spec's connect_s: an app silently unrun
-        would be worse."""
+        would be worse. False if the run is stopped first."""
         limit = self.spec["connect_s"]
         deadline = time.monotonic_ns() + round(limit * 1e9)
         for part in self.spec["aggregators"]:
@@ -184,7 +184,9 @@ class Traffic:
                             raise OSError(f"incast aggregator of app {part['app']}: worker "
                                           f"{address} unreachable after {limit:g}s: "
                                           f"{exc}") from exc
-                        time.sleep(POLL_S)
+                        if self.stopping.wait(POLL_S):
+                            return False
+        return True
 
     def aggregate(self, part: dict[str, Any]) -> None:
         """An incast app's aggregator: the epochs' requests on its control connections."""
@@ -451,15 +453,16 @@ def main(argv: list[str]) -> int:
         if not _wait_for(Path(spec["listening"]), traffic):
             return 0
         try:
-            traffic.connect_aggregators()
+            if not traffic.connect_aggregators():
+                _write_json(Path(spec["out"]), traffic.records())
+                return 0
         except OSError as exc:
             print(exc, file=sys.stderr)
             return 1
         Path(spec["connected"]).touch()
     if not _wait_for(Path(spec["go"]), traffic):
         return 0
-    go = Path(spec["go"])
-    clock = json.loads(go.read_text(encoding="utf-8"))
+    clock = json.loads(Path(spec["go"]).read_text(encoding="utf-8"))
     traffic.t0, traffic.end = clock["start_mono_ns"], clock["end_mono_ns"]
     traffic.start(traffic.sink_loop)
     traffic.start(traffic.launch)
