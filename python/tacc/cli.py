@@ -157,6 +157,26 @@ def _parser() -> argparse.ArgumentParser:
     testbed.add_argument("--quiet", action="store_true", help="print nothing but errors")
     testbed.set_defaults(command=_testbed)
 
+    agent = commands.add_parser(
+        "agent", help="run the host agent as a daemon on a hypervisor (root), or show a "
+                      "running agent's status",
+        description="Run a mechanism on a hypervisor tacc did not build: attach the eBPF "
+                    "programs to the VMs' ports and the uplink named by a host config, run "
+                    "the mechanism's host shim until SIGTERM, then detach everything "
+                    "(docs/deploy.md). `tacc agent status` prints what a running agent has "
+                    "attached and in force (exit status 3 if none runs).",
+    )
+    agent.add_argument("action", nargs="?", choices=["status"],
+                       help="status: show the running agent of --state-dir")
+    agent.add_argument("--config", type=Path, metavar="HOST.toml",
+                       help="the host config: uplink, VMs or bridges, [mechanism]")
+    agent.add_argument("--check", action="store_true",
+                       help="check the config and exit")
+    agent.add_argument("--state-dir", type=Path, metavar="DIR",
+                       help="with status: the agent's state directory (default: the "
+                            "config's state_dir, else /run/tacc-agent)")
+    agent.set_defaults(command=_agent)
+
     compare = commands.add_parser(
         "compare", help="two result directories side by side (simulation or testbed), or "
                         "the spread of several runs",
@@ -451,6 +471,31 @@ def _reproduce(args: argparse.Namespace) -> int:
         return _fail_lines([f"testbed: {line}" for line in _error_lines(exc)], 3)
     line = summary_line([r for e in results for r in e.rows])
     print(f"{line}; wrote {report} and {report.with_name('report.html')}")
+    return 0
+
+
+def _agent(args: argparse.Namespace) -> int:
+    from tacc.deploy import agent
+
+    if args.action == "status":
+        state_dir = args.state_dir or (agent.state_dir_of(args.config) if args.config
+                                       else agent.DEFAULT_STATE_DIR)
+        try:
+            print(agent.format_status(agent.read_status(state_dir)))
+        except agent.AgentError as exc:
+            return _fail_lines([str(exc)], 3)
+        return 0
+    if args.config is None:
+        return _fail_lines(["agent: expected --config HOST.toml (or `tacc agent status`)"], 2)
+    if args.state_dir is not None:
+        return _fail_lines(["--state-dir applies to `tacc agent status`; the agent's is the "
+                            "config's state_dir"], 2)
+    try:
+        agent.run(args.config, check=args.check)
+    except agent.AgentError as exc:
+        return _fail_lines([str(exc)], 3)
+    if args.check:
+        print(f"{args.config}: ok")
     return 0
 
 

@@ -69,7 +69,7 @@ struct bucket_rate {
 struct bucket_state {
 	struct bpf_spin_lock lock;
 	__u32 pad;
-	__u64 tokens;
+	__s64 tokens; /* below 0: the debt of a packet longer than the burst */
 	__u64 last_ns;
 };
 
@@ -135,6 +135,30 @@ struct {
 	__type(value, __u8);
 } refused SEC(".maps");
 
+/* The source addresses of what the VMs send, by the VM port it came in on (ifindex): how
+ * `tacc agent` learns the addresses of VMs its config does not give. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} vm_sources SEC(".maps");
+
+/* The source MAC of the last packet from each remote address (network byte order): where a
+ * hypervisor without routes (VMs on a bridge) sends its feedback packets, as an Ethernet
+ * frame out of the uplink. */
+struct mac {
+	__u8 addr[6];
+	__u16 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct mac);
+} remote_macs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, C_MAX);
@@ -184,7 +208,9 @@ static __always_inline void *pair_or_vm(void *map, struct pair_key *key)
 }
 
 /* Takes `len` bytes from the bucket of `key` if it holds them: refilled at its rate since
- * the last packet, up to its burst. */
+ * the last packet, up to its burst. A packet longer than the burst (a GSO packet of a VM
+ * whose port offloads segmentation, up to 64 KB) passes once the bucket is full and leaves
+ * it in debt, which the refill pays back before the next packet passes: the rate holds. */
 static __always_inline int bucket_pays(struct pair_key *key, struct bucket_rate *rate, __u64 len)
 {
 	__u64 now = bpf_ktime_get_ns();
@@ -200,11 +226,13 @@ static __always_inline int bucket_pays(struct pair_key *key, struct bucket_rate 
 	__u64 elapsed = now > st->last_ns ? now - st->last_ns : 0;
 	if (elapsed > NS_PER_SEC)
 		elapsed = NS_PER_SEC; /* a full bucket takes far less; keeps 64 bits */
-	__u64 tokens = st->tokens + elapsed * rate->bytes_per_sec / NS_PER_SEC;
-	if (tokens > rate->burst_bytes)
-		tokens = rate->burst_bytes;
-	int pays = tokens >= len;
-	st->tokens = pays ? tokens - len : tokens;
+	__s64 burst = rate->burst_bytes;
+	__s64 tokens = st->tokens + (__s64)(elapsed * rate->bytes_per_sec / NS_PER_SEC);
+	if (tokens > burst)
+		tokens = burst;
+	__s64 need = (__s64)len < burst ? (__s64)len : burst;
+	int pays = tokens >= need;
+	st->tokens = pays ? tokens - (__s64)len : tokens;
 	st->last_ns = now;
 	bpf_spin_unlock(&st->lock);
 	return pays;
@@ -213,10 +241,14 @@ static __always_inline int bucket_pays(struct pair_key *key, struct bucket_rate 
 SEC("classifier")
 int vm_ingress(struct __sk_buff *skb)
 {
-	if (!(flags() & F_SCRUB))
-		return TC_ACT_OK;
 	struct iphdr *ip = ipv4_of(skb);
 	if (!ip)
+		return TC_ACT_OK;
+	__u32 src = ip->saddr, port = skb->ifindex;
+	__u32 *known = bpf_map_lookup_elem(&vm_sources, &src);
+	if (!known || *known != port)
+		bpf_map_update_elem(&vm_sources, &src, &port, BPF_ANY);
+	if (!(flags() & F_SCRUB))
 		return TC_ACT_OK;
 	if (ip->protocol == FEEDBACK_PROTO) {
 		count(C_SCRUB_FEEDBACK);
@@ -261,7 +293,11 @@ int uplink_egress(struct __sk_buff *skb)
 	struct pair_key key = { .vm = ip->saddr, .remote = ip->daddr };
 	if (f & F_BUCKET) {
 		struct bucket_rate *rate = pair_or_vm(&bucket_rates, &key);
-		if (rate && !bucket_pays(&key, rate, bpf_ntohs(ip->tot_len))) {
+		/* A GSO packet's IP length may not say its whole length; the skb's does. */
+		__u64 len = bpf_ntohs(ip->tot_len);
+		if (skb->len > ETH_HLEN + len)
+			len = skb->len - ETH_HLEN;
+		if (rate && !bucket_pays(&key, rate, len)) {
 			count(C_BUCKET_DROPS);
 			return TC_ACT_SHOT;
 		}
@@ -296,6 +332,16 @@ int uplink_ingress(struct __sk_buff *skb)
 	if (!ip)
 		return TC_ACT_OK;
 	__u32 f = flags();
+	if (f & F_FEEDBACK) {
+		struct ethhdr *eth = (void *)ip - sizeof(*eth); /* within what ipv4_of checked */
+		__u32 src = ip->saddr;
+		struct mac *known = bpf_map_lookup_elem(&remote_macs, &src);
+		struct mac m = {};
+		for (int i = 0; i < 6; i++)
+			m.addr[i] = eth->h_source[i];
+		if (!known || *(__u64 *)known != *(__u64 *)&m)
+			bpf_map_update_elem(&remote_macs, &src, &m, BPF_ANY);
+	}
 	if (ip->protocol == FEEDBACK_PROTO) {
 		if (!(f & F_FEEDBACK))
 			return TC_ACT_OK;

@@ -17,7 +17,7 @@ use aya::programs::TcAttachType;
 use aya::Ebpf;
 use serde::Deserialize;
 use tacc_mech::roles::{BucketConfig, ShortagePolicy};
-use tacc_mech::roles::{Datapath, HostShim, PairCounts};
+use tacc_mech::roles::{Datapath, FeedbackPacket, HostShim, PairCounts};
 use tacc_mech::wire::Ipv4Packet;
 use tacc_mech::Nanos;
 
@@ -94,7 +94,7 @@ const F_CLAMP: u32 = 1 << 5;
 const F_BUCKET: u32 = 1 << 6;
 const F_ADMISSION: u32 = 1 << 7;
 
-fn flags(d: Datapath, scrub: bool) -> u32 {
+pub(crate) fn flags(d: Datapath, scrub: bool) -> u32 {
     let drops = d
         .limiter
         .is_some_and(|b| b.on_shortage == ShortagePolicy::Drop);
@@ -153,6 +153,13 @@ struct RawClamp {
 
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct RawMac {
+    addr: [u8; 6],
+    pad: u16,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct BucketRate {
     bytes_per_sec: u64,
     burst_bytes: u64,
@@ -164,6 +171,7 @@ unsafe impl aya::Pod for PairKey {}
 unsafe impl aya::Pod for RawCounts {}
 unsafe impl aya::Pod for RawClamp {}
 unsafe impl aya::Pod for BucketRate {}
+unsafe impl aya::Pod for RawMac {}
 
 /// What the counts of a pair grew by since `before`.
 fn delta(key: PairKey, now: RawCounts, before: RawCounts) -> PairCounts {
@@ -180,7 +188,7 @@ fn delta(key: PairKey, now: RawCounts, before: RawCounts) -> PairCounts {
     }
 }
 
-struct Maps {
+pub(crate) struct Maps {
     pairs: BpfHashMap<MapData, PairKey, RawCounts>,
     flushed: BpfHashMap<MapData, PairKey, u64>,
     classes: BpfHashMap<MapData, PairKey, u32>,
@@ -190,6 +198,10 @@ struct Maps {
     refused: BpfHashMap<MapData, u32, u8>,
     /// What the programs did on their own, indexed by `enum counter` of host.bpf.c.
     counters: Array<MapData, u64>,
+    /// Source address (network byte order) -> the VM port (ifindex) it was sent from.
+    pub vm_sources: BpfHashMap<MapData, u32, u32>,
+    /// Remote address (network byte order) -> the source MAC of its last packet.
+    remote_macs: BpfHashMap<MapData, u32, RawMac>,
 }
 
 /// The names of host.bpf.c's counters, in the order of its `enum counter`. Its window clamps
@@ -217,7 +229,7 @@ fn datapath_counts(maps: &Maps, add: &mut impl FnMut(&'static str, f64)) -> Resu
 }
 
 /// The host programs, loaded with their flags set, and their maps.
-fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
+pub(crate) fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
     let mut bpf = Ebpf::load(HOST_OBJECT).map_err(|e| format!("loading host.bpf.o: {e}"))?;
     load_programs(&mut bpf, &["vm_ingress", "uplink_egress", "uplink_ingress"])?;
     let mut config: Array<MapData, u32> = take_map(&mut bpf, "config")?;
@@ -232,6 +244,8 @@ fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
         bucket_rates: take_map(&mut bpf, "bucket_rates")?,
         refused: take_map(&mut bpf, "refused")?,
         counters: take_map(&mut bpf, "counters")?,
+        vm_sources: take_map(&mut bpf, "vm_sources")?,
+        remote_macs: take_map(&mut bpf, "remote_macs")?,
     };
     Ok((bpf, maps))
 }
@@ -239,7 +253,7 @@ fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
 /// The rate limiters, one per (VM, key) the shim reports, as the shim's buckets say: what
 /// exceeds a rate waits in an HTB class's FIFO (`on_shortage = "queue"`) or is dropped by a
 /// token bucket in the egress program ("drop").
-struct Limiters {
+pub(crate) struct Limiters {
     kind: LimiterKind,
     /// The shim's buckets, their burst in real time (a dilated shim's is that much longer).
     bucket: BucketConfig,
@@ -304,10 +318,10 @@ impl Limiters {
 }
 
 /// Sends the shim's feedback packets as they are (their own IPv4 header).
-struct RawSocket(i32);
+pub(crate) struct RawSocket(i32);
 
 impl RawSocket {
-    fn new() -> Result<RawSocket, String> {
+    pub fn new() -> Result<RawSocket, String> {
         // SAFETY: plain socket(2); IPPROTO_RAW implies IP_HDRINCL.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_RAW, libc::IPPROTO_RAW) };
         if fd < 0 {
@@ -343,9 +357,101 @@ impl RawSocket {
     }
 }
 
+/// Sends the shim's feedback packets as Ethernet frames out of one interface, to the MAC the
+/// destination's packets last came from (the datapath's `remote_macs`): for a hypervisor
+/// whose VMs sit on a bridge, which has no route of its own to them.
+pub(crate) struct LinkSocket {
+    fd: i32,
+    ifindex: u32,
+    mac: [u8; 6],
+}
+
+impl LinkSocket {
+    pub fn new(dev: &str) -> Result<LinkSocket, String> {
+        let ifindex = crate::ifindex(dev)?;
+        let text = std::fs::read_to_string(format!("/sys/class/net/{dev}/address"))
+            .map_err(|e| format!("{dev}: its MAC address: {e}"))?;
+        let mut mac = [0u8; 6];
+        let parts: Vec<u8> = text
+            .trim()
+            .split(':')
+            .filter_map(|h| u8::from_str_radix(h, 16).ok())
+            .collect();
+        if parts.len() != 6 {
+            return Err(format!(
+                "{dev}: not an Ethernet interface (address {:?})",
+                text.trim()
+            ));
+        }
+        mac.copy_from_slice(&parts);
+        // Protocol 0: the socket sends and receives nothing.
+        // SAFETY: plain socket(2).
+        let fd = unsafe { libc::socket(libc::AF_PACKET, libc::SOCK_RAW, 0) };
+        if fd < 0 {
+            return Err(format!(
+                "packet socket: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        Ok(LinkSocket { fd, ifindex, mac })
+    }
+
+    fn send(&self, ip: &[u8], to: [u8; 6]) -> Result<(), String> {
+        let mut frame = Vec::with_capacity(14 + ip.len());
+        frame.extend_from_slice(&to);
+        frame.extend_from_slice(&self.mac);
+        frame.extend_from_slice(&0x0800u16.to_be_bytes());
+        frame.extend_from_slice(ip);
+        // SAFETY: sockaddr_ll is plain data, valid all zero.
+        let mut addr: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_ifindex = self.ifindex as i32;
+        addr.sll_halen = 6;
+        addr.sll_addr[..6].copy_from_slice(&to);
+        // SAFETY: the buffer and the address outlive the call.
+        let n = unsafe {
+            libc::sendto(
+                self.fd,
+                frame.as_ptr().cast(),
+                frame.len(),
+                0,
+                (&addr as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if n < 0 {
+            return Err(format!("feedback: {}", std::io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+}
+
+/// Where the shim's feedback packets leave.
+pub(crate) enum FeedbackOut {
+    /// Routed by the host's IP stack (the testbed's hosts route).
+    Routed(RawSocket),
+    /// As frames out of the uplink (a bridged hypervisor).
+    Link(LinkSocket),
+}
+
+impl FeedbackOut {
+    /// Sends one feedback packet; false if there is no way to its destination yet (a link
+    /// socket that has seen no packet from it).
+    fn send(&self, fb: &FeedbackPacket, maps: &Maps) -> Result<bool, String> {
+        let bytes = fb.to_ipv4_bytes();
+        match self {
+            FeedbackOut::Routed(raw) => raw.send(&bytes, fb.dst).map(|_| true),
+            FeedbackOut::Link(link) => match maps.remote_macs.get(&fb.dst.to_be(), 0) {
+                Ok(mac) => link.send(&bytes, mac.addr).map(|_| true),
+                Err(_) => Ok(false),
+            },
+        }
+    }
+}
+
 pub fn run(cfg: HostConfig) -> Result<(), String> {
     let plan = &cfg.plan;
-    let mut shim: Option<Box<dyn HostShim<Ipv4Packet<Vec<u8>>>>> = plan
+    let shim: Option<Box<dyn HostShim<Ipv4Packet<Vec<u8>>>>> = plan
         .mechanism
         .as_ref()
         .and_then(|m| {
@@ -370,29 +476,12 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         TcAttachType::Ingress,
     )?;
     let nic = &plan.ports[plan.hosts[cfg.host as usize].nic_port as usize];
-    let mut limiters = match datapath.limiter {
-        None => None,
-        Some(bucket) => Some(Limiters {
-            kind: match bucket.on_shortage {
-                ShortagePolicy::Drop => LimiterKind::Bpf,
-                ShortagePolicy::Queue => LimiterKind::Htb {
-                    htb: Htb::new(&cfg.uplink)?,
-                    next_minor: 0x10,
-                    limit_bytes: nic
-                        .queue
-                        .limit_bytes
-                        .unwrap_or(0)
-                        .max(nic.queue.limit_packets.unwrap_or(0) * 1514),
-                },
-            },
-            bucket: BucketConfig {
-                burst_ns: clock.real(bucket.burst_ns),
-                ..bucket
-            },
-            made: HashMap::new(),
-        }),
-    };
-    let raw = RawSocket::new()?;
+    let limit_bytes = nic
+        .queue
+        .limit_bytes
+        .unwrap_or(0)
+        .max(nic.queue.limit_packets.unwrap_or(0) * 1514);
+    let limiters = Limiters::for_datapath(datapath, &cfg.uplink, limit_bytes, &clock)?;
     let mut control = match (&cfg.control, &cfg.control_key) {
         (Some(path), Some(key)) => Some(ControlSocket::bind(path, key)?),
         (Some(_), None) => return Err("config: control needs control_key".into()),
@@ -404,64 +493,21 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     writeln!(out, "time_s,vm,dst,rate_mbps").map_err(|e| e.to_string())?;
     signal_ready(&cfg.ready)?;
 
-    let Some(shim) = shim.as_mut() else {
+    let Some(shim) = shim else {
         // Nothing to run.
         loop {
             sleep_ns(1_000_000_000);
         }
     };
+    let feedback = FeedbackOut::Routed(RawSocket::new()?);
+    let mut driver = ShimDriver::new(shim, limiters, feedback, cfg.rate_scale);
     let names: HashMap<u32, &str> = plan.vms.iter().map(|v| (v.ip(), v.name.as_str())).collect();
-    let mut seen: HashMap<PairKey, RawCounts> = HashMap::new();
-    let mut refused = HashSet::new();
-    let mut flushed: HashMap<PairKey, u64> = HashMap::new();
     let mut next_sample: Nanos = 0;
     let mut next_counts: Nanos = 0;
     let mut written = BTreeMap::new();
-    let mut buf = [0u8; 65536];
-    // Real nanoseconds: a dilated shim's timers are that much longer, and so is the poll.
-    let poll_ns = if datapath.pair_counts {
-        clock.real(POLL_NS)
-    } else {
-        IDLE_POLL_NS
-    };
     loop {
         let elapsed = clock.elapsed();
-        let now = clock.at(elapsed);
-        for entry in maps.pairs.iter() {
-            let (key, counts) = entry.map_err(|e| format!("pairs map: {e}"))?;
-            let before = seen.insert(key, counts).unwrap_or_default();
-            if counts != before {
-                shim.on_datapath(now, &delta(key, counts, before));
-            }
-        }
-        if let Some(sock) = &mut control {
-            sock.drain(now, &mut buf, &mut |msg| shim.on_message(now, msg));
-        }
-        if shim.poll_at().is_some_and(|t| t <= now) {
-            shim.on_timer(now);
-        }
-        while let Some(fb) = shim.poll_transmit(now) {
-            raw.send(&fb.to_ipv4_bytes(), fb.dst)?;
-            let key = PairKey::new(fb.src, fb.dst);
-            let total = flushed.entry(key).or_default();
-            *total += fb.count as u64;
-            maps.flushed
-                .insert(key, *total, 0)
-                .map_err(|e| format!("flushed map: {e}"))?;
-        }
-        let mut rates = Vec::new();
-        shim.rates(&mut |vm, key, bps| {
-            rates.push((vm, key, (bps as f64 * cfg.rate_scale) as u64));
-        });
-        if let Some(limiters) = &mut limiters {
-            limiters.sync(&rates, &mut maps)?;
-        }
-        if datapath.clamp_window {
-            sync_clamps(&**shim, &mut maps.clamps, &clock)?;
-        }
-        if datapath.admission_control {
-            sync_refused(&**shim, now, &mut maps.refused, &mut refused)?;
-        }
+        let rates = driver.round(clock.at(elapsed), &clock, &mut maps, control.as_mut())?;
         // The samples are on the real clock, as the run's other records.
         if elapsed >= next_sample {
             for &(vm, key, bps) in &rates {
@@ -479,33 +525,174 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
             next_sample = elapsed + cfg.sample_ns;
         }
         if let Some(path) = cfg.counts.as_deref().filter(|_| elapsed >= next_counts) {
-            let mut counts = BTreeMap::new();
-            let mut add = |k: &'static str, v: f64| *counts.entry(k).or_insert(0.0) += v;
-            shim.counters(&mut add);
-            datapath_counts(&maps, &mut add)?;
-            if let Some(sock) = &control {
-                sock.counts.each(&mut add);
-            }
+            let counts = driver.counts(&maps, control.as_ref())?;
             if counts != written {
-                write_counts(path, &counts)?;
+                write_json(path, &counts)?;
                 written = counts;
             }
             next_counts = elapsed + COUNTS_EVERY_NS;
         }
-        let timer = shim
-            .poll_at()
-            .map_or(u64::MAX, |t| clock.real(t.saturating_sub(clock.now())));
-        wait_readable(
-            control.as_ref().map(|c| c.socket()),
-            timer.min(poll_ns).max(10_000),
-        );
+        wait_readable(control.as_ref().map(|c| c.socket()), driver.wait_ns(&clock));
     }
 }
 
-/// Replaces the counts file whole: a reader never sees half of it.
-fn write_counts(path: &Path, counts: &BTreeMap<&str, f64>) -> Result<(), String> {
+impl Limiters {
+    /// The limiters a shim's datapath asks for on `uplink`, if any: HTB classes under the
+    /// uplink's root class 1:1 (whose FIFOs hold `limit_bytes`), or the egress program's
+    /// buckets. A bucket's burst is in real time (a dilated shim's is that much longer).
+    pub(crate) fn for_datapath(
+        datapath: Datapath,
+        uplink: &str,
+        limit_bytes: u64,
+        clock: &Clock,
+    ) -> Result<Option<Limiters>, String> {
+        let Some(bucket) = datapath.limiter else {
+            return Ok(None);
+        };
+        Ok(Some(Limiters {
+            kind: match bucket.on_shortage {
+                ShortagePolicy::Drop => LimiterKind::Bpf,
+                ShortagePolicy::Queue => LimiterKind::Htb {
+                    htb: Htb::new(uplink)?,
+                    next_minor: 0x10,
+                    limit_bytes,
+                },
+            },
+            bucket: BucketConfig {
+                burst_ns: clock.real(bucket.burst_ns),
+                ..bucket
+            },
+            made: HashMap::new(),
+        }))
+    }
+}
+
+/// A host shim driven by the datapath, one round at a time: what the testbed's agent and the
+/// `tacc agent` daemon both run.
+pub(crate) struct ShimDriver {
+    pub shim: Box<dyn HostShim<Ipv4Packet<Vec<u8>>>>,
+    datapath: Datapath,
+    limiters: Option<Limiters>,
+    feedback: FeedbackOut,
+    /// Feedback packets that had no way to their destination.
+    feedback_unsent: u64,
+    rate_scale: f64,
+    seen: HashMap<PairKey, RawCounts>,
+    refused: HashSet<u32>,
+    flushed: HashMap<PairKey, u64>,
+    buf: Vec<u8>,
+}
+
+impl ShimDriver {
+    pub fn new(
+        shim: Box<dyn HostShim<Ipv4Packet<Vec<u8>>>>,
+        limiters: Option<Limiters>,
+        feedback: FeedbackOut,
+        rate_scale: f64,
+    ) -> ShimDriver {
+        ShimDriver {
+            datapath: shim.datapath(),
+            shim,
+            limiters,
+            feedback,
+            feedback_unsent: 0,
+            rate_scale,
+            seen: HashMap::new(),
+            refused: HashSet::new(),
+            flushed: HashMap::new(),
+            buf: vec![0; 65536],
+        }
+    }
+
+    /// One round at the shim's time `now`: the datapath's new counts and the controller's
+    /// messages in, the timer, feedback packets out, rates, clamps and refusals written back.
+    /// Returns the rates in force (scaled), as (VM, key, bits/s).
+    pub fn round(
+        &mut self,
+        now: Nanos,
+        clock: &Clock,
+        maps: &mut Maps,
+        control: Option<&mut ControlSocket>,
+    ) -> Result<Vec<(u32, u32, u64)>, String> {
+        let shim = &mut self.shim;
+        for entry in maps.pairs.iter() {
+            let (key, counts) = entry.map_err(|e| format!("pairs map: {e}"))?;
+            let before = self.seen.insert(key, counts).unwrap_or_default();
+            if counts != before {
+                shim.on_datapath(now, &delta(key, counts, before));
+            }
+        }
+        if let Some(sock) = control {
+            sock.drain(now, &mut self.buf, &mut |msg| shim.on_message(now, msg));
+        }
+        if shim.poll_at().is_some_and(|t| t <= now) {
+            shim.on_timer(now);
+        }
+        while let Some(fb) = shim.poll_transmit(now) {
+            if !self.feedback.send(&fb, maps)? {
+                self.feedback_unsent += 1;
+                continue;
+            }
+            let key = PairKey::new(fb.src, fb.dst);
+            let total = self.flushed.entry(key).or_default();
+            *total += fb.count as u64;
+            maps.flushed
+                .insert(key, *total, 0)
+                .map_err(|e| format!("flushed map: {e}"))?;
+        }
+        let mut rates = Vec::new();
+        shim.rates(&mut |vm, key, bps| {
+            rates.push((vm, key, (bps as f64 * self.rate_scale) as u64));
+        });
+        if let Some(limiters) = &mut self.limiters {
+            limiters.sync(&rates, maps)?;
+        }
+        if self.datapath.clamp_window {
+            sync_clamps(&**shim, &mut maps.clamps, clock)?;
+        }
+        if self.datapath.admission_control {
+            sync_refused(&**shim, now, &mut maps.refused, &mut self.refused)?;
+        }
+        Ok(rates)
+    }
+
+    /// The shim's counters, the datapath's and the control socket's, by name.
+    pub fn counts(
+        &self,
+        maps: &Maps,
+        control: Option<&ControlSocket>,
+    ) -> Result<BTreeMap<&'static str, f64>, String> {
+        let mut counts = BTreeMap::new();
+        let mut add = |k: &'static str, v: f64| *counts.entry(k).or_insert(0.0) += v;
+        self.shim.counters(&mut add);
+        add("feedback_unsent", self.feedback_unsent as f64);
+        datapath_counts(maps, &mut add)?;
+        if let Some(sock) = control {
+            sock.counts.each(&mut add);
+        }
+        Ok(counts)
+    }
+
+    /// Real nanoseconds until the next round: the shim's timer, or the poll of the datapath's
+    /// counts (a dilated shim's timers are that much longer, and so is the poll).
+    pub fn wait_ns(&self, clock: &Clock) -> u64 {
+        let poll = if self.datapath.pair_counts {
+            clock.real(POLL_NS)
+        } else {
+            IDLE_POLL_NS
+        };
+        let timer = self
+            .shim
+            .poll_at()
+            .map_or(u64::MAX, |t| clock.real(t.saturating_sub(clock.now())));
+        timer.min(poll).max(10_000)
+    }
+}
+
+/// Replaces a JSON file whole: a reader never sees half of it.
+pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
     let tmp = path.with_extension("tmp");
-    let json = serde_json::to_string(counts).map_err(|e| e.to_string())?;
+    let json = serde_json::to_string(value).map_err(|e| e.to_string())?;
     std::fs::write(&tmp, json)
         .and_then(|_| std::fs::rename(&tmp, path))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -759,6 +946,47 @@ mod tests {
         // A pair without a rate is not limited.
         let other = packet(VM, REMOTE + 1, ip_proto::UDP, Ecn::NotEct, 4, None);
         assert!((0..5).all(|_| run(&mut bpf, "uplink_egress", &frame(&other)).verdict == TC_ACT_OK));
+    }
+
+    #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
+    fn a_packet_longer_than_the_burst_passes_a_full_bucket_and_leaves_it_in_debt() {
+        require_root("a_packet_longer_than_the_burst_passes_a_full_bucket_and_leaves_it_in_debt");
+        let (mut bpf, mut maps) = load(ALL | F_BUCKET).unwrap();
+        // A GSO packet (here 1000 bytes) against a 250-byte bucket: it never fits, so it
+        // passes a full bucket, and the next (100 bytes) waits for 750 bytes of debt.
+        let rate = BucketRate {
+            bytes_per_sec: 1,
+            burst_bytes: 250,
+        };
+        maps.bucket_rates
+            .insert(PairKey::new(VM, REMOTE), rate, 0)
+            .unwrap();
+        let mut long = packet(VM, REMOTE, ip_proto::UDP, Ecn::Ect0, 3, None);
+        long.resize(1000, 0);
+        long[2..4].copy_from_slice(&1000u16.to_be_bytes());
+        let short = packet(VM, REMOTE, ip_proto::UDP, Ecn::Ect0, 4, None);
+        let verdicts: Vec<u32> = [&long, &short, &long]
+            .iter()
+            .map(|p| run(&mut bpf, "uplink_egress", &frame(p)).verdict)
+            .collect();
+        assert_eq!(verdicts, [TC_ACT_OK, TC_ACT_SHOT, TC_ACT_SHOT]);
+    }
+
+    #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
+    fn the_vms_addresses_are_learned_by_port_and_the_remotes_macs_on_the_uplink() {
+        require_root("the_vms_addresses_are_learned_by_port_and_the_remotes_macs_on_the_uplink");
+        let (mut bpf, maps) = load(ALL).unwrap();
+        let from_vm = packet(VM, REMOTE, ip_proto::UDP, Ecn::NotEct, 3, None);
+        crate::testrun::run_on(&mut bpf, "vm_ingress", &frame(&from_vm), 1);
+        assert_eq!(maps.vm_sources.get(&VM.to_be(), 0).unwrap(), 1);
+        let from_remote = packet(REMOTE, VM, ip_proto::UDP, Ecn::NotEct, 4, None);
+        run(&mut bpf, "uplink_ingress", &frame(&from_remote));
+        // frame() writes the source MAC 02:00:00:00:00:02.
+        let mac = maps.remote_macs.get(&REMOTE.to_be(), 0).unwrap();
+        assert_eq!(mac.addr, [2, 0, 0, 0, 0, 2]);
+        assert!(maps.remote_macs.get(&VM.to_be(), 0).is_err());
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! HTB classes:
 //! - [`host`]: one per hypervisor namespace, under its VMs (the host shim of `roles`);
 //! - [`switch`]: one per switch namespace, the ports' ECN marking and counters;
+//! - [`daemon`]: the host agent as a daemon on a real hypervisor (`tacc agent`);
 //! - [`delay_line`]: the links' propagation delays (the `wire` role; no eBPF: a frame
 //!   forwarder).
 //!
@@ -13,6 +14,7 @@
 //! values, when it dies.
 
 mod control;
+pub mod daemon;
 pub mod delay_line;
 pub mod host;
 pub mod switch;

@@ -8,6 +8,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::path::Path;
 
+mod agent_config;
+
 create_exception!(
     _core,
     ScenarioError,
@@ -189,6 +191,25 @@ fn agent_run(py: Python<'_>, role: &str, config: &str) -> PyResult<()> {
         .map_err(PyOSError::new_err)
 }
 
+/// `tacc agent --config`: reads and checks the host config `text` (named `file` in errors,
+/// which are a ScenarioError of one line each), then, unless `check`, runs the agent until
+/// SIGTERM, SIGINT or SIGHUP and takes down what it set up.
+#[pyfunction]
+#[pyo3(signature = (text, file, *, check=false))]
+fn agent_daemon(py: Python<'_>, text: &str, file: &str, check: bool) -> PyResult<()> {
+    let cfg = agent_config::read(text, file).map_err(scenario_err)?;
+    if check {
+        return Ok(());
+    }
+    if !tacc_agent::has_programs() {
+        return Err(PyOSError::new_err(
+            "tacc was built without its eBPF programs (clang was missing)",
+        ));
+    }
+    py.detach(move || tacc_agent::daemon::run(cfg))
+        .map_err(PyOSError::new_err)
+}
+
 /// The line of a key path such as `flows[2].src` in a scenario's TOML text, as the engine's
 /// errors name it (`tacc_sim::scenario::locate`); None if it is not written there.
 #[pyfunction]
@@ -364,6 +385,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(locate, m)?)?;
     m.add_function(wrap_pyfunction!(keys, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
+    m.add_function(wrap_pyfunction!(agent_daemon, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;
     m.add_function(wrap_pyfunction!(dctcp_object, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;

@@ -812,28 +812,9 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
     let traffic = r.list("traffic", top.take("traffic"));
     let rules = r.list("rules", top.take("rules"));
     let loss = r.list("loss", top.take("loss"));
-    let kind = top
-        .table
-        .get("mechanism")
-        .and_then(|m| m.get("kind"))
-        .and_then(|k| k.as_str())
-        .map(String::from);
-    let first = r.errors.len();
-    let mechanism = r.optional(&mut top, "mechanism").unwrap_or_default();
-    if let Some(kind) = kind {
-        for e in &mut r.errors[first..] {
-            foreign_mechanism_key(e, &kind);
-        }
-    }
+    let mechanism = r.mechanism(&mut top).unwrap_or_default();
     let output = r.optional(&mut top, "output").unwrap_or_default();
-    let expected: Vec<String> = top.known.iter().map(|k| format!("`{k}`")).collect();
-    for key in top.table.keys() {
-        let message = format!(
-            "unknown field `{key}`, expected one of {}",
-            expected.join(", ")
-        );
-        r.report(key, key, message);
-    }
+    r.unknown_keys(&top);
     let Reader {
         errors,
         misread,
@@ -874,6 +855,97 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
     Parsed {
         loaded: Some(loaded),
         errors,
+    }
+}
+
+/// Another tacc file read as strictly as a scenario (`tacc agent`'s host config): top-level
+/// keys taken one by one, each read on its own, every error at its line; what no one takes is
+/// an unknown key.
+pub struct ConfigReader<'a> {
+    r: Reader<'a>,
+    top: Keys,
+}
+
+impl<'a> ConfigReader<'a> {
+    /// The file's text, or its one syntax error.
+    pub fn new(text: &'a str, file: &'a str) -> Result<ConfigReader<'a>, ScenarioErrors> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| ScenarioError {
+            file: file.to_string(),
+            line: e.span().map(|s| line_of(text, s.start)),
+            field: String::new(),
+            message: e.message().to_string(),
+        })?;
+        Ok(ConfigReader {
+            r: Reader {
+                file,
+                text,
+                sets: &[],
+                errors: Vec::new(),
+                misread: Vec::new(),
+                renumbered: Vec::new(),
+            },
+            top: Keys {
+                table,
+                known: Vec::new(),
+            },
+        })
+    }
+
+    pub fn required<T: DeserializeOwned>(&mut self, key: &'static str) -> Option<T> {
+        self.r.required(&mut self.top, key, &[])
+    }
+
+    pub fn optional<T: DeserializeOwned>(&mut self, key: &'static str) -> Option<T> {
+        self.r.optional(&mut self.top, key)
+    }
+
+    /// A list of tables, as (index in the file, element) for the elements that read.
+    pub fn list<T: DeserializeOwned>(&mut self, key: &'static str) -> Vec<(usize, T)> {
+        let items = match self.top.take(key) {
+            None => return Vec::new(),
+            Some(toml::Value::Array(items)) => items,
+            Some(other) => {
+                self.r.report(
+                    key,
+                    key,
+                    format!("expected a list of tables, found {}", other.type_str()),
+                );
+                return Vec::new();
+            }
+        };
+        items
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, item)| Some((i, self.r.read(&format!("{key}[{i}]"), item, &[])?)))
+            .collect()
+    }
+
+    pub fn mechanism(&mut self) -> Option<MechanismConfig> {
+        self.r.mechanism(&mut self.top)
+    }
+
+    /// A problem with the key at `path` (`vms[1].port`), located in the file.
+    pub fn error(&mut self, path: &str, message: impl Into<String>) {
+        let table = path.split(['.', '[']).next().unwrap_or(path).to_string();
+        self.r.report(&table, path, message.into());
+    }
+
+    /// Whether a key at `path` was read without error so far.
+    pub fn read_well(&self, path: &str) -> bool {
+        !self
+            .r
+            .errors
+            .iter()
+            .any(|e| within(&e.field, path) || within(path, &e.field))
+    }
+
+    /// Every error, unknown keys included, or none.
+    pub fn finish(mut self) -> Result<(), ScenarioErrors> {
+        self.r.unknown_keys(&self.top);
+        match self.r.errors {
+            e if e.is_empty() => Ok(()),
+            e => Err(ScenarioErrors::new(e)),
+        }
     }
 }
 
@@ -1083,6 +1155,36 @@ impl Reader<'_> {
                 None => holder.remove(key),
             };
             edited.push(key_at);
+        }
+    }
+
+    /// The `[mechanism]` table; a key of another kind than its `kind` is reported as such.
+    fn mechanism(&mut self, top: &mut Keys) -> Option<MechanismConfig> {
+        let kind = top
+            .table
+            .get("mechanism")
+            .and_then(|m| m.get("kind"))
+            .and_then(|k| k.as_str())
+            .map(String::from);
+        let first = self.errors.len();
+        let mechanism = self.optional(top, "mechanism");
+        if let Some(kind) = kind {
+            for e in &mut self.errors[first..] {
+                foreign_mechanism_key(e, &kind);
+            }
+        }
+        mechanism
+    }
+
+    /// Every key of `top` not taken is an error.
+    fn unknown_keys(&mut self, top: &Keys) {
+        let expected: Vec<String> = top.known.iter().map(|k| format!("`{k}`")).collect();
+        for key in top.table.keys() {
+            let message = format!(
+                "unknown field `{key}`, expected one of {}",
+                expected.join(", ")
+            );
+            self.report(key, key, message);
         }
     }
 

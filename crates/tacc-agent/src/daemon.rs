@@ -1,0 +1,503 @@
+//! `tacc agent --config host.toml`: the host agent as a daemon on a hypervisor that tacc did
+//! not build. It attaches `host.bpf.c` to interfaces that exist (the VMs' taps or veths, the
+//! ports of a bridge, the uplink), creates no namespace, runs the host shim of the config's
+//! `[mechanism]` on a one-host fabric of the VMs it finds, and detaches everything on SIGTERM.
+//!
+//! VMs come and go without a restart: every `rescan` the agent lists the bridges' ports,
+//! attaches to new ones, and learns the addresses the VMs send from (the programs record each
+//! source address by the port it came in on); when the set of VMs changes, the shim is built
+//! again for the new set (rates restart from the VMs' shares, the limiters stay in place).
+//!
+//! What the agent does is written to `state_dir/status.json` every second (`tacc agent
+//! status` prints it); `state_dir/agent.pid` keeps a second agent off the same directory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use aya::programs::TcAttachType;
+use serde::Serialize;
+use tacc_mech::registry::MechanismConfig;
+use tacc_mech::roles::{Fabric, HostShim, ShortagePolicy, SwitchPort};
+use tacc_mech::wire::Ipv4Packet;
+
+use crate::host::{flags, load, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver};
+use crate::tc::attach;
+use crate::{ifindex, Clock};
+
+/// A VM the config names: its port on this host and, if given, its address.
+#[derive(Clone, Debug)]
+pub struct VmEntry {
+    pub name: String,
+    pub port: String,
+    pub address: Option<u32>,
+}
+
+/// A host config, read and checked (the reading is the caller's: `tacc agent`).
+#[derive(Clone, Debug)]
+pub struct DaemonConfig {
+    pub name: String,
+    /// The NIC towards the fabric.
+    pub uplink: String,
+    pub uplink_rate_bps: u64,
+    /// Every port of these bridges except the uplink is a VM's.
+    pub bridges: Vec<String>,
+    pub vms: Vec<VmEntry>,
+    pub mechanism: MechanismConfig,
+    pub state_dir: PathBuf,
+    /// How often bridges are listed and addresses learned, ns.
+    pub rescan_ns: u64,
+    /// The FIFO under each rate limiter's HTB class (`on_shortage = "queue"`), bytes.
+    pub limiter_queue_bytes: u64,
+}
+
+/// The host as a mechanism sees it: one host, its NIC, its VMs; no switch.
+pub struct HostFabric {
+    pub nic_rate_bps: u64,
+    /// (name, address) of each VM.
+    pub vms: Vec<(String, u32)>,
+}
+
+/// Linux's largest default receive buffer (tcp_rmem's third value) and its window scale.
+const LINUX_RCV_BUF: u64 = 6_291_456;
+
+impl Fabric for HostFabric {
+    fn hosts(&self) -> u32 {
+        1
+    }
+    fn nic_rate_bps(&self, _host: u32) -> u64 {
+        self.nic_rate_bps
+    }
+    fn vms(&self) -> Vec<(u32, u32)> {
+        self.vms.iter().map(|&(_, ip)| (0, ip)).collect()
+    }
+    fn vm_address(&self, name: &str) -> Option<u32> {
+        self.vms.iter().find(|(n, _)| n == name).map(|&(_, ip)| ip)
+    }
+    fn switches(&self) -> u32 {
+        0
+    }
+    fn switch_ports(&self) -> Vec<SwitchPort> {
+        Vec::new()
+    }
+    fn route_ports(&self, _switch: u32, _vm: u32) -> &[u32] {
+        &[]
+    }
+    fn receiver_window(&self) -> (u64, u8) {
+        (
+            LINUX_RCV_BUF,
+            tacc_mech::plan::window_scale_for(LINUX_RCV_BUF),
+        )
+    }
+}
+
+/// Why a mechanism cannot run under `tacc agent` alone, if it cannot: its roles outside the
+/// host (a controller, switch hooks) have no driver here yet.
+pub fn unsupported(mechanism: &MechanismConfig) -> Option<String> {
+    let fabric = HostFabric {
+        nic_rate_bps: 1_000_000_000,
+        vms: Vec::new(),
+    };
+    let inst = mechanism.build::<Ipv4Packet<Vec<u8>>>(&fabric);
+    let kind = mechanism.kind();
+    if inst.controller.is_some() {
+        return Some(format!(
+            "kind {kind:?} needs its controller, which `tacc agent` does not talk to yet: it \
+             runs the kinds whose every role is in the hypervisor (hygenicc, static-rate)"
+        ));
+    }
+    if inst.shims.iter().all(Option::is_none) && kind != "none" {
+        return Some(format!(
+            "kind {kind:?} runs in the switches, not in a hypervisor: `tacc agent` runs \
+             hygenicc and static-rate"
+        ));
+    }
+    None
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn catch_signals() {
+    for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic.
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// The interfaces listed as ports of `bridge` (empty if it has none or is not there).
+fn bridge_ports(bridge: &str) -> Vec<String> {
+    let dir = Path::new("/sys/class/net").join(bridge).join("brif");
+    let mut ports: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    ports.sort();
+    ports
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+struct VmSeen {
+    name: String,
+    port: String,
+    address: String,
+    /// Learned from its traffic, not given by the config.
+    learned: bool,
+}
+
+#[derive(Serialize)]
+struct Status<'a> {
+    pid: u32,
+    name: &'a str,
+    mechanism: &'a str,
+    uplink: &'a str,
+    uplink_rate_mbps: f64,
+    ports: Vec<&'a str>,
+    vms: &'a [VmSeen],
+    /// The rates in force: VM, destination (or "*" for the VM's whole share), Mb/s.
+    rates: Vec<(String, String, f64)>,
+    counters: BTreeMap<&'static str, f64>,
+    uptime_s: f64,
+}
+
+/// What the agent set up in the kernel, taken down on exit.
+struct Attached {
+    uplink: String,
+    /// VM ports with our program.
+    ports: BTreeSet<String>,
+    htb_root: bool,
+}
+
+impl Attached {
+    fn attach_port(&mut self, bpf: &mut aya::Ebpf, port: &str) -> Result<(), String> {
+        attach_fresh(bpf, "vm_ingress", port, TcAttachType::Ingress)?;
+        self.ports.insert(port.to_string());
+        Ok(())
+    }
+
+    /// Takes everything down: our programs, and the clsact qdiscs left without a filter
+    /// (what is gone already, a VM's port with its VM, is no error).
+    fn detach(&self) {
+        let ours = [
+            (self.uplink.as_str(), TcAttachType::Egress, "uplink_egress"),
+            (
+                self.uplink.as_str(),
+                TcAttachType::Ingress,
+                "uplink_ingress",
+            ),
+        ];
+        let ports = self
+            .ports
+            .iter()
+            .map(|p| (p.as_str(), TcAttachType::Ingress, "vm_ingress"));
+        for (dev, hook, name) in ours.into_iter().chain(ports) {
+            let _ = aya::programs::tc::qdisc_detach_program(dev, hook, name);
+        }
+        for dev in self
+            .ports
+            .iter()
+            .map(String::as_str)
+            .chain([self.uplink.as_str()])
+        {
+            let filters = |hook| tc_output(&["filter", "show", "dev", dev, hook]);
+            if filters("ingress").trim().is_empty() && filters("egress").trim().is_empty() {
+                tc(&["qdisc", "del", "dev", dev, "clsact"]);
+            }
+        }
+        if self.htb_root {
+            tc(&["qdisc", "del", "dev", &self.uplink, "root"]);
+        }
+    }
+}
+
+/// Attaches program `name` to `dev`'s `hook` in place of any filter of that name there: one
+/// an agent killed before it could detach left (the first filter's verdict ends the hook, so
+/// the old program would go on running alone).
+fn attach_fresh(
+    bpf: &mut aya::Ebpf,
+    name: &str,
+    dev: &str,
+    hook: TcAttachType,
+) -> Result<(), String> {
+    let _ = aya::programs::tc::qdisc_detach_program(dev, hook, name);
+    attach(bpf, name, dev, hook)
+}
+
+fn tc_output(args: &[&str]) -> String {
+    Command::new("tc")
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
+fn tc(args: &[&str]) -> bool {
+    Command::new("tc")
+        .args(args)
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// The uplink's HTB: root 1:1 at the uplink's rate, the default leaf 1:2 for what no limiter
+/// takes, the limiters' classes under 1:1 ([`crate::tc::Htb`]).
+fn htb_root(uplink: &str, rate_bps: u64) -> Result<(), String> {
+    let rate = format!("{rate_bps}bit");
+    // Whatever root was there goes (a killed agent's HTB, or the default qdisc, which the
+    // kernel puts back when the agent deletes its own on exit).
+    tc(&["qdisc", "del", "dev", uplink, "root"]);
+    let lines = [
+        vec![
+            "qdisc", "add", "dev", uplink, "root", "handle", "1:", "htb", "default", "2",
+        ],
+        vec![
+            "class", "add", "dev", uplink, "parent", "1:", "classid", "1:1", "htb", "rate", &rate,
+            "quantum", "1514",
+        ],
+        vec![
+            "class", "add", "dev", uplink, "parent", "1:1", "classid", "1:2", "htb", "rate", &rate,
+            "quantum", "1514",
+        ],
+    ];
+    for args in lines {
+        if !tc(&args) {
+            return Err(format!("tc {} failed", args.join(" ")));
+        }
+    }
+    Ok(())
+}
+
+/// Holds `state_dir/agent.pid` while the agent runs.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn take(dir: &Path) -> Result<PidFile, String> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        let path = dir.join("agent.pid");
+        if let Some(pid) = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            // SAFETY: signal 0 only checks that the process exists.
+            if pid != std::process::id() as i32 && unsafe { libc::kill(pid, 0) } == 0 {
+                return Err(format!(
+                    "another tacc agent (pid {pid}) runs with state directory {}",
+                    dir.display()
+                ));
+            }
+        }
+        std::fs::write(&path, format!("{}\n", std::process::id()))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        Ok(PidFile(path))
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The VMs on the ports now: the config's, with their given or learned address, and one per
+/// address learned on a bridge port the config does not name. A VM whose address is not
+/// known yet is left out until it sends.
+fn vms_now(cfg: &DaemonConfig, ports: &BTreeSet<String>, maps: &Maps) -> Vec<VmSeen> {
+    let mut learned: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
+    for (src, port) in maps.vm_sources.iter().filter_map(Result::ok) {
+        learned.entry(port).or_default().push(u32::from_be(src));
+    }
+    let by_index = |port: &str| {
+        ifindex(port)
+            .ok()
+            .and_then(|i| learned.get(&i))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let dotted = |ip: u32| std::net::Ipv4Addr::from(ip).to_string();
+    let mut vms = Vec::new();
+    for vm in &cfg.vms {
+        let (ip, was_learned) = match vm.address {
+            Some(ip) => (Some(ip), false),
+            None => (by_index(&vm.port).into_iter().min(), true),
+        };
+        if let Some(ip) = ip {
+            vms.push(VmSeen {
+                name: vm.name.clone(),
+                port: vm.port.clone(),
+                address: dotted(ip),
+                learned: was_learned,
+            });
+        }
+    }
+    let named: BTreeSet<&str> = cfg.vms.iter().map(|v| v.port.as_str()).collect();
+    for port in ports.iter().filter(|p| !named.contains(p.as_str())) {
+        for ip in by_index(port) {
+            vms.push(VmSeen {
+                name: format!("{port}/{}", dotted(ip)),
+                port: port.clone(),
+                address: dotted(ip),
+                learned: true,
+            });
+        }
+    }
+    vms.sort();
+    vms
+}
+
+fn build_shim(
+    cfg: &DaemonConfig,
+    vms: &[VmSeen],
+) -> Option<Box<dyn HostShim<Ipv4Packet<Vec<u8>>>>> {
+    let fabric = HostFabric {
+        nic_rate_bps: cfg.uplink_rate_bps,
+        vms: vms
+            .iter()
+            .map(|v| {
+                (
+                    v.name.clone(),
+                    v.address.parse::<std::net::Ipv4Addr>().map_or(0, u32::from),
+                )
+            })
+            .collect(),
+    };
+    cfg.mechanism
+        .build::<Ipv4Packet<Vec<u8>>>(&fabric)
+        .shims
+        .into_iter()
+        .next()
+        .flatten()
+}
+
+/// Runs the agent until SIGTERM, SIGINT or SIGHUP, then takes down what it set up.
+pub fn run(cfg: DaemonConfig) -> Result<(), String> {
+    catch_signals();
+    let _pid = PidFile::take(&cfg.state_dir)?;
+    ifindex(&cfg.uplink).map_err(|e| format!("uplink: {e}"))?;
+    let datapath = build_shim(&cfg, &[])
+        .map(|s| s.datapath())
+        .unwrap_or_default();
+    let (mut bpf, mut maps) = load(flags(datapath, datapath.scrub))?;
+    let mut attached = Attached {
+        uplink: cfg.uplink.clone(),
+        ports: BTreeSet::new(),
+        htb_root: false,
+    };
+    let result = serve(&cfg, &mut bpf, &mut maps, &mut attached, datapath);
+    attached.detach();
+    let _ = std::fs::remove_file(cfg.state_dir.join("status.json"));
+    result
+}
+
+fn serve(
+    cfg: &DaemonConfig,
+    bpf: &mut aya::Ebpf,
+    maps: &mut Maps,
+    attached: &mut Attached,
+    datapath: tacc_mech::roles::Datapath,
+) -> Result<(), String> {
+    attach_fresh(bpf, "uplink_egress", &cfg.uplink, TcAttachType::Egress)?;
+    attach_fresh(bpf, "uplink_ingress", &cfg.uplink, TcAttachType::Ingress)?;
+    if datapath
+        .limiter
+        .is_some_and(|b| b.on_shortage == ShortagePolicy::Queue)
+    {
+        attached.htb_root = true;
+        htb_root(&cfg.uplink, cfg.uplink_rate_bps)?;
+    }
+    let clock = Clock::new(crate::monotonic_ns(), 1.0);
+    let limiters = Limiters::for_datapath(datapath, &cfg.uplink, cfg.limiter_queue_bytes, &clock)?;
+    let mut driver: Option<ShimDriver> = None;
+    let mut limiters = Some(limiters);
+    let mut vms: Vec<VmSeen> = Vec::new();
+    let mut next_scan = 0;
+    let mut next_status = 0;
+    let names = |vms: &[VmSeen], ip: u32| {
+        let dotted = std::net::Ipv4Addr::from(ip).to_string();
+        vms.iter()
+            .find(|v| v.address == dotted)
+            .map_or(dotted, |v| v.name.clone())
+    };
+    while !STOP.load(Ordering::SeqCst) {
+        let now = clock.now();
+        if now >= next_scan {
+            let mut ports: BTreeSet<String> = cfg.vms.iter().map(|v| v.port.clone()).collect();
+            ports.extend(cfg.bridges.iter().flat_map(|b| bridge_ports(b)));
+            ports.remove(&cfg.uplink);
+            ports.retain(|p| ifindex(p).is_ok());
+            attached.ports.retain(|p| ports.contains(p));
+            for p in &ports {
+                if !attached.ports.contains(p) {
+                    attached.attach_port(bpf, p)?;
+                }
+            }
+            let seen = vms_now(cfg, &ports, maps);
+            if seen != vms || driver.is_none() {
+                vms = seen;
+                if let Some(shim) = build_shim(cfg, &vms) {
+                    driver = Some(match driver.take() {
+                        Some(mut d) => {
+                            d.shim = shim;
+                            d
+                        }
+                        None => ShimDriver::new(
+                            shim,
+                            limiters.take().flatten(),
+                            FeedbackOut::Link(LinkSocket::new(&cfg.uplink)?),
+                            1.0,
+                        ),
+                    });
+                }
+            }
+            next_scan = now + cfg.rescan_ns;
+        }
+        let rates = match &mut driver {
+            Some(d) => d.round(now, &clock, maps, None)?,
+            None => Vec::new(),
+        };
+        if now >= next_status {
+            let counters = match &driver {
+                Some(d) => d.counts(maps, None)?,
+                None => BTreeMap::new(),
+            };
+            let status = Status {
+                pid: std::process::id(),
+                name: &cfg.name,
+                mechanism: cfg.mechanism.kind(),
+                uplink: &cfg.uplink,
+                uplink_rate_mbps: cfg.uplink_rate_bps as f64 / 1e6,
+                ports: attached.ports.iter().map(String::as_str).collect(),
+                vms: &vms,
+                rates: rates
+                    .iter()
+                    .map(|&(vm, dst, bps)| {
+                        let dst = if dst == 0 {
+                            "*".to_string()
+                        } else {
+                            names(&vms, dst)
+                        };
+                        (names(&vms, vm), dst, bps as f64 / 1e6)
+                    })
+                    .collect(),
+                counters,
+                uptime_s: clock.elapsed() as f64 / 1e9,
+            };
+            write_json(&cfg.state_dir.join("status.json"), &status)?;
+            next_status = now + STATUS_EVERY_NS;
+        }
+        let wait = driver.as_ref().map_or(IDLE_NS, |d| d.wait_ns(&clock));
+        crate::sleep_ns(wait.min(next_scan.saturating_sub(clock.now())).max(10_000));
+    }
+    Ok(())
+}
+
+const STATUS_EVERY_NS: u64 = 1_000_000_000;
+/// The longest sleep without a shim: a stop is seen within it.
+const IDLE_NS: u64 = 100_000_000;

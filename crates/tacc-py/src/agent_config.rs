@@ -1,0 +1,150 @@
+//! `tacc agent`'s host config (a TOML file), read as strictly as a scenario: every problem
+//! is one `FILE:LINE: key: ...` line.
+//!
+//! ```toml
+//! name = "hv1"                 # optional: the machine's host name
+//! uplink = "eth0"              # the NIC towards the fabric
+//! uplink_rate = "10Gbps"
+//! bridges = ["br0"]            # every port but the uplink is a VM's; addresses learned
+//! state_dir = "/run/tacc-agent"
+//! rescan = "1s"
+//! limiter_queue = "150KB"
+//!
+//! [[vms]]                      # VMs by port, with an address or learned from their traffic
+//! name = "web1"
+//! port = "vnet0"
+//! address = "10.0.0.1"
+//!
+//! [mechanism]                  # the keys and checks of a scenario's [mechanism]
+//! kind = "hygenicc"
+//! ```
+
+use std::collections::HashSet;
+use std::net::Ipv4Addr;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+use tacc_agent::daemon::{unsupported, DaemonConfig, VmEntry};
+use tacc_mech::units::{Bytes, Duration, Rate};
+use tacc_sim::scenario::{ConfigReader, ScenarioErrors};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VmTable {
+    name: String,
+    port: String,
+    #[serde(default)]
+    address: Option<String>,
+}
+
+const DEFAULT_STATE_DIR: &str = "/run/tacc-agent";
+/// A limiter's FIFO: 100 full frames, a switch port's buffer in the papers' experiments.
+const DEFAULT_LIMITER_QUEUE: u64 = 100 * 1514;
+
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn interface_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() || name.len() > 15 {
+        Some("expected an interface name of 1 to 15 characters")
+    } else if name.contains(['/', ' ', '\0']) {
+        Some("expected an interface name (no '/', spaces)")
+    } else {
+        None
+    }
+}
+
+/// Reads and checks a host config; `file` names it in errors.
+pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
+    let mut r = ConfigReader::new(text, file)?;
+    let name: Option<String> = r.optional("name");
+    let uplink: Option<String> = r.required("uplink");
+    let uplink_rate: Option<Rate> = r.required("uplink_rate");
+    let bridges: Vec<String> = r.optional("bridges").unwrap_or_default();
+    let state_dir: Option<PathBuf> = r.optional("state_dir");
+    let rescan: Option<Duration> = r.optional("rescan");
+    let limiter_queue: Option<Bytes> = r.optional("limiter_queue");
+    let vm_tables: Vec<(usize, VmTable)> = r.list("vms");
+    let mechanism = r.mechanism();
+
+    if let Some(problem) = uplink.as_deref().and_then(interface_name_problem) {
+        r.error("uplink", problem);
+    }
+    if uplink_rate.is_some_and(|x| x.0 == 0) {
+        r.error("uplink_rate", "expected a rate above 0");
+    }
+    for (i, b) in bridges.iter().enumerate() {
+        if let Some(problem) = interface_name_problem(b) {
+            r.error(&format!("bridges[{i}]"), problem);
+        }
+    }
+    if rescan.is_some_and(|d| d.0 < 10_000_000) {
+        r.error("rescan", "expected at least 10ms");
+    }
+    if limiter_queue.is_some_and(|b| b.0 < 1514) {
+        r.error("limiter_queue", "expected at least one full frame, 1514B");
+    }
+    let mut vms = Vec::new();
+    let (mut names, mut ports) = (HashSet::new(), HashSet::new());
+    for (i, vm) in vm_tables {
+        let at = |key: &str| format!("vms[{i}].{key}");
+        if !names.insert(vm.name.clone()) {
+            r.error(&at("name"), format!("VM {:?} is named twice", vm.name));
+        }
+        if let Some(problem) = interface_name_problem(&vm.port) {
+            r.error(&at("port"), problem);
+        } else if Some(&vm.port) == uplink.as_ref() {
+            r.error(&at("port"), "is the uplink");
+        } else if !ports.insert(vm.port.clone()) {
+            r.error(
+                &at("port"),
+                format!("port {:?} is given to two VMs", vm.port),
+            );
+        }
+        let address = match vm.address.as_deref().map(str::parse::<Ipv4Addr>) {
+            None => None,
+            Some(Ok(ip)) => Some(u32::from(ip)),
+            Some(Err(_)) => {
+                r.error(
+                    &at("address"),
+                    "expected an IPv4 address such as \"10.0.0.1\"",
+                );
+                None
+            }
+        };
+        vms.push(VmEntry {
+            name: vm.name,
+            port: vm.port,
+            address,
+        });
+    }
+    if let Some(m) = &mechanism {
+        // A VM whose address is learned resolves once it sends; its name is checked here.
+        let vm_address = |n: &str| {
+            vms.iter()
+                .find(|v| v.name == n)
+                .map(|v| v.address.unwrap_or(0))
+        };
+        for p in m.check(&vm_address) {
+            r.error(&p.key, p.message);
+        }
+        if let Some(why) = unsupported(m) {
+            r.error("mechanism.kind", why);
+        }
+    }
+    r.finish()?;
+    Ok(DaemonConfig {
+        name: name.unwrap_or_else(host_name),
+        uplink: uplink.expect("checked"),
+        uplink_rate_bps: uplink_rate.expect("checked").0,
+        bridges,
+        vms,
+        mechanism: mechanism.unwrap_or_default(),
+        state_dir: state_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
+        rescan_ns: rescan.map_or(1_000_000_000, |d| d.0),
+        limiter_queue_bytes: limiter_queue.map_or(DEFAULT_LIMITER_QUEUE, |b| b.0),
+    })
+}

@@ -1,0 +1,1 @@
+"""Deploying the mechanisms on hypervisors tacc did not build: `tacc agent`."""

@@ -1,0 +1,412 @@
+"""`tacc agent` on hypervisors laid out as libvirt and docker lay them out, without `tacc
+testbed`: each hypervisor a namespace with a Linux bridge, its VMs namespaces on veths
+attached to the bridge, its uplink a bridge port cabled to a switch. The switch is a bridge
+whose port to the receiver's hypervisor is the bottleneck (HTB at 100 Mb/s, a 100-packet
+FIFO) and marks CE above K = 20 packets (tacc's switch agent, standing in for the ECN
+marking the papers ask of the switches). The agents are started by their command line with
+a config file, as an operator starts them."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tacc
+from tacc import _core
+from tacc.testbed import topology
+from tacc.testbed.topology import Names
+
+RATE_BPS = 100_000_000
+BIN_NS = 100_000_000
+DURATION_S = 6.0
+MEASURED_FROM_S = 2.0  # after the rates settle (HyGenICC's cuts take tens of ms)
+UDP_PAYLOAD = 1472 / 1500  # a 1500 B UDP packet's payload, which the sink counts
+
+
+def sh(*argv: str) -> str:
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
+def _env() -> dict[str, str]:
+    return dict(os.environ, PYTHONPATH=str(Path(tacc.__file__).resolve().parents[1]))
+
+
+class Fabric:
+    """Three hypervisors (h0: VM a, h1: VM b, h2: VM c) on one switch, whose port p2 to h2
+    is the bottleneck; addresses 10.77.0.0/24."""
+
+    def __init__(self, names: Names, workdir: Path) -> None:
+        self.names, self.workdir = names, workdir
+        self.sw = names.switch(0)
+        self.hvs = [names.host(j) for j in range(3)]
+        self.vms = {vm: (names.vm(k), self.hvs[k], f"10.77.0.{k + 1}")
+                    for k, vm in enumerate("abc")}
+        self.children: list[subprocess.Popen[str]] = []
+
+    def build(self) -> None:
+        for ns in (self.sw, *self.hvs, *(v[0] for v in self.vms.values())):
+            sh("ip", "netns", "add", ns)
+            sh("ip", "-n", ns, "link", "set", "lo", "up")
+        for ns in (self.sw, *self.hvs):
+            sh("ip", "-n", ns, "link", "add", "br0", "type", "bridge")
+            sh("ip", "-n", ns, "link", "set", "br0", "up")
+        for i, hv in enumerate(self.hvs):
+            self._cable(hv, "up0", self.sw, f"p{i}")
+        for name, (ns, hv, address) in self.vms.items():
+            sh("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name",
+               f"tap{name}", "netns", hv)
+            sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
+            sh("ip", "-n", ns, "link", "set", "eth0", "up")
+            sh("ip", "-n", hv, "link", "set", f"tap{name}", "master", "br0", "up")
+        # The bottleneck: the switch's port to h2.
+        rate = f"rate {RATE_BPS}bit ceil {RATE_BPS}bit quantum 1514 burst 3028 cburst 3028"
+        subprocess.run(["tc", "-n", self.sw, "-batch", "-"], check=True, text=True, input="\n".join([
+            "qdisc add dev p2 root handle 1: stab overhead -14 htb default 2",
+            f"class add dev p2 parent 1: classid 1:1 htb {rate}",
+            f"class add dev p2 parent 1:1 classid 1:2 htb {rate}",
+            "qdisc add dev p2 parent 1:2 handle 2: bfifo limit 150000",
+        ]) + "\n")
+
+    def _cable(self, ns_a: str, dev_a: str, ns_b: str, dev_b: str) -> None:
+        sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
+           "netns", ns_b)
+        for ns, dev in ((ns_a, dev_a), (ns_b, dev_b)):
+            sh("ip", "-n", ns, "link", "set", dev, "master", "br0", "up")
+
+    def start_switch_agent(self) -> None:
+        """Marks CE on p2 above K, as a star scenario's switch port to its receiver does."""
+        scenario = self.workdir / "switch.toml"
+        scenario.write_text(
+            'duration = "1s"\n[topology]\nkind = "star"\nsenders = 1\nreceivers = 1\n'
+            'link_rate = "100Mbps"\nlink_delay = "25us"\n[queue]\nkind = "red-ecn"\nlimit = "100pkt"\n'
+            'k = "20pkt"\n', encoding="utf-8")
+        plan = json.loads(_core.plan(str(scenario)))
+        ports = {p["name"]: i for i, p in enumerate(plan["ports"])}
+        config = {"plan": plan, "switch": 0, "ports": {str(ports["sw0->r0"]): "p2"},
+                  "start_mono_ns": time.monotonic_ns(), "sample_ns": 100_000_000,
+                  "out": str(self.workdir / "ports.csv"),
+                  "ready": str(self.workdir / "switch.ready")}
+        path = self.workdir / "switch.json"
+        path.write_text(json.dumps(config), encoding="utf-8")
+        self._start(self.sw, ["-m", "tacc.testbed.agent", "switch", str(path)])
+        self._wait_for(self.workdir / "switch.ready", "the switch agent")
+
+    def start_agent(self, hv: str, config: str, state_dir: Path) -> subprocess.Popen[str]:
+        path = self.workdir / f"{hv}.toml"
+        path.write_text(f'state_dir = "{state_dir}"\n' + config, encoding="utf-8")
+        proc = self._start(hv, ["-m", "tacc", "agent", "--config", str(path)])
+        self._wait_for(state_dir / "status.json", f"the agent of {hv}", proc)
+        return proc
+
+    def status(self, state_dir: Path) -> str:
+        return subprocess.run([sys.executable, "-m", "tacc", "agent", "status", "--state-dir",
+                               str(state_dir)], check=True, capture_output=True, text=True,
+                              env=_env()).stdout
+
+    def _start(self, ns: str, argv: list[str]) -> subprocess.Popen[str]:
+        proc = subprocess.Popen(["ip", "netns", "exec", ns, sys.executable, *argv],
+                                env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+        self.children.append(proc)
+        return proc
+
+    @staticmethod
+    def _wait_for(path: Path, what: str, proc: subprocess.Popen[str] | None = None) -> None:
+        deadline = time.monotonic() + 20
+        while not path.exists():
+            if proc is not None and proc.poll() is not None:
+                pytest.fail(f"{what} exited: {proc.communicate()[1]}")
+            assert time.monotonic() < deadline, f"{what} did not start"
+            time.sleep(0.05)
+
+    def traffic(self, tag: str) -> dict[str, float]:
+        """A TCP flow from a and UDP at line rate from b, both to c, for DURATION_S; each
+        flow's goodput in Mb/s from MEASURED_FROM_S on."""
+        run = self.workdir / tag
+        run.mkdir()
+        c = self.vms["c"][2]
+        sources = {
+            "a": {"flow": 0, "transport": "tcp", "dst": c, "dst_port": 5001,
+                  "src_port": 30000, "start_ns": 0, "stop_ns": None, "bytes": None,
+                  "cc": "reno", "ecn": False, "rate_bps": None, "packet_bytes": None},
+            "b": {"flow": 1, "transport": "udp", "dst": c, "dst_port": 9, "src_port": 30001,
+                  "start_ns": 0, "stop_ns": None, "bytes": None, "cc": None, "ecn": False,
+                  "rate_bps": RATE_BPS, "packet_bytes": 1500},
+        }
+        sinks = [{"flow": s["flow"], "transport": s["transport"], "port": s["dst_port"],
+                  "src": self.vms[vm][2], "src_port": s["src_port"], "bytes": None}
+                 for vm, s in sources.items()]
+        procs = []
+        for k, (vm, (ns, _, address)) in enumerate(self.vms.items()):
+            spec = {"vm": k, "address": address, "seed": 1, "bin_ns": BIN_NS,
+                    "rcv_buf_bytes": 1_000_000, "out": str(run / f"{vm}.json"),
+                    "ready": str(run / f"{vm}.ready"), "go": str(run / "go"),
+                    "listening": str(run / "listening"), "connected": str(run / "connected"),
+                    "connect_s": 5.0, "sinks": sinks if vm == "c" else [],
+                    "sources": [sources[vm]] if vm in sources else [], "triggered": [],
+                    "aggregators": [], "workers": []}
+            (run / f"{vm}.spec.json").write_text(json.dumps(spec), encoding="utf-8")
+            procs.append(self._start(ns, ["-m", "tacc.testbed.traffic",
+                                          str(run / f"{vm}.spec.json")]))
+        for vm in self.vms:
+            self._wait_for(run / f"{vm}.ready", f"the traffic of {vm}")
+        t0 = time.monotonic_ns() + 300_000_000
+        (run / ".go").write_text(json.dumps({"start_mono_ns": t0,
+                                             "end_mono_ns": t0 + round(DURATION_S * 1e9)}))
+        os.replace(run / ".go", run / "go")
+        for p in procs:
+            _, err = p.communicate(timeout=DURATION_S + 30)
+            assert p.returncode == 0, err
+        received = json.loads((run / "c.json").read_text())["received"]
+        first = round(MEASURED_FROM_S * 1e9 / BIN_NS)
+        span_s = DURATION_S - MEASURED_FROM_S
+
+        def goodput(flow: str) -> float:
+            bins = received[flow]["bins"]
+            return sum(v for b, v in bins.items() if int(b) >= first) * 8 / span_s / 1e6
+
+        return {"tcp": goodput("0"), "udp": goodput("1")}
+
+    def stop(self) -> None:
+        for p in self.children:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in self.children:
+            try:
+                p.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+
+
+@pytest.fixture
+def fabric(testbed_machine: None, tmp_path: Path) -> Iterator[Fabric]:
+    names = Names(secrets.token_hex(2))
+    made = Fabric(names, tmp_path)
+    try:
+        made.build()
+        made.start_switch_agent()
+        yield made
+    finally:
+        made.stop()
+        assert topology.teardown(names) == []
+
+
+BRIDGED = """\
+uplink = "up0"
+uplink_rate = "100Mbps"
+bridges = ["br0"]
+
+[mechanism]
+kind = "hygenicc"
+on_shortage = "queue"
+"""
+
+NAMED = """\
+uplink = "up0"
+uplink_rate = "100Mbps"
+
+[[vms]]
+name = "c"
+port = "tapc"
+address = "10.77.0.3"
+
+[mechanism]
+kind = "hygenicc"
+on_shortage = "queue"
+"""
+
+
+def _tc(ns: str, *args: str) -> str:
+    return sh("tc", "-n", ns, *args)
+
+
+@pytest.mark.testbed
+def test_hygenicc_agents_give_a_tcp_vm_its_share_next_to_a_udp_vm(fabric: Fabric,
+                                                                 tmp_path: Path) -> None:
+    """Without agents, line-rate UDP from VM b takes the bottleneck from VM a's TCP. With a
+    HyGenICC agent on each hypervisor, c's hypervisor echoes the switch's marks to their
+    sources' hypervisors, which cut each pair's rate per mark: the UDP pair falls to what
+    the queue at K allows and the TCP flow gets about half the port (the paper's claim, and
+    the testbed's tagged-vs-udp). The agents of h0 and h1 learn their VMs' addresses from
+    their traffic on the bridge; h2's config gives its VM's. On SIGTERM each detaches
+    everything it attached."""
+    base = fabric.traffic("none")
+    configs = (BRIDGED, BRIDGED, NAMED)
+    states = [tmp_path / f"state-h{j}" for j in range(3)]
+    agents = [fabric.start_agent(hv, config, state)
+              for hv, config, state in zip(fabric.hvs, configs, states)]
+    with_agents = fabric.traffic("hygenicc")
+    for agent in agents:
+        assert agent.poll() is None, agent.communicate()[1]
+    status = [json.loads((state / "status.json").read_text()) for state in states]
+    printed = fabric.status(states[1])
+
+    for agent, hv, state in zip(agents, fabric.hvs, states):
+        agent.send_signal(signal.SIGTERM)
+        _, err = agent.communicate(timeout=10)
+        assert agent.returncode == 0, err
+        assert not (state / "status.json").exists() and not (state / "agent.pid").exists()
+        taps = [f"tap{vm}" for vm, v in fabric.vms.items() if v[1] == hv]
+        for dev in ("up0", *taps):
+            assert "bpf" not in _tc(hv, "filter", "show", "dev", dev, "ingress"), dev
+            assert "clsact" not in _tc(hv, "qdisc", "show", "dev", dev), dev
+        assert "htb" not in _tc(hv, "qdisc", "show", "dev", "up0")
+
+    print(f"no mechanism: {base}; HyGenICC: {with_agents}")
+    ideal = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD  # half the port, in payload
+    # The baseline: TCP backs off against UDP at line rate and keeps a few Mb/s at most.
+    assert base["tcp"] < 0.15 * ideal, base
+    # HyGenICC: each near half the port. The pairs' rates saw around the fair point (a cut
+    # per mark every 500 us, a climb of 1% of the NIC per 500 us), and the testbed's own
+    # hosts measure 0.80-0.85 of half for the tagged flow: within 20% either way. (Here, 3
+    # runs: TCP 1.07-1.09 of half, UDP 0.93-0.94.) The port stays full.
+    assert with_agents["tcp"] >= 0.8 * ideal, with_agents
+    assert with_agents["udp"] <= 1.2 * ideal, with_agents
+    assert with_agents["tcp"] + with_agents["udp"] >= 0.9 * 2 * ideal, with_agents
+    # The marks went back: c's hypervisor cleared them and sent them back in feedback
+    # packets (UDP has no reverse packets to carry them), as frames to the MAC of b's
+    # packets (a bridged hypervisor has no route), which b's hypervisor consumed.
+    counters = [s["counters"] for s in status]
+    assert counters[2]["ce_cleared"] > 0 and counters[2]["feedback_packets_sent"] > 0, counters
+    assert counters[2]["feedback_unsent"] == 0, counters[2]
+    assert counters[1]["feedback_marks_received"] > 0, counters[1]
+    # h0 and h1 learned their VM from its traffic and put it under a limit; h2 used the
+    # address its config gives.
+    for j, vm in enumerate("ab"):
+        assert [(v["address"], v["port"], v["learned"]) for v in status[j]["vms"]] == [
+            (f"10.77.0.{j + 1}", f"tap{vm}", True)]
+        assert [r[1] for r in status[j]["rates"]] == ["10.77.0.3"], status[j]["rates"]
+    assert [(v["name"], v["learned"]) for v in status[2]["vms"]] == [("c", False)]
+    assert "tapb" in printed and "10.77.0.2" in printed and "hygenicc on up0" in printed
+
+
+def _bpf_filters(ns: str, dev: str) -> list[str]:
+    return [line for hook in ("ingress", "egress")
+            for line in _tc(ns, "filter", "show", "dev", dev, hook).splitlines()
+            if "direct-action" in line]
+
+
+@pytest.mark.testbed
+def test_an_agent_killed_leaves_its_limits_and_one_started_again_takes_over(
+        fabric: Fabric, tmp_path: Path) -> None:
+    """SIGKILL leaves the programs, maps and classes in the kernel (the VMs keep the last
+    rates: fail-static); an agent started again replaces the programs rather than adding its
+    own after them, and its SIGTERM leaves nothing."""
+    hv, state = fabric.hvs[1], tmp_path / "state"
+    first = fabric.start_agent(hv, BRIDGED, state)
+    before = {dev: _bpf_filters(hv, dev) for dev in ("up0", "tapb")}
+    assert [len(f) for f in before.values()] == [2, 1], before
+    first.kill()
+    first.communicate()
+    assert {dev: len(_bpf_filters(hv, dev)) for dev in before} == {"up0": 2, "tapb": 1}
+    assert "htb" in _tc(hv, "qdisc", "show", "dev", "up0")
+    (state / "status.json").unlink()  # what a killed agent leaves, besides its pid file
+    second = fabric.start_agent(hv, BRIDGED, state)
+    after = {dev: _bpf_filters(hv, dev) for dev in before}
+    assert [len(f) for f in after.values()] == [2, 1], after
+    second.send_signal(signal.SIGTERM)
+    _, err = second.communicate(timeout=10)
+    assert second.returncode == 0, err
+    for dev in before:
+        assert _bpf_filters(hv, dev) == [] and "clsact" not in _tc(hv, "qdisc", "show", "dev",
+                                                                  dev)
+    assert "htb" not in _tc(hv, "qdisc", "show", "dev", "up0")
+
+
+@pytest.mark.testbed
+def test_an_agent_stops_with_an_error_when_its_uplink_is_missing(fabric: Fabric,
+                                                                tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(f'state_dir = "{tmp_path / "s"}"\n' + BRIDGED.replace('"up0"', '"up9"'))
+    proc = subprocess.run(["ip", "netns", "exec", fabric.hvs[0], sys.executable, "-m",
+                           "tacc", "agent", "--config", str(path)], capture_output=True,
+                          text=True, env=_env(), timeout=30)
+    assert proc.returncode == 3
+    assert proc.stderr.strip() == "tacc: error: agent: uplink: no interface up9"
+    assert "bpf" not in _tc(fabric.hvs[0], "filter", "show", "dev", "up0", "ingress")
+
+
+def _agent_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tacc", "agent", *args], capture_output=True,
+                          text=True, env=_env(), timeout=60)
+
+
+def test_a_host_config_with_mistakes_gets_one_line_per_mistake(engine: None,
+                                                                tmp_path: Path) -> None:
+    path = tmp_path / "host.toml"
+    path.write_text("""\
+uplink = "eth0"
+uplink_rate = "fast"
+bridges = ["br0"]
+colour = "red"
+
+[[vms]]
+name = "a"
+port = "eth0"
+address = "10.0.0.300"
+
+[[vms]]
+name = "a"
+port = "v1"
+
+[mechanism]
+kind = "hygenicc"
+update_interval = "0us"
+interval = "5ms"
+""")
+    proc = _agent_cli("--config", str(path))
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert [line.split(": ")[2:4] for line in lines] == [
+        [f"{path}:2", "uplink_rate"],
+        [f"{path}:4", "colour"],
+        [f"{path}:8", "vms[0].port"],
+        [f"{path}:9", "vms[0].address"],
+        [f"{path}:12", "vms[1].name"],
+        [f"{path}:17", "mechanism.update_interval"],
+        [f"{path}:18", "mechanism.interval"],
+    ], lines
+    assert all(line.startswith("tacc: error: ") for line in lines)
+    assert "does not apply to kind \"hygenicc\"" in lines[-1]
+
+
+def test_a_mechanism_with_a_controller_or_in_the_switches_is_refused(engine: None,
+                                                                    tmp_path: Path) -> None:
+    for kind, why in (("sdn-gcc", "needs its controller"), ("rwndq", "runs in the switches"),
+                      ("sicc", "needs its controller")):
+        path = tmp_path / f"{kind}.toml"
+        path.write_text(f'uplink = "eth0"\nuplink_rate = "1Gbps"\n[mechanism]\nkind = "{kind}"\n')
+        proc = _agent_cli("--config", str(path), "--check")
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.startswith(f"tacc: error: {path}:4: mechanism.kind: kind \"{kind}\" "
+                                      f"{why}"), proc.stderr
+
+
+def test_check_accepts_a_good_config_and_status_says_when_no_agent_runs(engine: None,
+                                                                       tmp_path: Path) -> None:
+    path = tmp_path / "host.toml"
+    path.write_text(f'state_dir = "{tmp_path / "state"}"\n' + NAMED)
+    proc = _agent_cli("--config", str(path), "--check")
+    assert (proc.returncode, proc.stdout) == (0, f"{path}: ok\n"), proc.stderr
+    proc = _agent_cli("status", "--config", str(path))
+    assert proc.returncode == 3
+    assert proc.stderr == f"tacc: error: no tacc agent runs with state directory {tmp_path / 'state'}\n"
+
+
+def test_the_example_configs_pass_the_check(engine: None) -> None:
+    examples = sorted((Path(__file__).resolve().parents[2] / "deploy").glob("*.toml"))
+    assert len(examples) == 3
+    for path in examples:
+        proc = _agent_cli("--config", str(path), "--check")
+        assert (proc.returncode, proc.stdout) == (0, f"{path}: ok\n"), proc.stderr
