@@ -215,6 +215,8 @@ on_shortage = "queue"
 NAMED = """\
 uplink = "up0"
 uplink_rate = "100Mbps"
+bpf_stats = true
+log_format = "json"
 
 [[vms]]
 name = "c"
@@ -249,13 +251,16 @@ def test_hygenicc_agents_give_a_tcp_vm_its_share_next_to_a_udp_vm(fabric: Fabric
     with_agents = fabric.traffic("hygenicc")
     for agent in agents:
         assert agent.poll() is None, agent.communicate()[1]
+    metrics = [_scrape(hv) for hv in fabric.hvs]
     status = [json.loads((state / "status.json").read_text()) for state in states]
     printed = fabric.status(states[1])
 
+    logs = []
     for agent, hv, state in zip(agents, fabric.hvs, states):
         agent.send_signal(signal.SIGTERM)
         _, err = agent.communicate(timeout=10)
         assert agent.returncode == 0, err
+        logs.append(err.splitlines())
         assert not (state / "status.json").exists() and not (state / "agent.pid").exists()
         taps = [f"tap{vm}" for vm, v in fabric.vms.items() if v[1] == hv]
         for dev in ("up0", *taps):
@@ -289,6 +294,33 @@ def test_hygenicc_agents_give_a_tcp_vm_its_share_next_to_a_udp_vm(fabric: Fabric
         assert [r[1] for r in status[j]["rates"]] == ["10.77.0.3"], status[j]["rates"]
     assert [(v["name"], v["learned"]) for v in status[2]["vms"]] == [("c", False)]
     assert "tapb" in printed and "10.77.0.2" in printed and "hygenicc on up0" in printed
+    # The metrics say the same, per pair: h1's rate for b towards c, the marks h2 cleared
+    # from b, the feedback h1 consumed; h2 (bpf_stats) the programs' runs.
+    assert metrics[1]['tacc_rate_bps{vm="tapb/10.77.0.2",dst="10.77.0.3"}'] > 0
+    assert metrics[2]['tacc_pair_ce_cleared_total{vm="10.77.0.3",remote="10.77.0.2"}'] > 0
+    assert metrics[1]['tacc_pair_feedback_marks_total{vm="10.77.0.2",remote="10.77.0.3"}'] > 0
+    assert metrics[2]['tacc_bpf_runs_total{program="uplink_ingress"}'] > 0
+    assert not any(k.startswith("tacc_bpf_") for k in metrics[0])
+    # Logs: h2's as JSON lines, the others as text; each VM once, as it was found.
+    events = [json.loads(line) for line in logs[2]]
+    assert [e["event"] for e in events] == ["started", "port attached", "vm", "stopping"]
+    assert events[2]["address"] == "10.77.0.3" and events[2]["address_is"] == "given"
+    assert logs[1][0].startswith("tacc-agent: started name=") and \
+        "tacc-agent: vm name=tapb/10.77.0.2 port=tapb address=10.77.0.2 address_is=learned" \
+        in logs[1]
+
+
+def _scrape(hv: str) -> dict[str, float]:
+    """The agent's metrics, from inside its hypervisor (the endpoint listens on loopback)."""
+    code = ("import urllib.request; print(urllib.request.urlopen("
+            "'http://127.0.0.1:9464/metrics', timeout=5).read().decode())")
+    text = sh("ip", "netns", "exec", hv, sys.executable, "-c", code)
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
 
 
 def _bpf_filters(ns: str, dev: str) -> list[str]:
@@ -410,3 +442,27 @@ def test_the_example_configs_pass_the_check(engine: None) -> None:
     for path in examples:
         proc = _agent_cli("--config", str(path), "--check")
         assert (proc.returncode, proc.stdout) == (0, f"{path}: ok\n"), proc.stderr
+
+
+def test_metrics_beyond_localhost_need_the_key_that_says_so(engine: None,
+                                                              tmp_path: Path) -> None:
+    base = 'uplink = "eth0"\nuplink_rate = "1Gbps"\n'
+    cases = [
+        ('metrics = "0.0.0.0:9464"\n', "tacc: error: {path}:3: metrics: 0.0.0.0:9464 is "
+         "beyond localhost: the metrics say what runs on this host; set "
+         "metrics_beyond_localhost = true to listen there"),
+        ('metrics = "0.0.0.0:9464"\nmetrics_beyond_localhost = true\n', None),
+        ('metrics = "off"\n', None),
+        ('metrics = "localhost"\n', 'tacc: error: {path}:3: metrics: expected an address and '
+         'port such as "127.0.0.1:9464", or "off", got "localhost"'),
+        ('log_format = "xml"\n', 'tacc: error: {path}:3: log_format: expected "text" or '
+         '"json", got "xml"'),
+    ]
+    for i, (extra, error) in enumerate(cases):
+        path = tmp_path / f"{i}.toml"
+        path.write_text(base + extra)
+        proc = _agent_cli("--config", str(path), "--check")
+        if error is None:
+            assert proc.returncode == 0, proc.stderr
+        else:
+            assert (proc.returncode, proc.stderr) == (2, error.format(path=path) + "\n")

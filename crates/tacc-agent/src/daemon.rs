@@ -23,6 +23,7 @@ use tacc_mech::roles::{Fabric, HostShim, ShortagePolicy, SwitchPort};
 use tacc_mech::wire::Ipv4Packet;
 
 use crate::host::{flags, load, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver};
+use crate::metrics::{Exposition, Text};
 use crate::tc::attach;
 use crate::{ifindex, Clock};
 
@@ -50,6 +51,40 @@ pub struct DaemonConfig {
     pub rescan_ns: u64,
     /// The FIFO under each rate limiter's HTB class (`on_shortage = "queue"`), bytes.
     pub limiter_queue_bytes: u64,
+    /// Where the Prometheus endpoint listens (`None`: nowhere).
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Have the kernel count the programs' run time (BPF_ENABLE_STATS) for the metrics.
+    pub bpf_stats: bool,
+    /// Log lines as JSON objects rather than text.
+    pub log_json: bool,
+}
+
+/// The agent's log on stderr: one line per event, as text or a JSON object.
+struct Log {
+    json: bool,
+}
+
+impl Log {
+    fn event(&self, event: &str, fields: &[(&str, &str)]) {
+        let line = if self.json {
+            let mut obj = serde_json::Map::new();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64());
+            obj.insert("time".into(), now.into());
+            obj.insert("event".into(), event.into());
+            for (k, v) in fields {
+                obj.insert((*k).into(), (*v).into());
+            }
+            serde_json::Value::Object(obj).to_string()
+        } else {
+            let kv: Vec<String> = fields.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!("tacc-agent: {event} {}", kv.join(" "))
+                .trim_end()
+                .to_string()
+        };
+        eprintln!("{line}");
+    }
 }
 
 /// The host as a mechanism sees it: one host, its NIC, its VMs; no switch.
@@ -403,6 +438,7 @@ fn serve(
     attached: &mut Attached,
     datapath: tacc_mech::roles::Datapath,
 ) -> Result<(), String> {
+    let log = Log { json: cfg.log_json };
     attach_fresh(bpf, "uplink_egress", &cfg.uplink, TcAttachType::Egress)?;
     attach_fresh(bpf, "uplink_ingress", &cfg.uplink, TcAttachType::Ingress)?;
     if datapath
@@ -412,6 +448,33 @@ fn serve(
         attached.htb_root = true;
         htb_root(&cfg.uplink, cfg.uplink_rate_bps)?;
     }
+    // Held for the agent's life: the kernel counts the programs' run time while it is open.
+    let _stats = match cfg.bpf_stats {
+        true => Some(
+            aya::sys::enable_stats(aya::sys::Stats::RunTime)
+                .map_err(|e| format!("bpf_stats: {e}"))?,
+        ),
+        false => None,
+    };
+    let exposition = Exposition::default();
+    if let Some(addr) = cfg.metrics {
+        crate::metrics::serve(addr, exposition.clone())?;
+    }
+    let rate = format!("{}", cfg.uplink_rate_bps);
+    let metrics = cfg
+        .metrics
+        .map(|a| a.to_string())
+        .unwrap_or_else(|| "off".into());
+    log.event(
+        "started",
+        &[
+            ("name", &cfg.name),
+            ("mechanism", cfg.mechanism.kind()),
+            ("uplink", &cfg.uplink),
+            ("uplink_rate_bps", &rate),
+            ("metrics", &metrics),
+        ],
+    );
     let clock = Clock::new(crate::monotonic_ns(), 1.0);
     let limiters = Limiters::for_datapath(datapath, &cfg.uplink, cfg.limiter_queue_bytes, &clock)?;
     let mut driver: Option<ShimDriver> = None;
@@ -419,12 +482,6 @@ fn serve(
     let mut vms: Vec<VmSeen> = Vec::new();
     let mut next_scan = 0;
     let mut next_status = 0;
-    let names = |vms: &[VmSeen], ip: u32| {
-        let dotted = std::net::Ipv4Addr::from(ip).to_string();
-        vms.iter()
-            .find(|v| v.address == dotted)
-            .map_or(dotted, |v| v.name.clone())
-    };
     while !STOP.load(Ordering::SeqCst) {
         let now = clock.now();
         if now >= next_scan {
@@ -432,14 +489,29 @@ fn serve(
             ports.extend(cfg.bridges.iter().flat_map(|b| bridge_ports(b)));
             ports.remove(&cfg.uplink);
             ports.retain(|p| ifindex(p).is_ok());
+            for gone in attached.ports.difference(&ports) {
+                log.event("port gone", &[("port", gone)]);
+            }
             attached.ports.retain(|p| ports.contains(p));
             for p in &ports {
                 if !attached.ports.contains(p) {
                     attached.attach_port(bpf, p)?;
+                    log.event("port attached", &[("port", p)]);
                 }
             }
             let seen = vms_now(cfg, &ports, maps);
             if seen != vms || driver.is_none() {
+                for v in seen.iter().filter(|v| !vms.contains(v)) {
+                    let how = if v.learned { "learned" } else { "given" };
+                    let fields = [("name", v.name.as_str()), ("port", &v.port)];
+                    log.event(
+                        "vm",
+                        &[&fields[..], &[("address", &v.address), ("address_is", how)]].concat(),
+                    );
+                }
+                for v in vms.iter().filter(|v| !seen.contains(v)) {
+                    log.event("vm gone", &[("name", &v.name), ("address", &v.address)]);
+                }
                 vms = seen;
                 if let Some(shim) = build_shim(cfg, &vms) {
                     driver = Some(match driver.take() {
@@ -467,6 +539,24 @@ fn serve(
                 Some(d) => d.counts(maps, None)?,
                 None => BTreeMap::new(),
             };
+            let name_of = |ip: u32| {
+                let dotted = std::net::Ipv4Addr::from(ip).to_string();
+                vms.iter()
+                    .find(|v| v.address == dotted)
+                    .map_or(dotted, |v| v.name.clone())
+            };
+            let rates: Vec<(String, String, f64)> = rates
+                .iter()
+                .map(|&(vm, dst, bps)| {
+                    let dst = if dst == 0 { "*".into() } else { name_of(dst) };
+                    (name_of(vm), dst, bps as f64)
+                })
+                .collect();
+            if cfg.metrics.is_some() {
+                let pairs = driver.as_ref().map(|d| d.pair_totals()).unwrap_or_default();
+                let text = exposition_text(cfg, &clock, &vms, &rates, &pairs, &counters, bpf);
+                exposition.set(text);
+            }
             let status = Status {
                 pid: std::process::id(),
                 name: &cfg.name,
@@ -476,15 +566,8 @@ fn serve(
                 ports: attached.ports.iter().map(String::as_str).collect(),
                 vms: &vms,
                 rates: rates
-                    .iter()
-                    .map(|&(vm, dst, bps)| {
-                        let dst = if dst == 0 {
-                            "*".to_string()
-                        } else {
-                            names(&vms, dst)
-                        };
-                        (names(&vms, vm), dst, bps as f64 / 1e6)
-                    })
+                    .into_iter()
+                    .map(|(vm, dst, bps)| (vm, dst, bps / 1e6))
                     .collect(),
                 counters,
                 uptime_s: clock.elapsed() as f64 / 1e9,
@@ -495,7 +578,117 @@ fn serve(
         let wait = driver.as_ref().map_or(IDLE_NS, |d| d.wait_ns(&clock));
         crate::sleep_ns(wait.min(next_scan.saturating_sub(clock.now())).max(10_000));
     }
+    log.event("stopping", &[("name", &cfg.name)]);
     Ok(())
+}
+
+/// The metrics: the agent, the rates in force and every pair's datapath counts by VM and
+/// remote, the shim's and the programs' event counts, and (with `bpf_stats`) the programs'
+/// run time.
+fn exposition_text(
+    cfg: &DaemonConfig,
+    clock: &Clock,
+    vms: &[VmSeen],
+    rates: &[(String, String, f64)],
+    pairs: &[tacc_mech::roles::PairCounts],
+    counters: &BTreeMap<&'static str, f64>,
+    bpf: &aya::Ebpf,
+) -> String {
+    let mut t = Text::default();
+    let info = [
+        ("name", cfg.name.as_str()),
+        ("mechanism", cfg.mechanism.kind()),
+        ("uplink", cfg.uplink.as_str()),
+    ];
+    t.sample(
+        "agent_info",
+        "gauge",
+        "The agent, its mechanism and uplink.",
+        &info,
+        1.0,
+    );
+    let up = clock.elapsed() as f64 / 1e9;
+    t.sample(
+        "agent_uptime_seconds",
+        "gauge",
+        "Seconds since the agent started.",
+        &[],
+        up,
+    );
+    t.sample(
+        "vms",
+        "gauge",
+        "VMs the agent knows (given or learned).",
+        &[],
+        vms.len() as f64,
+    );
+    for (vm, dst, bps) in rates {
+        let help = "The rate the mechanism holds a VM (to a destination, * for all) to.";
+        t.sample("rate_bps", "gauge", help, &[("vm", vm), ("dst", dst)], *bps);
+    }
+    let dotted = |ip: u32| std::net::Ipv4Addr::from(ip).to_string();
+    for p in pairs {
+        let (vm, remote) = (dotted(p.vm), dotted(p.remote));
+        let labels = [("vm", vm.as_str()), ("remote", remote.as_str())];
+        for (name, help, v) in [
+            (
+                "pair_tx_packets_total",
+                "Packets a VM sent to a remote.",
+                p.tx_packets,
+            ),
+            (
+                "pair_tx_bytes_total",
+                "Bytes a VM sent to a remote.",
+                p.tx_bytes,
+            ),
+            (
+                "pair_ce_cleared_total",
+                "CE marks on packets from a remote, cleared.",
+                p.ce_cleared,
+            ),
+            (
+                "pair_ipr_set_total",
+                "Marks echoed to a remote in the IPR bit.",
+                p.ipr_set,
+            ),
+            ("pair_ipr_seen_total", "IPR bits from a remote.", p.ipr_seen),
+            (
+                "pair_feedback_packets_total",
+                "Feedback packets from a remote.",
+                p.feedback_packets,
+            ),
+            (
+                "pair_feedback_marks_total",
+                "Marks those feedback packets carried.",
+                p.feedback_marks,
+            ),
+        ] {
+            t.sample(name, "counter", help, &labels, v as f64);
+        }
+    }
+    for (event, n) in counters {
+        let help = "Events of the shim and the datapath (drops, rewrites, feedback) by kind.";
+        t.sample("events_total", "counter", help, &[("event", event)], *n);
+    }
+    if cfg.bpf_stats {
+        for (name, prog) in bpf.programs() {
+            if let Ok(info) = prog.info() {
+                let labels = [("program", name)];
+                let secs = info.run_time().as_secs_f64();
+                let help = "Time the kernel spent in a program.";
+                t.sample("bpf_run_seconds_total", "counter", help, &labels, secs);
+                let help = "Runs of a program.";
+                t.sample(
+                    "bpf_runs_total",
+                    "counter",
+                    help,
+                    &labels,
+                    info.run_count() as f64,
+                );
+            }
+        }
+    }
+    t.finish()
 }
 
 const STATUS_EVERY_NS: u64 = 1_000_000_000;

@@ -673,6 +673,14 @@ impl ShimDriver {
         Ok(counts)
     }
 
+    /// Every pair's counts since the datapath first saw it (as of the last round).
+    pub fn pair_totals(&self) -> Vec<PairCounts> {
+        self.seen
+            .iter()
+            .map(|(&key, &counts)| delta(key, counts, RawCounts::default()))
+            .collect()
+    }
+
     /// Real nanoseconds until the next round: the shim's timer, or the poll of the datapath's
     /// counts (a dilated shim's timers are that much longer, and so is the poll).
     pub fn wait_ns(&self, clock: &Clock) -> u64 {

@@ -17,6 +17,7 @@ mod control;
 pub mod daemon;
 pub mod delay_line;
 pub mod host;
+mod metrics;
 pub mod switch;
 mod tc;
 #[cfg(test)]

@@ -9,6 +9,10 @@
 //! state_dir = "/run/tacc-agent"
 //! rescan = "1s"
 //! limiter_queue = "150KB"
+//! metrics = "127.0.0.1:9464"   # the Prometheus endpoint, or "off"
+//! metrics_beyond_localhost = false   # true to listen on another address than loopback
+//! bpf_stats = false            # count the programs' run time for the metrics
+//! log_format = "text"          # or "json": one object a line
 //!
 //! [[vms]]                      # VMs by port, with an address or learned from their traffic
 //! name = "web1"
@@ -20,7 +24,7 @@
 //! ```
 
 use std::collections::HashSet;
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
 
 use serde::Deserialize;
@@ -38,6 +42,7 @@ struct VmTable {
 }
 
 const DEFAULT_STATE_DIR: &str = "/run/tacc-agent";
+const DEFAULT_METRICS: &str = "127.0.0.1:9464";
 /// A limiter's FIFO: 100 full frames, a switch port's buffer in the papers' experiments.
 const DEFAULT_LIMITER_QUEUE: u64 = 100 * 1514;
 
@@ -67,6 +72,10 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     let state_dir: Option<PathBuf> = r.optional("state_dir");
     let rescan: Option<Duration> = r.optional("rescan");
     let limiter_queue: Option<Bytes> = r.optional("limiter_queue");
+    let metrics: Option<String> = r.optional("metrics");
+    let beyond_localhost: Option<bool> = r.optional("metrics_beyond_localhost");
+    let bpf_stats: Option<bool> = r.optional("bpf_stats");
+    let log_format: Option<String> = r.optional("log_format");
     let vm_tables: Vec<(usize, VmTable)> = r.list("vms");
     let mechanism = r.mechanism();
 
@@ -87,6 +96,40 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     if limiter_queue.is_some_and(|b| b.0 < 1514) {
         r.error("limiter_queue", "expected at least one full frame, 1514B");
     }
+    let metrics = match metrics.as_deref().unwrap_or(DEFAULT_METRICS) {
+        "off" => None,
+        text => match text.parse::<SocketAddr>() {
+            Ok(addr) if !addr.ip().is_loopback() && beyond_localhost != Some(true) => {
+                r.error(
+                    "metrics",
+                    format!(
+                        "{addr} is beyond localhost: the metrics say what runs on this \
+                         host; set metrics_beyond_localhost = true to listen there"
+                    ),
+                );
+                None
+            }
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                r.error(
+                    "metrics",
+                    format!("expected an address and port such as \"{DEFAULT_METRICS}\", or \"off\", got {text:?}"),
+                );
+                None
+            }
+        },
+    };
+    let log_json = match log_format.as_deref() {
+        None | Some("text") => false,
+        Some("json") => true,
+        Some(other) => {
+            r.error(
+                "log_format",
+                format!("expected \"text\" or \"json\", got {other:?}"),
+            );
+            false
+        }
+    };
     let mut vms = Vec::new();
     let (mut names, mut ports) = (HashSet::new(), HashSet::new());
     for (i, vm) in vm_tables {
@@ -146,5 +189,8 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
         state_dir: state_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
         rescan_ns: rescan.map_or(1_000_000_000, |d| d.0),
         limiter_queue_bytes: limiter_queue.map_or(DEFAULT_LIMITER_QUEUE, |b| b.0),
+        metrics,
+        bpf_stats: bpf_stats.unwrap_or(false),
+        log_json,
     })
 }
