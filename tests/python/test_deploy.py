@@ -252,6 +252,10 @@ def test_hygenicc_agents_give_a_tcp_vm_its_share_next_to_a_udp_vm(fabric: Fabric
     for agent in agents:
         assert agent.poll() is None, agent.communicate()[1]
     metrics = [_scrape(hv) for hv in fabric.hvs]
+    # Each agent kept only CAP_NET_ADMIN and CAP_BPF once set up, and so did its tc.
+    for state in states:
+        pid = json.loads((state / "status.json").read_text())["pid"]
+        assert _capabilities(pid) == {"CapEff": KEPT, "CapPrm": KEPT, "CapBnd": KEPT}
     status = [json.loads((state / "status.json").read_text()) for state in states]
     printed = fabric.status(states[1])
 
@@ -308,6 +312,15 @@ def test_hygenicc_agents_give_a_tcp_vm_its_share_next_to_a_udp_vm(fabric: Fabric
     assert logs[1][0].startswith("tacc-agent: started name=") and \
         "tacc-agent: vm name=tapb/10.77.0.2 port=tapb address=10.77.0.2 address_is=learned" \
         in logs[1]
+
+
+KEPT = (1 << 12) | (1 << 39)  # CAP_NET_ADMIN, CAP_BPF
+
+
+def _capabilities(pid: int) -> dict[str, int]:
+    lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    return {k: int(v, 16) for k, v in (line.split(":\t") for line in lines)
+            if k in ("CapEff", "CapPrm", "CapBnd")}
 
 
 def _scrape(hv: str) -> dict[str, float]:

@@ -200,6 +200,8 @@ struct Status<'a> {
     rates: Vec<(String, String, f64)>,
     counters: BTreeMap<&'static str, f64>,
     uptime_s: f64,
+    /// The capabilities the agent kept after setting up.
+    capabilities: Vec<&'static str>,
 }
 
 /// What the agent set up in the kernel, taken down on exit.
@@ -457,6 +459,9 @@ fn serve(
         false => None,
     };
     let exposition = Exposition::default();
+    let mut feedback = Some(FeedbackOut::Link(LinkSocket::new(&cfg.uplink)?));
+    crate::caps::drop_all_but_the_agents()?;
+    // After the drop: a thread started before would keep every capability.
     if let Some(addr) = cfg.metrics {
         crate::metrics::serve(addr, exposition.clone())?;
     }
@@ -522,7 +527,7 @@ fn serve(
                         None => ShimDriver::new(
                             shim,
                             limiters.take().flatten(),
-                            FeedbackOut::Link(LinkSocket::new(&cfg.uplink)?),
+                            feedback.take().expect("one driver is made"),
                             1.0,
                         ),
                     });
@@ -571,6 +576,7 @@ fn serve(
                     .collect(),
                 counters,
                 uptime_s: clock.elapsed() as f64 / 1e9,
+                capabilities: crate::caps::kept().iter().map(|(n, _)| *n).collect(),
             };
             write_json(&cfg.state_dir.join("status.json"), &status)?;
             next_status = now + STATUS_EVERY_NS;

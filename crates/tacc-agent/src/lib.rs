@@ -13,6 +13,7 @@
 //! fails open: the programs, maps and classes it set up stay in the kernel, at their last
 //! values, when it dies.
 
+mod caps;
 mod control;
 pub mod daemon;
 pub mod delay_line;

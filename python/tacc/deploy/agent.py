@@ -64,6 +64,7 @@ def format_status(s: dict[str, Any]) -> str:
         lines.append(f"rates in force ({len(rates)}):")
         for vm, dst, mbps in rates:
             lines.append(f"  {vm} -> {dst}: {mbps:.1f} Mb/s")
+    lines.append("capabilities kept: " + ", ".join(s["capabilities"]))
     counters = {k: v for k, v in s["counters"].items() if v}
     if counters:
         lines.append("counters: " + ", ".join(f"{k} {v:g}" for k, v in counters.items()))
