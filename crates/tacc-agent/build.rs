@@ -7,7 +7,13 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-const PROGRAMS: [&str; 2] = ["host", "switch"];
+/// (source in bpf/, object, extra clang flags): the host programs a second time with their
+/// maps pinned by name, for `tacc agent`.
+const PROGRAMS: [(&str, &str, &[&str]); 3] = [
+    ("host", "host", &[]),
+    ("host", "host-pinned", &["-DPIN_MAPS"]),
+    ("switch", "switch", &[]),
+];
 
 fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap());
@@ -22,13 +28,14 @@ fn main() {
         .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
         .unwrap_or_default();
     let mut built = true;
-    for name in PROGRAMS {
-        let obj = out.join(format!("{name}.bpf.o"));
+    for (name, object, flags) in PROGRAMS {
+        let obj = out.join(format!("{object}.bpf.o"));
         let status = Command::new(&clang)
             .args([
                 "-O2", "-g", "-Wall", "-Werror", "-target", "bpf", "-mcpu=v3",
             ])
             .arg(format!("-I/usr/include/{multiarch}"))
+            .args(flags)
             .arg("-c")
             .arg(format!("bpf/{name}.bpf.c"))
             .arg("-o")

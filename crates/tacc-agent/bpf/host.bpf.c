@@ -13,6 +13,15 @@
  * keeps no policy of its own beyond what the maps tell it. */
 #include "common.h"
 
+/* Built a second time with PIN_MAPS for `tacc agent`, which pins every map by name in its
+ * pin directory: an agent started again after a crash takes over the maps in force (rates,
+ * classes, buckets, clamps, counts, learned addresses) instead of starting empty. */
+#ifdef PIN_MAPS
+#define PINNED __uint(pinning, LIBBPF_PIN_BY_NAME);
+#else
+#define PINNED
+#endif
+
 #define FEEDBACK_PROTO 143
 
 /* Which of the work above the mechanism wants (config[0]). */
@@ -75,6 +84,7 @@ struct bucket_state {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	PINNED
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
@@ -82,6 +92,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, struct pair_key);
 	__type(value, struct pair_counts);
@@ -91,6 +102,7 @@ struct {
  * pending for IPR echoes. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, struct pair_key);
 	__type(value, __u64);
@@ -99,6 +111,7 @@ struct {
 /* (VM, remote) or (VM, 0) -> HTB class id (major << 16 | minor). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, struct pair_key);
 	__type(value, __u32);
@@ -107,6 +120,7 @@ struct {
 /* (VM, remote) -> window clamp of ACKs from the remote to the VM. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, struct pair_key);
 	__type(value, struct clamp);
@@ -114,6 +128,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, struct pair_key);
 	__type(value, struct bucket_rate);
@@ -121,6 +136,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, struct pair_key);
 	__type(value, struct bucket_state);
@@ -130,6 +146,7 @@ struct {
  * connection now. The agent keeps it to the shim's list. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, __u8);
@@ -139,6 +156,7 @@ struct {
  * `tacc agent` learns the addresses of VMs its config does not give. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	PINNED
 	__uint(max_entries, 4096);
 	__type(key, __u32);
 	__type(value, __u32);
@@ -154,6 +172,7 @@ struct mac {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	PINNED
 	__uint(max_entries, 16384);
 	__type(key, __u32);
 	__type(value, struct mac);
@@ -161,6 +180,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	PINNED
 	__uint(max_entries, C_MAX);
 	__type(key, __u32);
 	__type(value, __u64);

@@ -32,7 +32,10 @@ pub fn kept() -> [(&'static str, u32); 2] {
     if last_cap >= CAP_BPF {
         [("CAP_NET_ADMIN", CAP_NET_ADMIN), ("CAP_BPF", CAP_BPF)]
     } else {
-        [("CAP_NET_ADMIN", CAP_NET_ADMIN), ("CAP_SYS_ADMIN", CAP_SYS_ADMIN)]
+        [
+            ("CAP_NET_ADMIN", CAP_NET_ADMIN),
+            ("CAP_SYS_ADMIN", CAP_SYS_ADMIN),
+        ]
     }
 }
 

@@ -22,7 +22,9 @@ use tacc_mech::registry::MechanismConfig;
 use tacc_mech::roles::{Fabric, HostShim, ShortagePolicy, SwitchPort};
 use tacc_mech::wire::Ipv4Packet;
 
-use crate::host::{flags, load, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver};
+use crate::host::{
+    flags, load_pinned, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver,
+};
 use crate::metrics::{Exposition, Text};
 use crate::tc::attach;
 use crate::{ifindex, Clock};
@@ -57,6 +59,8 @@ pub struct DaemonConfig {
     pub bpf_stats: bool,
     /// Log lines as JSON objects rather than text.
     pub log_json: bool,
+    /// Where the maps are pinned (a directory on a BPF filesystem).
+    pub pin_dir: PathBuf,
 }
 
 /// The agent's log on stderr: one line per event, as text or a JSON object.
@@ -202,6 +206,8 @@ struct Status<'a> {
     uptime_s: f64,
     /// The capabilities the agent kept after setting up.
     capabilities: Vec<&'static str>,
+    /// It took over the maps of an agent that died.
+    resumed: bool,
 }
 
 /// What the agent set up in the kernel, taken down on exit.
@@ -421,16 +427,43 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
     let datapath = build_shim(&cfg, &[])
         .map(|s| s.datapath())
         .unwrap_or_default();
-    let (mut bpf, mut maps) = load(flags(datapath, datapath.scrub))?;
+    let resumed = pins(&cfg.pin_dir)?;
+    let (mut bpf, mut maps) = load_pinned(flags(datapath, datapath.scrub), &cfg.pin_dir)?;
     let mut attached = Attached {
         uplink: cfg.uplink.clone(),
         ports: BTreeSet::new(),
         htb_root: false,
     };
-    let result = serve(&cfg, &mut bpf, &mut maps, &mut attached, datapath);
+    let result = serve(&cfg, &mut bpf, &mut maps, &mut attached, datapath, resumed);
     attached.detach();
     let _ = std::fs::remove_file(cfg.state_dir.join("status.json"));
+    // Stopped on purpose: the maps go with the programs.
+    if let Ok(dir) = std::fs::read_dir(&cfg.pin_dir) {
+        for entry in dir.filter_map(Result::ok) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+    let _ = std::fs::remove_dir(&cfg.pin_dir);
     result
+}
+
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+
+/// Makes the pin directory if need be; true if it holds maps already (an agent died there).
+fn pins(dir: &Path) -> Result<bool, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("pin_dir {}: {e}", dir.display()))?;
+    let path = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes())
+        .map_err(|_| format!("pin_dir {}: not a path", dir.display()))?;
+    // SAFETY: statfs writes the struct it is given.
+    let mut fs: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid path and a struct to fill.
+    if unsafe { libc::statfs(path.as_ptr(), &mut fs) } != 0 || fs.f_type as i64 != BPF_FS_MAGIC {
+        return Err(format!(
+            "pin_dir {}: not on a BPF filesystem (mount -t bpf bpf /sys/fs/bpf)",
+            dir.display()
+        ));
+    }
+    Ok(std::fs::read_dir(dir).is_ok_and(|mut d| d.next().is_some()))
 }
 
 fn serve(
@@ -439,6 +472,7 @@ fn serve(
     maps: &mut Maps,
     attached: &mut Attached,
     datapath: tacc_mech::roles::Datapath,
+    resumed: bool,
 ) -> Result<(), String> {
     let log = Log { json: cfg.log_json };
     attach_fresh(bpf, "uplink_egress", &cfg.uplink, TcAttachType::Egress)?;
@@ -448,7 +482,12 @@ fn serve(
         .is_some_and(|b| b.on_shortage == ShortagePolicy::Queue)
     {
         attached.htb_root = true;
-        htb_root(&cfg.uplink, cfg.uplink_rate_bps)?;
+        // A dead agent's HTB holds the classes its pinned maps name: kept as it is.
+        let kept = resumed
+            && tc_output(&["qdisc", "show", "dev", &cfg.uplink]).contains("qdisc htb 1: root");
+        if !kept {
+            htb_root(&cfg.uplink, cfg.uplink_rate_bps)?;
+        }
     }
     // Held for the agent's life: the kernel counts the programs' run time while it is open.
     let _stats = match cfg.bpf_stats {
@@ -478,10 +517,15 @@ fn serve(
             ("uplink", &cfg.uplink),
             ("uplink_rate_bps", &rate),
             ("metrics", &metrics),
+            ("maps", if resumed { "taken over" } else { "new" }),
         ],
     );
     let clock = Clock::new(crate::monotonic_ns(), 1.0);
-    let limiters = Limiters::for_datapath(datapath, &cfg.uplink, cfg.limiter_queue_bytes, &clock)?;
+    let mut limiters =
+        Limiters::for_datapath(datapath, &cfg.uplink, cfg.limiter_queue_bytes, &clock)?;
+    if let Some(l) = &mut limiters {
+        l.resume(maps);
+    }
     let mut driver: Option<ShimDriver> = None;
     let mut limiters = Some(limiters);
     let mut vms: Vec<VmSeen> = Vec::new();
@@ -519,18 +563,27 @@ fn serve(
                 }
                 vms = seen;
                 if let Some(shim) = build_shim(cfg, &vms) {
-                    driver = Some(match driver.take() {
+                    let mut d = match driver.take() {
                         Some(mut d) => {
                             d.shim = shim;
                             d
                         }
-                        None => ShimDriver::new(
-                            shim,
-                            limiters.take().flatten(),
-                            feedback.take().expect("one driver is made"),
-                            1.0,
-                        ),
+                        None => {
+                            let mut d = ShimDriver::new(
+                                shim,
+                                limiters.take().flatten(),
+                                feedback.take().expect("one driver is made"),
+                                1.0,
+                            );
+                            d.baseline(maps);
+                            d
+                        }
+                    };
+                    let known: BTreeSet<String> = vms.iter().map(|v| v.address.clone()).collect();
+                    d.resume(now, maps, |ip| {
+                        known.contains(&std::net::Ipv4Addr::from(ip).to_string())
                     });
+                    driver = Some(d);
                 }
             }
             next_scan = now + cfg.rescan_ns;
@@ -577,6 +630,7 @@ fn serve(
                 counters,
                 uptime_s: clock.elapsed() as f64 / 1e9,
                 capabilities: crate::caps::kept().iter().map(|(n, _)| *n).collect(),
+                resumed,
             };
             write_json(&cfg.state_dir.join("status.json"), &status)?;
             next_status = now + STATUS_EVERY_NS;

@@ -25,6 +25,7 @@ use crate::control::ControlSocket;
 use crate::tc::{attach, load as load_programs, Htb};
 use crate::{
     default_scale, signal_ready, sleep_ns, take_map, wait_readable, Clock, Plan, HOST_OBJECT,
+    HOST_PINNED_OBJECT,
 };
 
 #[derive(Deserialize)]
@@ -230,7 +231,21 @@ fn datapath_counts(maps: &Maps, add: &mut impl FnMut(&'static str, f64)) -> Resu
 
 /// The host programs, loaded with their flags set, and their maps.
 pub(crate) fn load(flags: u32) -> Result<(Ebpf, Maps), String> {
-    let mut bpf = Ebpf::load(HOST_OBJECT).map_err(|e| format!("loading host.bpf.o: {e}"))?;
+    let bpf = Ebpf::load(HOST_OBJECT).map_err(|e| format!("loading host.bpf.o: {e}"))?;
+    with_maps(bpf, flags)
+}
+
+/// As [`load`], with every map pinned by name in `dir` (a BPF filesystem): maps pinned there
+/// already, by an agent that died, are taken over as they are.
+pub(crate) fn load_pinned(flags: u32, dir: &Path) -> Result<(Ebpf, Maps), String> {
+    let bpf = aya::EbpfLoader::new()
+        .map_pin_path(dir)
+        .load(HOST_PINNED_OBJECT)
+        .map_err(|e| format!("loading host.bpf.o with its maps in {}: {e}", dir.display()))?;
+    with_maps(bpf, flags)
+}
+
+fn with_maps(mut bpf: Ebpf, flags: u32) -> Result<(Ebpf, Maps), String> {
     load_programs(&mut bpf, &["vm_ingress", "uplink_egress", "uplink_ingress"])?;
     let mut config: Array<MapData, u32> = take_map(&mut bpf, "config")?;
     config
@@ -278,17 +293,17 @@ impl Limiters {
                 continue;
             }
             let burst = self.bucket.depth_for(bps);
+            // The BPF limiter's rates, and with HTB classes (whose program ignores them) the
+            // record of the rates in force that a restarted agent resumes from.
+            let rate = BucketRate {
+                bytes_per_sec: bps / 8,
+                burst_bytes: burst,
+            };
+            maps.bucket_rates
+                .insert(PairKey::new(vm, key), rate, 0)
+                .map_err(|e| format!("bucket_rates map: {e}"))?;
             let minor = match &mut self.kind {
-                LimiterKind::Bpf => {
-                    let rate = BucketRate {
-                        bytes_per_sec: bps / 8,
-                        burst_bytes: burst,
-                    };
-                    maps.bucket_rates
-                        .insert(PairKey::new(vm, key), rate, 0)
-                        .map_err(|e| format!("bucket_rates map: {e}"))?;
-                    0
-                }
+                LimiterKind::Bpf => 0,
                 LimiterKind::Htb {
                     htb,
                     next_minor,
@@ -567,6 +582,22 @@ impl Limiters {
     }
 }
 
+impl Limiters {
+    /// Takes over the HTB classes a dead agent made (the pinned `classes` map says which),
+    /// so that the first rates change them rather than add them again.
+    pub(crate) fn resume(&mut self, maps: &Maps) {
+        let LimiterKind::Htb { next_minor, .. } = &mut self.kind else {
+            return;
+        };
+        for (key, class) in maps.classes.iter().filter_map(Result::ok) {
+            let minor = (class & 0xffff) as u16;
+            *next_minor = (*next_minor).max(minor.saturating_add(1));
+            let (vm, remote) = (u32::from_be(key.vm), u32::from_be(key.remote));
+            self.made.insert((vm, remote), (minor, 0));
+        }
+    }
+}
+
 /// A host shim driven by the datapath, one round at a time: what the testbed's agent and the
 /// `tacc agent` daemon both run.
 pub(crate) struct ShimDriver {
@@ -671,6 +702,30 @@ impl ShimDriver {
             sock.counts.each(&mut add);
         }
         Ok(counts)
+    }
+
+    /// Takes the datapath's counts and the marks flushed so far as already seen: an agent
+    /// that took over the maps of one that died hands the shim only what comes after.
+    pub fn baseline(&mut self, maps: &Maps) {
+        for (key, counts) in maps.pairs.iter().filter_map(Result::ok) {
+            self.seen.insert(key, counts);
+        }
+        for (key, total) in maps.flushed.iter().filter_map(Result::ok) {
+            self.flushed.insert(key, total);
+        }
+    }
+
+    /// Hands the shim the rates in force in the datapath (`bucket_rates`, at the rate
+    /// scale) of the VMs `known` says are there: a shim built anew (a restarted agent, a
+    /// changed set of VMs) goes on from them.
+    pub fn resume(&mut self, now: Nanos, maps: &Maps, known: impl Fn(u32) -> bool) {
+        for (key, rate) in maps.bucket_rates.iter().filter_map(Result::ok) {
+            let bps = (rate.bytes_per_sec * 8) as f64 / self.rate_scale;
+            let (vm, remote) = (u32::from_be(key.vm), u32::from_be(key.remote));
+            if known(vm) {
+                self.shim.resume_rate(now, vm, remote, bps as u64);
+            }
+        }
     }
 
     /// Every pair's counts since the datapath first saw it (as of the last round).

@@ -32,6 +32,9 @@ pub use tacc_mech::plan::Plan;
 /// The eBPF objects, compiled by build.rs (empty when clang was missing).
 // Aligned: the ELF parser reads the object in place.
 const HOST_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/host.bpf.o"));
+/// The same with every map pinned by name (`tacc agent`).
+const HOST_PINNED_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/host-pinned.bpf.o"));
 const SWITCH_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/switch.bpf.o"));
 
 const DCTCP_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/dctcp.bpf.o"));

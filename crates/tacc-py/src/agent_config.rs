@@ -13,6 +13,7 @@
 //! metrics_beyond_localhost = false   # true to listen on another address than loopback
 //! bpf_stats = false            # count the programs' run time for the metrics
 //! log_format = "text"          # or "json": one object a line
+//! pin_dir = "/sys/fs/bpf/tacc-agent"   # the maps, pinned: a restarted agent takes them over
 //!
 //! [[vms]]                      # VMs by port, with an address or learned from their traffic
 //! name = "web1"
@@ -43,6 +44,7 @@ struct VmTable {
 
 const DEFAULT_STATE_DIR: &str = "/run/tacc-agent";
 const DEFAULT_METRICS: &str = "127.0.0.1:9464";
+const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/tacc-agent";
 /// A limiter's FIFO: 100 full frames, a switch port's buffer in the papers' experiments.
 const DEFAULT_LIMITER_QUEUE: u64 = 100 * 1514;
 
@@ -76,6 +78,7 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     let beyond_localhost: Option<bool> = r.optional("metrics_beyond_localhost");
     let bpf_stats: Option<bool> = r.optional("bpf_stats");
     let log_format: Option<String> = r.optional("log_format");
+    let pin_dir: Option<PathBuf> = r.optional("pin_dir");
     let vm_tables: Vec<(usize, VmTable)> = r.list("vms");
     let mechanism = r.mechanism();
 
@@ -192,5 +195,6 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
         metrics,
         bpf_stats: bpf_stats.unwrap_or(false),
         log_json,
+        pin_dir: pin_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_PIN_DIR)),
     })
 }

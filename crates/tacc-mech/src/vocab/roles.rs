@@ -216,6 +216,11 @@ pub trait HostShimCore: Send {
     /// What a kernel datapath did for one pair since its last report, instead of
     /// [`HostShim::on_egress`] and [`HostShim::on_ingress`] per packet.
     fn on_datapath(&mut self, _now: Nanos, _counts: &PairCounts) {}
+    /// `vm`'s rate for `key` that a previous instance of the shim had in force when it
+    /// stopped (a restarted agent reads it from the datapath): the shim starts the key from
+    /// it instead of from the VM's share, so that a restart lets no burst through. Shims
+    /// whose rates hold no state ignore it.
+    fn resume_rate(&mut self, _now: Nanos, _vm: u32, _key: u32, _bps: u64) {}
     /// A message from the controller about one of the host's VMs.
     fn on_message(&mut self, _now: Nanos, _msg: &HostMessage) {}
     /// The timer asked for by [`HostShimCore::poll_at`] is due (it may be called early).

@@ -285,6 +285,22 @@ impl HostShimCore for HygenShim {
         }
     }
 
+    /// The pair starts at `bps` (at most the VM's share); below the share it was being cut,
+    /// so it starts congested: slow increase until `congestion_timeout` passes unmarked.
+    fn resume_rate(&mut self, now: Nanos, vm: u32, dst: u32, bps: u64) {
+        self.next_tick
+            .get_or_insert(now + self.config.update_interval);
+        self.limiter.admit(now, vm, dst, 0, || SenderPair {
+            feedback: 0,
+            congested: true,
+            feedback_time: now,
+        });
+        self.limiter.update(now, vm, dst, |share, _, pair| {
+            pair.congested = bps < share;
+            Some(bps.min(share))
+        });
+    }
+
     /// The per-packet work of [`HygenShim::on_egress`] and [`HygenShim::on_ingress`] done by a
     /// kernel datapath for one pair, in counts: the datapath clears CE, echoes marks in IPR
     /// bits while marks are pending, and consumes feedback packets; enforcement of the rates
@@ -607,6 +623,22 @@ mod tests {
         let p = Ipv4Packet::new_checked(&b[..]).unwrap();
         assert_eq!(p.ecn(), Ecn::Ect0);
         assert!(p.checksums_valid());
+    }
+
+    #[test]
+    fn a_resumed_pair_starts_at_its_rate_in_force_and_increases_slowly() {
+        let mut s = HygenShim::new(HygenConfig::default(), GBPS);
+        s.resume_rate(0, VM_A, REMOTE, 300 * MBPS);
+        s.resume_rate(0, VM_A, REMOTE + 1, 2 * GBPS);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(300 * MBPS));
+        assert_eq!(
+            s.pair_rate_bps(VM_A, REMOTE + 1),
+            Some(GBPS),
+            "capped at the share"
+        );
+        // Below its share it was being cut: + C/1000 a tick until the congestion timeout.
+        run_until(&mut s, TU);
+        assert_eq!(s.pair_rate_bps(VM_A, REMOTE), Some(301 * MBPS));
     }
 
     #[test]
