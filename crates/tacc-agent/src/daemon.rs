@@ -11,7 +11,7 @@
 //! What the agent does is written to `state_dir/status.json` every second (`tacc agent
 //! status` prints it); `state_dir/agent.pid` keeps a second agent off the same directory.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +22,7 @@ use tacc_mech::registry::MechanismConfig;
 use tacc_mech::roles::{Fabric, HostShim, ShortagePolicy, SwitchPort};
 use tacc_mech::wire::Ipv4Packet;
 
+use crate::channel::{Channel, ChannelConfig};
 use crate::host::{
     flags, load_pinned, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver,
 };
@@ -61,6 +62,17 @@ pub struct DaemonConfig {
     pub log_json: bool,
     /// Where the maps are pinned (a directory on a BPF filesystem).
     pub pin_dir: PathBuf,
+    /// The controller the agent takes its mechanism's messages from, if any.
+    pub controller: Option<ControllerLink>,
+}
+
+/// The channel to the controller, and what the agent does without it.
+#[derive(Clone, Debug)]
+pub struct ControllerLink {
+    pub channel: ChannelConfig,
+    /// How long the agent keeps the last rates once the channel is down (fail-static), before
+    /// it lifts its limits (fail-open).
+    pub fail_static: std::time::Duration,
 }
 
 /// The agent's log on stderr: one line per event, as text or a JSON object.
@@ -131,25 +143,38 @@ impl Fabric for HostFabric {
     }
 }
 
-/// Why a mechanism cannot run under `tacc agent` alone, if it cannot: its roles outside the
-/// host (a controller, switch hooks) have no driver here yet.
-pub fn unsupported(mechanism: &MechanismConfig) -> Option<String> {
+/// Whether the mechanism's shims take messages from a controller.
+pub fn has_controller(mechanism: &MechanismConfig) -> bool {
+    let fabric = HostFabric {
+        nic_rate_bps: 1_000_000_000,
+        vms: Vec::new(),
+    };
+    mechanism
+        .build::<Ipv4Packet<Vec<u8>>>(&fabric)
+        .controller
+        .is_some()
+}
+
+/// Why a mechanism cannot run under `tacc agent`, if it cannot: a kind with a controller
+/// needs the config's `[controller]`, and the kinds that live in the switches have no host
+/// shim.
+pub fn unsupported(mechanism: &MechanismConfig, controller: bool) -> Option<String> {
     let fabric = HostFabric {
         nic_rate_bps: 1_000_000_000,
         vms: Vec::new(),
     };
     let inst = mechanism.build::<Ipv4Packet<Vec<u8>>>(&fabric);
     let kind = mechanism.kind();
-    if inst.controller.is_some() {
-        return Some(format!(
-            "kind {kind:?} needs its controller, which `tacc agent` does not talk to yet: it \
-             runs the kinds whose every role is in the hypervisor (hygenicc, static-rate)"
-        ));
-    }
     if inst.shims.iter().all(Option::is_none) && kind != "none" {
         return Some(format!(
             "kind {kind:?} runs in the switches, not in a hypervisor: `tacc agent` runs \
-             hygenicc and static-rate"
+             static-rate, hygenicc, and with a [controller] sdn-gcc and sicc"
+        ));
+    }
+    if inst.controller.is_some() && !controller {
+        return Some(format!(
+            "kind {kind:?} takes its rates or clamps from a controller: give the agent a \
+             [controller] table (address, key_file)"
         ));
     }
     None
@@ -208,6 +233,8 @@ struct Status<'a> {
     capabilities: Vec<&'static str>,
     /// It took over the maps of an agent that died.
     resumed: bool,
+    /// "up", "down" (fail-static: the last rates kept), "open" (limits lifted), or "none".
+    controller: &'static str,
 }
 
 /// What the agent set up in the kernel, taken down on exit.
@@ -504,6 +531,17 @@ fn serve(
     if let Some(addr) = cfg.metrics {
         crate::metrics::serve(addr, exposition.clone())?;
     }
+    let channel = match &cfg.controller {
+        Some(link) => Some(Channel::start(link.channel.clone())?),
+        None => None,
+    };
+    // Without its controller a shim that takes its rates from it keeps the last ones for
+    // fail_static, then lifts them.
+    let frozen_without = cfg
+        .controller
+        .as_ref()
+        .filter(|_| has_controller(&cfg.mechanism));
+    let mut open = false;
     let rate = format!("{}", cfg.uplink_rate_bps);
     let metrics = cfg
         .metrics
@@ -530,6 +568,7 @@ fn serve(
     let mut limiters = Some(limiters);
     let mut vms: Vec<VmSeen> = Vec::new();
     let mut next_scan = 0;
+    let mut last_scan = 0;
     let mut next_status = 0;
     while !STOP.load(Ordering::SeqCst) {
         let now = clock.now();
@@ -579,24 +618,60 @@ fn serve(
                             d
                         }
                     };
-                    let known: BTreeSet<String> = vms.iter().map(|v| v.address.clone()).collect();
-                    d.resume(now, maps, |ip| {
-                        known.contains(&std::net::Ipv4Addr::from(ip).to_string())
-                    });
+                    let known: HashSet<u32> = vms
+                        .iter()
+                        .filter_map(|v| v.address.parse::<std::net::Ipv4Addr>().ok())
+                        .map(u32::from)
+                        .collect();
+                    d.resume(now, maps, |ip| known.contains(&ip));
+                    d.vms = Some(known);
                     driver = Some(d);
                 }
             }
+            last_scan = now;
             next_scan = now + cfg.rescan_ns;
         }
+        if let (Some(ch), Some(d)) = (&channel, &mut driver) {
+            ch.drain(&mut |m| d.shim.on_message(now, m));
+        }
+        let down = channel.as_ref().and_then(Channel::down_for);
+        let frozen = frozen_without.is_some() && down.is_some();
+        match (frozen_without, down) {
+            (Some(link), Some(d)) if d >= link.fail_static && !open => {
+                if let Some(drv) = &mut driver {
+                    drv.lift(maps, cfg.uplink_rate_bps)?;
+                }
+                open = true;
+                let secs = format!("{:.1}", d.as_secs_f64());
+                log.event("fail-open: limits lifted", &[("controller_down_s", &secs)]);
+            }
+            (_, None) if open => {
+                open = false;
+                log.event("controller back: limits in force again", &[]);
+            }
+            _ => {}
+        }
+        // A source the shim does not know sent: perhaps a VM to learn, so look again soon.
+        if let Some(d) = driver.as_mut().filter(|d| d.unknown_sources) {
+            d.unknown_sources = false;
+            next_scan = next_scan.min(last_scan + EAGER_SCAN_NS);
+        }
         let rates = match &mut driver {
+            // Frozen: the datapath keeps the rates (or, open, none) as they are.
+            Some(_) if frozen => Vec::new(),
             Some(d) => d.round(now, &clock, maps, None)?,
             None => Vec::new(),
         };
         if now >= next_status {
-            let counters = match &driver {
+            let mut counters = match &driver {
                 Some(d) => d.counts(maps, None)?,
                 None => BTreeMap::new(),
             };
+            if let Some(ch) = &channel {
+                ch.counts().each(&mut |k, v| {
+                    counters.insert(k, v);
+                });
+            }
             let name_of = |ip: u32| {
                 let dotted = std::net::Ipv4Addr::from(ip).to_string();
                 vms.iter()
@@ -631,6 +706,12 @@ fn serve(
                 uptime_s: clock.elapsed() as f64 / 1e9,
                 capabilities: crate::caps::kept().iter().map(|(n, _)| *n).collect(),
                 resumed,
+                controller: match (&channel, down, open) {
+                    (None, _, _) => "none",
+                    (Some(_), None, _) => "up",
+                    (Some(_), Some(_), false) => "down",
+                    (Some(_), Some(_), true) => "open",
+                },
             };
             write_json(&cfg.state_dir.join("status.json"), &status)?;
             next_status = now + STATUS_EVERY_NS;
@@ -752,5 +833,7 @@ fn exposition_text(
 }
 
 const STATUS_EVERY_NS: u64 = 1_000_000_000;
+/// How soon a scan follows the last when an unknown source sent.
+const EAGER_SCAN_NS: u64 = 20_000_000;
 /// The longest sleep without a shim: a stop is seen within it.
 const IDLE_NS: u64 = 100_000_000;

@@ -609,6 +609,12 @@ pub(crate) struct ShimDriver {
     feedback_unsent: u64,
     rate_scale: f64,
     seen: HashMap<PairKey, RawCounts>,
+    /// The VMs whose pairs the shim hears of (`None`: every source, as on the testbed, where
+    /// every address is a VM's). On a real hypervisor other sources leave the uplink too (a
+    /// bridge's IGMP reports from 0.0.0.0), and the shim would count each as a VM.
+    pub vms: Option<HashSet<u32>>,
+    /// A source outside `vms` sent since the flag was last cleared (a VM not learned yet?).
+    pub unknown_sources: bool,
     refused: HashSet<u32>,
     flushed: HashMap<PairKey, u64>,
     buf: Vec<u8>,
@@ -629,6 +635,8 @@ impl ShimDriver {
             feedback_unsent: 0,
             rate_scale,
             seen: HashMap::new(),
+            vms: None,
+            unknown_sources: false,
             refused: HashSet::new(),
             flushed: HashMap::new(),
             buf: vec![0; 65536],
@@ -649,7 +657,12 @@ impl ShimDriver {
         for entry in maps.pairs.iter() {
             let (key, counts) = entry.map_err(|e| format!("pairs map: {e}"))?;
             let before = self.seen.insert(key, counts).unwrap_or_default();
-            if counts != before {
+            let known = self
+                .vms
+                .as_ref()
+                .is_none_or(|v| v.contains(&u32::from_be(key.vm)));
+            self.unknown_sources |= !known && counts.tx_packets != before.tx_packets;
+            if counts != before && known {
                 shim.on_datapath(now, &delta(key, counts, before));
             }
         }
@@ -726,6 +739,30 @@ impl ShimDriver {
                 self.shim.resume_rate(now, vm, remote, bps as u64);
             }
         }
+    }
+
+    /// Lifts every limit (fail-open): each rate's class goes to `line_rate_bps`, each BPF
+    /// bucket away, and no window is clamped, until the next round applies the shim's rates
+    /// again.
+    pub fn lift(&mut self, maps: &mut Maps, line_rate_bps: u64) -> Result<(), String> {
+        if let Some(Limiters { kind, bucket, made }) = &mut self.limiters {
+            for (&(vm, key), (minor, applied)) in made.iter_mut() {
+                match kind {
+                    LimiterKind::Bpf => {
+                        let _ = maps.bucket_rates.remove(&PairKey::new(vm, key));
+                    }
+                    LimiterKind::Htb { htb, .. } => {
+                        htb.change(*minor, line_rate_bps, bucket.depth_for(line_rate_bps))?
+                    }
+                }
+                *applied = 0;
+            }
+        }
+        let clamped: Vec<PairKey> = maps.clamps.keys().filter_map(Result::ok).collect();
+        for k in clamped {
+            let _ = maps.clamps.remove(&k);
+        }
+        Ok(())
     }
 
     /// Every pair's counts since the datapath first saw it (as of the last round).

@@ -14,6 +14,7 @@
 //! values, when it dies.
 
 mod caps;
+pub mod channel;
 mod control;
 pub mod daemon;
 pub mod delay_line;

@@ -20,18 +20,58 @@
 //! port = "vnet0"
 //! address = "10.0.0.1"
 //!
+//! [controller]                 # for the kinds with a controller (sdn-gcc, sicc)
+//! address = "192.0.2.1:7400"
+//! key_file = "/etc/tacc/host.key"   # 32 bytes, readable by its owner alone
+//! fail_static = "10s"          # the last rates kept this long once the channel is down,
+//! retry_max = "5s"             # then the limits lifted; reconnection backoff up to this
+//!
 //! [mechanism]                  # the keys and checks of a scenario's [mechanism]
 //! kind = "hygenicc"
 //! ```
 
 use std::collections::HashSet;
-use std::net::{Ipv4Addr, SocketAddr};
+use std::net::{Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::path::PathBuf;
 
 use serde::Deserialize;
-use tacc_agent::daemon::{unsupported, DaemonConfig, VmEntry};
+use tacc_agent::channel::ChannelConfig;
+use tacc_agent::daemon::{unsupported, ControllerLink, DaemonConfig, VmEntry};
 use tacc_mech::units::{Bytes, Duration, Rate};
 use tacc_sim::scenario::{ConfigReader, ScenarioErrors};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ControllerTable {
+    address: String,
+    key_file: PathBuf,
+    #[serde(default)]
+    fail_static: Option<Duration>,
+    #[serde(default)]
+    retry_max: Option<Duration>,
+}
+
+/// A key file's 32 bytes, or what is wrong with it: one that others may read is refused.
+fn read_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(format!(
+            "{} is readable or writable by others than its owner (mode {mode:o}): chmod 600 it",
+            path.display()
+        ));
+    }
+    let key = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if key.len() != 32 {
+        return Err(format!(
+            "{}: expected 32 bytes, found {}",
+            path.display(),
+            key.len()
+        ));
+    }
+    Ok(key)
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -79,6 +119,7 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     let bpf_stats: Option<bool> = r.optional("bpf_stats");
     let log_format: Option<String> = r.optional("log_format");
     let pin_dir: Option<PathBuf> = r.optional("pin_dir");
+    let controller_table: Option<ControllerTable> = r.optional("controller");
     let vm_tables: Vec<(usize, VmTable)> = r.list("vms");
     let mechanism = r.mechanism();
 
@@ -177,10 +218,41 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
         for p in m.check(&vm_address) {
             r.error(&p.key, p.message);
         }
-        if let Some(why) = unsupported(m) {
+        if let Some(why) = unsupported(m, controller_table.is_some()) {
             r.error("mechanism.kind", why);
         }
     }
+    let controller = controller_table.and_then(|c| {
+        let key = read_key(&c.key_file)
+            .map_err(|e| r.error("controller.key_file", e))
+            .ok()?;
+        if c.address
+            .to_socket_addrs()
+            .map_or(true, |mut a| a.next().is_none())
+        {
+            r.error(
+                "controller.address",
+                format!(
+                    "expected a host and port such as \"192.0.2.1:7400\", got {:?}",
+                    c.address
+                ),
+            );
+            return None;
+        }
+        Some(ControllerLink {
+            channel: ChannelConfig {
+                address: c.address,
+                key,
+                retry_max: std::time::Duration::from_nanos(
+                    c.retry_max.map_or(5_000_000_000, |d| d.0),
+                ),
+                host: name.clone().unwrap_or_else(host_name),
+            },
+            fail_static: std::time::Duration::from_nanos(
+                c.fail_static.map_or(10_000_000_000, |d| d.0),
+            ),
+        })
+    });
     r.finish()?;
     Ok(DaemonConfig {
         name: name.unwrap_or_else(host_name),
@@ -196,5 +268,6 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
         bpf_stats: bpf_stats.unwrap_or(false),
         log_json,
         pin_dir: pin_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_PIN_DIR)),
+        controller,
     })
 }

@@ -1,0 +1,131 @@
+"""The controller's end of `tacc agent`'s control channel (crates/tacc-agent/src/channel.rs
+says the protocol): agents connect over TCP, both sides prove they hold the host's key, and
+the controller sends each host its `HostMessage`s (the JSON of tacc_mech::control), signed
+with a key of that session alone.
+
+    end = ControllerEnd({"hv1": key}, ("192.0.2.1", 7400))
+    end.wait_for("hv1", timeout_s=10)
+    end.send("hv1", {"Congestion": {"to_src": 167772161, "from_dst": 167772163, "marks": 4.0}})
+    end.close()
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import socket
+import struct
+import threading
+import time
+from typing import Any
+
+MAGIC = b"TACC1"
+NONCE_LEN = 16
+HANDSHAKE_TIMEOUT_S = 2.0
+
+
+def _mac(key: bytes, *parts: bytes) -> bytes:
+    return hmac.new(key, b"".join(parts), hashlib.sha256).digest()
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            raise ConnectionError("closed during the handshake")
+        data += chunk
+    return data
+
+
+class _Session:
+    def __init__(self, sock: socket.socket, key: bytes) -> None:
+        self.sock, self.key = sock, key
+        self.seq = 0
+        self.lock = threading.Lock()
+
+
+class ControllerEnd:
+    """Listens for agents; `keys` maps each host's name (as its agent gives it) to its key."""
+
+    def __init__(self, keys: dict[str, bytes], address: tuple[str, int]) -> None:
+        self.keys = keys
+        self.sessions: dict[str, _Session] = {}
+        self.refused: list[str] = []  # why each agent that failed the handshake failed
+        self._changed = threading.Condition()
+        self._listener = socket.create_server(address)
+        self.address = self._listener.getsockname()[:2]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                sock, _ = self._listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._handshake, args=(sock,), daemon=True).start()
+
+    def _handshake(self, sock: socket.socket) -> None:
+        sock.settimeout(HANDSHAKE_TIMEOUT_S)
+        try:
+            hello = _read_exactly(sock, len(MAGIC) + NONCE_LEN + 1)
+            if not hello.startswith(MAGIC):
+                raise ConnectionError("not a tacc agent")
+            nonce_a = hello[len(MAGIC):len(MAGIC) + NONCE_LEN]
+            host = _read_exactly(sock, hello[-1]).decode(errors="replace")
+            key = self.keys.get(host)
+            if key is None:
+                raise ConnectionError(f"no key for host {host!r}")
+            nonce_c = os.urandom(NONCE_LEN)
+            sock.sendall(nonce_c + _mac(key, b"controller", nonce_a, nonce_c))
+            proof = _read_exactly(sock, 32)
+            if not hmac.compare_digest(proof, _mac(key, b"agent", nonce_c, nonce_a)):
+                raise ConnectionError(f"host {host!r} does not hold its key")
+        except (OSError, ConnectionError) as exc:
+            self.refused.append(str(exc))
+            sock.close()
+            return
+        sock.settimeout(None)
+        with self._changed:
+            old = self.sessions.get(host)
+            if old is not None:
+                old.sock.close()
+            self.sessions[host] = _Session(sock, _mac(key, b"session", nonce_a, nonce_c))
+            self._changed.notify_all()
+
+    def wait_for(self, host: str, timeout_s: float) -> None:
+        """Returns once `host`'s agent has a session; TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout_s
+        with self._changed:
+            while host not in self.sessions:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"no session with {host!r} after {timeout_s} s "
+                                       f"(refused: {self.refused})")
+                self._changed.wait(left)
+
+    def send(self, host: str, message: dict[str, Any]) -> None:
+        """Sends `message` (a HostMessage as JSON data) to `host`'s agent."""
+        session = self.sessions[host]
+        body = json.dumps(message).encode()
+        with session.lock:
+            session.seq += 1
+            signed = struct.pack(">Q", session.seq) + body
+            frame = _mac(session.key, signed) + signed
+            session.sock.sendall(struct.pack(">I", len(frame)) + frame)
+
+    def close(self) -> None:
+        """Stops listening and ends every session (the agents see their controller gone)."""
+        # Shut down first: closing alone leaves an accept() blocked in another thread (and
+        # the socket listening) until a connection comes.
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._listener.close()
+        with self._changed:
+            for s in self.sessions.values():
+                s.sock.close()
+            self.sessions.clear()
