@@ -258,3 +258,107 @@ fn session(
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
+
+#[cfg(test)]
+mod tests {
+    //! The agent's end against a controller's written here from the protocol above.
+    use super::*;
+    use std::net::TcpListener;
+    use tacc_mech::control::Notify;
+
+    const KEY: [u8; 32] = [7; 32];
+
+    /// Accepts one agent, proves `key` (the controller's side), and returns the stream and
+    /// the session key, or None if the agent's proof fails.
+    fn controller_handshake(l: &TcpListener, key: &[u8]) -> Option<(TcpStream, [u8; 32])> {
+        let (mut s, _) = l.accept().unwrap();
+        let mut hello = [0u8; 5 + NONCE_LEN + 1];
+        s.read_exact(&mut hello).unwrap();
+        assert_eq!(&hello[..5], MAGIC);
+        let nonce_a = hello[5..5 + NONCE_LEN].to_vec();
+        let mut name = vec![0u8; hello[5 + NONCE_LEN] as usize];
+        s.read_exact(&mut name).unwrap();
+        assert_eq!(name, b"hv1");
+        let nonce_c = [9u8; NONCE_LEN];
+        s.write_all(&nonce_c).unwrap();
+        s.write_all(&mac(key, &[b"controller", &nonce_a, &nonce_c]))
+            .unwrap();
+        let mut proof = [0u8; MAC_LEN];
+        s.read_exact(&mut proof).ok()?;
+        (proof == mac(key, &[b"agent", &nonce_c, &nonce_a]))
+            .then(|| (s, mac(key, &[b"session", &nonce_a, &nonce_c])))
+    }
+
+    fn frame(session: &[u8], seq: u64, msg: &HostMessage) -> Vec<u8> {
+        let mut signed = seq.to_be_bytes().to_vec();
+        signed.extend_from_slice(&serde_json::to_vec(msg).unwrap());
+        let mut f = mac(session, &[&signed]).to_vec();
+        f.extend_from_slice(&signed);
+        let mut out = (f.len() as u32).to_be_bytes().to_vec();
+        out.extend_from_slice(&f);
+        out
+    }
+
+    fn notify(marks: f64) -> HostMessage {
+        HostMessage::Congestion(Notify {
+            to_src: 1,
+            from_dst: 2,
+            marks,
+        })
+    }
+
+    fn start(l: &TcpListener) -> Channel {
+        Channel::start(ChannelConfig {
+            address: l.local_addr().unwrap().to_string(),
+            key: KEY.to_vec(),
+            retry_max: Duration::from_millis(300),
+            host: "hv1".into(),
+        })
+        .unwrap()
+    }
+
+    fn wait_for(ch: &Channel, what: impl Fn(&ChannelCounts) -> bool) -> ChannelCounts {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !what(&ch.counts()) {
+            assert!(Instant::now() < deadline, "{:?}", ch.counts());
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        ch.counts()
+    }
+
+    #[test]
+    fn messages_arrive_in_a_session_and_a_replay_in_the_next_session_is_refused() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ch = start(&l);
+        let (mut s, session) = controller_handshake(&l, &KEY).unwrap();
+        wait_for(&ch, |c| c.connects == 1);
+        assert_eq!(ch.down_for(), None);
+        let first = frame(&session, 5, &notify(3.0));
+        s.write_all(&first).unwrap();
+        wait_for(&ch, |c| c.notify == 1);
+        let mut got = Vec::new();
+        ch.drain(&mut |m| got.push(*m));
+        assert_eq!(got, [notify(3.0)]);
+        // The same frame again in the session: replayed, and the session ends.
+        s.write_all(&first).unwrap();
+        wait_for(&ch, |c| c.replayed == 1);
+        assert!(ch.down_for().is_some());
+        // The agent reconnects; the frame of the old session does not verify in the new one.
+        let (mut s2, _) = controller_handshake(&l, &KEY).unwrap();
+        wait_for(&ch, |c| c.connects == 2);
+        s2.write_all(&first).unwrap();
+        let c = wait_for(&ch, |c| c.forged == 1);
+        assert_eq!(c.notify, 1);
+        drop(s);
+    }
+
+    #[test]
+    fn a_controller_without_the_key_gets_no_session() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ch = start(&l);
+        assert!(controller_handshake(&l, &[8; 32]).is_none());
+        let c = wait_for(&ch, |c| c.handshake_failures >= 1);
+        assert_eq!(c.connects, 0);
+        assert!(ch.down_for().is_some());
+    }
+}
