@@ -332,6 +332,10 @@ def test_hygenicc_agents_give_a_tcp_vm_its_share_next_to_a_udp_vm(fabric: Fabric
     assert metrics[2]['tacc_pair_ce_cleared_total{vm="10.77.0.3",remote="10.77.0.2"}'] > 0
     assert metrics[1]['tacc_pair_feedback_marks_total{vm="10.77.0.2",remote="10.77.0.3"}'] > 0
     assert metrics[2]['tacc_bpf_runs_total{program="uplink_ingress"}'] > 0
+    per_packet = {prog: metrics[2][f'tacc_bpf_run_seconds_total{{program="{prog}"}}'] /
+                  metrics[2][f'tacc_bpf_runs_total{{program="{prog}"}}'] * 1e9
+                  for prog in ("uplink_ingress", "uplink_egress")}
+    print(f"h2's programs, ns per packet: {per_packet}")
     assert not any(k.startswith("tacc_bpf_") for k in metrics[0])
     # Logs: h2's as JSON lines, the others as text; each VM once, as it was found.
     events = [json.loads(line) for line in logs[2]]

@@ -64,6 +64,12 @@ def format_status(s: dict[str, Any]) -> str:
         lines.append(f"rates in force ({len(rates)}):")
         for vm, dst, mbps in rates:
             lines.append(f"  {vm} -> {dst}: {mbps:.1f} Mb/s")
+    controller = {"up": "up", "down": "down: the last rates are kept (fail-static)",
+                  "open": "down for longer than fail_static: limits lifted (fail-open)"}
+    if s["controller"] != "none":
+        lines.append(f"controller: {controller[s['controller']]}")
+    if s["resumed"]:
+        lines.append("maps: taken over from an agent that stopped without SIGTERM")
     lines.append("capabilities kept: " + ", ".join(s["capabilities"]))
     counters = {k: v for k, v in s["counters"].items() if v}
     if counters:
