@@ -33,6 +33,7 @@
 #define F_CLAMP (1 << 5)
 #define F_BUCKET (1 << 6)
 #define F_ADMISSION (1 << 7)
+#define F_LEARN (1 << 8) /* VMs' addresses by port, remotes' MACs: tacc agent only */
 
 /* Addresses in network byte order. */
 struct pair_key {
@@ -261,14 +262,19 @@ static __always_inline int bucket_pays(struct pair_key *key, struct bucket_rate 
 SEC("classifier")
 int vm_ingress(struct __sk_buff *skb)
 {
+	__u32 f = flags();
+	if (!(f & (F_SCRUB | F_LEARN)))
+		return TC_ACT_OK;
 	struct iphdr *ip = ipv4_of(skb);
 	if (!ip)
 		return TC_ACT_OK;
-	__u32 src = ip->saddr, port = skb->ifindex;
-	__u32 *known = bpf_map_lookup_elem(&vm_sources, &src);
-	if (!known || *known != port)
-		bpf_map_update_elem(&vm_sources, &src, &port, BPF_ANY);
-	if (!(flags() & F_SCRUB))
+	if (f & F_LEARN) {
+		__u32 src = ip->saddr, port = skb->ifindex;
+		__u32 *known = bpf_map_lookup_elem(&vm_sources, &src);
+		if (!known || *known != port)
+			bpf_map_update_elem(&vm_sources, &src, &port, BPF_ANY);
+	}
+	if (!(f & F_SCRUB))
 		return TC_ACT_OK;
 	if (ip->protocol == FEEDBACK_PROTO) {
 		count(C_SCRUB_FEEDBACK);
@@ -352,7 +358,7 @@ int uplink_ingress(struct __sk_buff *skb)
 	if (!ip)
 		return TC_ACT_OK;
 	__u32 f = flags();
-	if (f & F_FEEDBACK) {
+	if (f & F_LEARN) {
 		struct ethhdr *eth = (void *)ip - sizeof(*eth); /* within what ipv4_of checked */
 		__u32 src = ip->saddr;
 		struct mac *known = bpf_map_lookup_elem(&remote_macs, &src);

@@ -23,30 +23,28 @@ struct Data {
     inheritable: u32,
 }
 
-/// The capabilities kept, by name.
-pub fn kept() -> [(&'static str, u32); 2] {
-    let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
+/// The highest capability this kernel knows.
+fn last_cap() -> u32 {
+    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
         .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .unwrap_or(CAP_SYS_ADMIN);
-    if last_cap >= CAP_BPF {
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(CAP_SYS_ADMIN)
+}
+
+/// Drops every capability but the agent's from the bounding, permitted, effective and
+/// inheritable sets of this process (every thread: call it before starting any); returns the
+/// names of those kept.
+pub fn drop_all_but_the_agents() -> Result<Vec<&'static str>, String> {
+    let last_cap = last_cap();
+    let kept = if last_cap >= CAP_BPF {
         [("CAP_NET_ADMIN", CAP_NET_ADMIN), ("CAP_BPF", CAP_BPF)]
     } else {
         [
             ("CAP_NET_ADMIN", CAP_NET_ADMIN),
             ("CAP_SYS_ADMIN", CAP_SYS_ADMIN),
         ]
-    }
-}
-
-/// Drops every capability but [`kept`] from the bounding, permitted, effective and
-/// inheritable sets of this process (every thread: call it before starting any).
-pub fn drop_all_but_the_agents() -> Result<(), String> {
-    let keep = kept().map(|(_, c)| c);
-    let last_cap = std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()
-        .and_then(|s| s.trim().parse::<u32>().ok())
-        .unwrap_or(40);
+    };
+    let keep = kept.map(|(_, c)| c);
     for cap in (0..=last_cap).filter(|c| !keep.contains(c)) {
         // SAFETY: prctl with integer arguments.
         if unsafe { libc::prctl(libc::PR_CAPBSET_DROP, cap as libc::c_ulong, 0, 0, 0) } != 0 {
@@ -71,5 +69,5 @@ pub fn drop_all_but_the_agents() -> Result<(), String> {
     if rc != 0 {
         return Err(format!("capset: {}", std::io::Error::last_os_error()));
     }
-    Ok(())
+    Ok(kept.map(|(name, _)| name).to_vec())
 }

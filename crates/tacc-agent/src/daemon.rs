@@ -24,7 +24,7 @@ use tacc_mech::wire::Ipv4Packet;
 
 use crate::channel::{Channel, ChannelConfig};
 use crate::host::{
-    flags, load_pinned, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver,
+    flags, load_pinned, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver, F_LEARN,
 };
 use crate::metrics::{Exposition, Text};
 use crate::tc::attach;
@@ -143,27 +143,20 @@ impl Fabric for HostFabric {
     }
 }
 
-/// Whether the mechanism's shims take messages from a controller.
-pub fn has_controller(mechanism: &MechanismConfig) -> bool {
+/// The mechanism's roles on a host of no VMs: which of them it has.
+fn roles(mechanism: &MechanismConfig) -> tacc_mech::roles::Instance<Ipv4Packet<Vec<u8>>> {
     let fabric = HostFabric {
         nic_rate_bps: 1_000_000_000,
         vms: Vec::new(),
     };
-    mechanism
-        .build::<Ipv4Packet<Vec<u8>>>(&fabric)
-        .controller
-        .is_some()
+    mechanism.build(&fabric)
 }
 
 /// Why a mechanism cannot run under `tacc agent`, if it cannot: a kind with a controller
 /// needs the config's `[controller]`, and the kinds that live in the switches have no host
 /// shim.
 pub fn unsupported(mechanism: &MechanismConfig, controller: bool) -> Option<String> {
-    let fabric = HostFabric {
-        nic_rate_bps: 1_000_000_000,
-        vms: Vec::new(),
-    };
-    let inst = mechanism.build::<Ipv4Packet<Vec<u8>>>(&fabric);
+    let inst = roles(mechanism);
     let kind = mechanism.kind();
     if inst.shims.iter().all(Option::is_none) && kind != "none" {
         return Some(format!(
@@ -230,7 +223,7 @@ struct Status<'a> {
     counters: BTreeMap<&'static str, f64>,
     uptime_s: f64,
     /// The capabilities the agent kept after setting up.
-    capabilities: Vec<&'static str>,
+    capabilities: &'a [&'static str],
     /// It took over the maps of an agent that died.
     resumed: bool,
     /// "up", "down" (fail-static: the last rates kept), "open" (limits lifted), or "none".
@@ -455,7 +448,8 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         .map(|s| s.datapath())
         .unwrap_or_default();
     let resumed = pins(&cfg.pin_dir)?;
-    let (mut bpf, mut maps) = load_pinned(flags(datapath, datapath.scrub), &cfg.pin_dir)?;
+    let flags = flags(datapath, datapath.scrub) | F_LEARN;
+    let (mut bpf, mut maps) = load_pinned(flags, &cfg.pin_dir)?;
     let mut attached = Attached {
         uplink: cfg.uplink.clone(),
         ports: BTreeSet::new(),
@@ -526,7 +520,7 @@ fn serve(
     };
     let exposition = Exposition::default();
     let mut feedback = Some(FeedbackOut::Link(LinkSocket::new(&cfg.uplink)?));
-    crate::caps::drop_all_but_the_agents()?;
+    let capabilities = crate::caps::drop_all_but_the_agents()?;
     // After the drop: a thread started before would keep every capability.
     if let Some(addr) = cfg.metrics {
         crate::metrics::serve(addr, exposition.clone())?;
@@ -540,7 +534,7 @@ fn serve(
     let frozen_without = cfg
         .controller
         .as_ref()
-        .filter(|_| has_controller(&cfg.mechanism));
+        .filter(|_| roles(&cfg.mechanism).controller.is_some());
     let mut open = false;
     let rate = format!("{}", cfg.uplink_rate_bps);
     let metrics = cfg
@@ -704,7 +698,7 @@ fn serve(
                     .collect(),
                 counters,
                 uptime_s: clock.elapsed() as f64 / 1e9,
-                capabilities: crate::caps::kept().iter().map(|(n, _)| *n).collect(),
+                capabilities: &capabilities,
                 resumed,
                 controller: match (&channel, down, open) {
                     (None, _, _) => "none",

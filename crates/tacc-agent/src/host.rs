@@ -94,6 +94,9 @@ const F_SCRUB: u32 = 1 << 4;
 const F_CLAMP: u32 = 1 << 5;
 const F_BUCKET: u32 = 1 << 6;
 const F_ADMISSION: u32 = 1 << 7;
+/// Learn the VMs' addresses by port and the remotes' MACs (`tacc agent`: the testbed knows
+/// both, and its datapath spares the lookups).
+pub(crate) const F_LEARN: u32 = 1 << 8;
 
 pub(crate) fn flags(d: Datapath, scrub: bool) -> u32 {
     let drops = d
@@ -354,22 +357,27 @@ impl RawSocket {
             },
             sin_zero: [0; 8],
         };
-        // SAFETY: the buffer and the address outlive the call.
-        let n = unsafe {
-            libc::sendto(
-                self.0,
-                bytes.as_ptr().cast(),
-                bytes.len(),
-                0,
-                (&addr as *const libc::sockaddr_in).cast(),
-                std::mem::size_of::<libc::sockaddr_in>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(format!("feedback: {}", std::io::Error::last_os_error()));
-        }
-        Ok(())
+        send_to(self.0, bytes, &addr)
     }
+}
+
+/// sendto(2) of `bytes` on `fd` to `addr` (a `sockaddr_*`).
+fn send_to<A>(fd: i32, bytes: &[u8], addr: &A) -> Result<(), String> {
+    // SAFETY: the buffer and the address outlive the call; the length is the address's.
+    let n = unsafe {
+        libc::sendto(
+            fd,
+            bytes.as_ptr().cast(),
+            bytes.len(),
+            0,
+            (addr as *const A).cast(),
+            std::mem::size_of::<A>() as u32,
+        )
+    };
+    if n < 0 {
+        return Err(format!("feedback: {}", std::io::Error::last_os_error()));
+    }
+    Ok(())
 }
 
 /// Sends the shim's feedback packets as Ethernet frames out of one interface, to the MAC the
@@ -423,21 +431,7 @@ impl LinkSocket {
         addr.sll_ifindex = self.ifindex as i32;
         addr.sll_halen = 6;
         addr.sll_addr[..6].copy_from_slice(&to);
-        // SAFETY: the buffer and the address outlive the call.
-        let n = unsafe {
-            libc::sendto(
-                self.fd,
-                frame.as_ptr().cast(),
-                frame.len(),
-                0,
-                (&addr as *const libc::sockaddr_ll).cast(),
-                std::mem::size_of::<libc::sockaddr_ll>() as u32,
-            )
-        };
-        if n < 0 {
-            return Err(format!("feedback: {}", std::io::Error::last_os_error()));
-        }
-        Ok(())
+        send_to(self.fd, &frame, &addr)
     }
 }
 
@@ -1077,7 +1071,7 @@ mod tests {
     #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn the_vms_addresses_are_learned_by_port_and_the_remotes_macs_on_the_uplink() {
         require_root("the_vms_addresses_are_learned_by_port_and_the_remotes_macs_on_the_uplink");
-        let (mut bpf, maps) = load(ALL).unwrap();
+        let (mut bpf, maps) = load(ALL | F_LEARN).unwrap();
         let from_vm = packet(VM, REMOTE, ip_proto::UDP, Ecn::NotEct, 3, None);
         crate::testrun::run_on(&mut bpf, "vm_ingress", &frame(&from_vm), 1);
         assert_eq!(maps.vm_sources.get(&VM.to_be(), 0).unwrap(), 1);

@@ -901,23 +901,13 @@ impl<'a> ConfigReader<'a> {
 
     /// A list of tables, as (index in the file, element) for the elements that read.
     pub fn list<T: DeserializeOwned>(&mut self, key: &'static str) -> Vec<(usize, T)> {
-        let items = match self.top.take(key) {
-            None => return Vec::new(),
-            Some(toml::Value::Array(items)) => items,
-            Some(other) => {
-                self.r.report(
-                    key,
-                    key,
-                    format!("expected a list of tables, found {}", other.type_str()),
-                );
-                return Vec::new();
-            }
+        let value = self.top.take(key);
+        let read: Vec<T> = self.r.list(key, value);
+        let kept = match self.r.renumbered.iter().find(|(k, _)| k == key) {
+            Some((_, kept)) => kept.clone(),
+            None => (0..read.len()).collect(),
         };
-        items
-            .into_iter()
-            .enumerate()
-            .filter_map(|(i, item)| Some((i, self.r.read(&format!("{key}[{i}]"), item, &[])?)))
-            .collect()
+        kept.into_iter().zip(read).collect()
     }
 
     pub fn mechanism(&mut self) -> Option<MechanismConfig> {
@@ -928,15 +918,6 @@ impl<'a> ConfigReader<'a> {
     pub fn error(&mut self, path: &str, message: impl Into<String>) {
         let table = path.split(['.', '[']).next().unwrap_or(path).to_string();
         self.r.report(&table, path, message.into());
-    }
-
-    /// Whether a key at `path` was read without error so far.
-    pub fn read_well(&self, path: &str) -> bool {
-        !self
-            .r
-            .errors
-            .iter()
-            .any(|e| within(&e.field, path) || within(path, &e.field))
     }
 
     /// Every error, unknown keys included, or none.

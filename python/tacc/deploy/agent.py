@@ -30,9 +30,7 @@ def run(config: Path, *, check: bool = False) -> None:
         raise AgentError("the agent attaches eBPF programs and qdiscs: run it as root")
     try:
         _core.agent_daemon(text, str(config), check=check)
-    except _core.ScenarioError:
-        raise
-    except OSError as exc:
+    except OSError as exc:  # a config error is a ScenarioError (a ValueError): exit status 2
         raise AgentError(f"agent: {exc}") from exc
 
 
