@@ -146,3 +146,20 @@ def testbed_machine(engine: None) -> None:
         if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
             pytest.fail(reason)
         pytest.skip(reason)
+
+
+@pytest.fixture
+def ovs_machine(testbed_machine: None, engine: None) -> None:
+    """The testbed, Open vSwitch and os-ken, or a skip that says which are missing (a
+    failure with TACC_REQUIRE_TESTBED=1)."""
+    from tacc.testbed import ovs
+
+    missing = ovs.missing()
+    try:
+        import os_ken  # noqa: F401
+    except ImportError:
+        missing.append("os-ken: not installed (pip install os-ken)")
+    if missing:
+        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
+            pytest.fail("; ".join(missing))
+        pytest.skip("; ".join(missing))

@@ -45,8 +45,8 @@ class Fabric:
     """Three hypervisors (h0: VM a, h1: VM b, h2: VM c) on one switch, whose port p2 to h2
     is the bottleneck; addresses 10.77.0.0/24."""
 
-    def __init__(self, names: Names, workdir: Path) -> None:
-        self.names, self.workdir = names, workdir
+    def __init__(self, names: Names, workdir: Path, *, ovs: bool = False) -> None:
+        self.names, self.workdir, self.ovs = names, workdir, ovs
         self.sw = names.switch(0)
         self.hvs = [names.host(j) for j in range(3)]
         self.vms = {vm: (names.vm(k), self.hvs[k], f"10.77.0.{k + 1}")
@@ -63,7 +63,7 @@ class Fabric:
         for ns in (self.sw, *self.hvs, *(v[0] for v in self.vms.values())):
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        for ns in (self.sw, *self.hvs):
+        for ns in (self.hvs if self.ovs else (self.sw, *self.hvs)):
             sh("ip", "-n", ns, "link", "add", "br0", "type", "bridge")
             sh("ip", "-n", ns, "link", "set", "br0", "up")
         for i, hv in enumerate(self.hvs):
@@ -74,6 +74,11 @@ class Fabric:
             sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
             sh("ip", "-n", hv, "link", "set", f"tap{name}", "master", "br0", "up")
+            if self.ovs:
+                # OVS's userspace datapath reads the ports with packet sockets: a VM's
+                # segments must be frames, with their checksums filled in.
+                sh("ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tso", "off", "gso",
+                   "off", "tx", "off")
         # The bottleneck: the switch's port to h2.
         rate = f"rate {RATE_BPS}bit ceil {RATE_BPS}bit quantum 1514 burst 3028 cburst 3028"
         subprocess.run(["tc", "-n", self.sw, "-batch", "-"], check=True, text=True, input="\n".join([
@@ -87,18 +92,37 @@ class Fabric:
         sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
            "netns", ns_b)
         for ns, dev in ((ns_a, dev_a), (ns_b, dev_b)):
-            sh("ip", "-n", ns, "link", "set", dev, "master", "br0", "up")
+            if self.ovs and ns == self.sw:  # an OVS port: the switch takes it
+                sh("ip", "-n", ns, "link", "set", dev, "up")
+            else:
+                sh("ip", "-n", ns, "link", "set", dev, "master", "br0", "up")
 
-    def management_link(self, hv: str) -> str:
-        """A veth from `hv` to the test's own namespace, where a controller listens; returns
-        the test side's address."""
-        outside = f"tm{self.names.prefix.split('-')[1]}"
-        sh("ip", "link", "add", outside, "type", "veth", "peer", "name", "mgmt0", "netns", hv)
-        sh("ip", "addr", "add", "10.99.0.1/30", "dev", outside)
-        sh("ip", "link", "set", outside, "up")
-        sh("ip", "-n", hv, "addr", "add", "10.99.0.2/30", "dev", "mgmt0")
+    def management_link(self, hv: str, to_switch: bool = False) -> str:
+        """A veth from `hv` to the test's own namespace (or to the switch's, where the
+        controller runs beside its switch), where a controller listens; returns the
+        controller side's address."""
+        j = self.hvs.index(hv)
+        outside = f"tm{self.names.prefix.split('-')[1]}{j}"
+        there = ["-n", self.sw] if to_switch else []
+        sh("ip", "link", "add", outside, *(["netns", self.sw] if to_switch else []), "type",
+           "veth", "peer", "name", "mgmt0", "netns", hv)
+        sh("ip", *there, "addr", "add", f"10.99.{j}.1/30", "dev", outside)
+        sh("ip", *there, "link", "set", outside, "up")
+        sh("ip", "-n", hv, "addr", "add", f"10.99.{j}.2/30", "dev", "mgmt0")
         sh("ip", "-n", hv, "link", "set", "mgmt0", "up")
-        return "10.99.0.1"
+        return f"10.99.{j}.1"
+
+    def start_ovs(self) -> None:
+        """The switch as an Open vSwitch bridge (the userspace datapath, as the testbed's),
+        ports p0-p2 as OpenFlow ports 1-3, datapath id 1, its controller at 198.18.0.1:6653
+        (an address of the switch's own namespace: the controller runs beside it)."""
+        from types import SimpleNamespace
+
+        from tacc.testbed import ovs
+
+        sh("ip", "-n", self.sw, "addr", "add", f"{ovs.controller_address(0)}/32", "dev", "lo")
+        topo = SimpleNamespace(names=self.names, switch_ports={0: {i: f"p{i}" for i in range(3)}})
+        ovs.Switches(topo, self.workdir).start()  # type: ignore[arg-type]
 
     def start_switch_agent(self) -> None:
         """Marks CE on p2 above K, as a star scenario's switch port to its receiver does."""
@@ -671,3 +695,259 @@ def test_a_controller_key_that_others_may_read_is_refused(engine: None, tmp_path
     proc = _agent_cli("--config", str(path), "--check")
     assert proc.stderr == (f"tacc: error: {path}:8: controller.key_file: {key}: expected 32 "
                            f"bytes, found 5\n")
+
+
+@pytest.fixture
+def ovs_fabric(ovs_machine: None, tmp_path: Path) -> Iterator[Fabric]:
+    """The same hypervisors, their uplinks cabled to an Open vSwitch switch."""
+    names = Names(secrets.token_hex(2))
+    made = Fabric(names, tmp_path, ovs=True)
+    try:
+        made.build()
+        made.start_ovs()
+        yield made
+    finally:
+        made.stop()
+        assert topology.teardown(names) == []
+
+
+FABRIC = """\
+openflow = "0.0.0.0:6653"
+agents = "0.0.0.0:7400"
+state_dir = "{state}"
+metrics = "127.0.0.1:9465"
+
+[[hosts]]
+name = "h0"
+nic_rate = "100Mbps"
+key_file = "{keys}/h0.key"
+vms = [{{ name = "a", address = "10.77.0.1" }}]
+
+[[hosts]]
+name = "h1"
+nic_rate = "100Mbps"
+key_file = "{keys}/h1.key"
+vms = [{{ name = "b", address = "10.77.0.2" }}]
+
+[[hosts]]
+name = "h2"
+nic_rate = "100Mbps"
+vms = [{{ name = "c", address = "10.77.0.3" }}]
+
+[[switches]]
+name = "sw0"
+datapath_id = 1
+stats = "{state}/sw0.sock"
+
+[[switches.ports]]
+number = 1
+to = "h0"
+rate = "100Mbps"
+buffer = "100pkt"
+device = "p0"
+
+[[switches.ports]]
+number = 2
+to = "h1"
+rate = "100Mbps"
+buffer = "100pkt"
+device = "p1"
+
+[[switches.ports]]
+number = 3
+to = "h2"
+rate = "100Mbps"
+buffer = "100pkt"
+marking = "20pkt"
+device = "p2"
+
+[mechanism]
+kind = "sdn-gcc"
+on_shortage = "queue"
+"""
+
+
+@pytest.mark.testbed
+def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
+        ovs_fabric: Fabric, tmp_path: Path) -> None:
+    """`tacc controller` and `tacc switch-agent` beside an OVS switch, `tacc agent` on the
+    senders' hypervisors, each from its config file: the controller reads the bottleneck's
+    ECN marks from the switch agent and notifies the UDP VM's hypervisor, whose limiter then
+    leaves the TCP VM its share of the port."""
+    fabric = ovs_fabric
+    keys = tmp_path / "keys"
+    keys.mkdir(mode=0o700)
+    for h in ("h0", "h1"):
+        (keys / f"{h}.key").write_bytes(os.urandom(32))
+        (keys / f"{h}.key").chmod(0o600)
+    state = tmp_path / "controller"
+    config = tmp_path / "fabric.toml"
+    config.write_text(FABRIC.format(state=state, keys=keys), encoding="utf-8")
+    switch_agent = fabric._start(fabric.sw, ["-m", "tacc", "switch-agent", "--config",
+                                             str(config), "--switch", "sw0"])
+    fabric._wait_for(state / "switch-sw0.ready", "the switch agent", switch_agent)
+    controller = fabric._start(fabric.sw, ["-m", "tacc", "controller", "--config",
+                                           str(config)])
+    fabric._wait_for(state / "ready", "the controller", controller)
+    agents = {}
+    for j, hv in enumerate(fabric.hvs[:2]):
+        address = fabric.management_link(hv, to_switch=True)
+        agents[hv] = fabric.start_agent(
+            hv, SDN_GCC.replace('name = "h1"', f'name = "h{j}"').format(
+                address=f"{address}:7400", key_file=keys / f"h{j}.key"),
+            tmp_path / f"state-{hv}")
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        status = json.loads((state / "status.json").read_text())
+        if status.get("agents_connected") == ["h0", "h1"]:
+            break
+        time.sleep(0.1)
+    assert status.get("agents_connected") == ["h0", "h1"], status
+    shares = fabric.traffic("sdn-gcc")
+    status = json.loads((state / "status.json").read_text())
+    udp_agent = json.loads((tmp_path / f"state-{fabric.hvs[1]}" / "status.json").read_text())
+    scraped = subprocess.run(
+        ["ip", "netns", "exec", fabric.sw, sys.executable, "-c",
+         "import urllib.request; print(urllib.request.urlopen("
+         "'http://127.0.0.1:9465/metrics', timeout=5).read().decode())"],
+        check=True, capture_output=True, text=True).stdout
+    for p in (*agents.values(), controller, switch_agent):
+        p.send_signal(signal.SIGTERM)
+    outs = [p.communicate(timeout=10) for p in (*agents.values(), controller, switch_agent)]
+    print(f"goodput Mb/s: {shares}; controller: {status}")
+    print(f"UDP agent: {udp_agent['counters']}")
+    for p, (_, err) in zip((*agents.values(), controller, switch_agent), outs):
+        assert p.returncode == 0, (p.args, err)
+    # Each VM's share is half the port. SDN-GCC holds the UDP VM near it (below it while
+    # the marks last), and TCP takes the rest: the TCP VM within 25% of its share or above,
+    # the UDP VM no more than 25% above, and the port kept busy (without the mechanism the
+    # TCP VM gets 2 Mb/s: the HyGenICC test above).
+    half = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
+    assert shares["tcp"] >= 0.75 * half, shares
+    assert shares["udp"] <= 1.25 * half, shares
+    assert shares["tcp"] + shares["udp"] >= 0.85 * 2 * half, shares
+    assert status["messages"].get("host_message", 0) > 0, status
+    assert udp_agent["counters"]["control_notify"] > 0, udp_agent["counters"]
+    assert "tacc_controller_switches_connected 1" in scraped, scraped
+    assert "tacc_controller_agents_connected 2" in scraped, scraped
+    assert not (state / "controller.pid").exists()
+
+
+def _controller_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tacc", "controller", *args],
+                          capture_output=True, text=True, env=_env(), timeout=60)
+
+
+def test_a_fabric_config_with_mistakes_gets_one_line_per_mistake(engine: None,
+                                                                  tmp_path: Path) -> None:
+    path = tmp_path / "fabric.toml"
+    path.write_text("""\
+openflow = "nowhere"
+colour = "red"
+
+[[hosts]]
+name = "hv1"
+nic_rate = "0Gbps"
+vms = [{ name = "a", address = "10.0.0.300" }]
+
+[[hosts]]
+name = "hv2"
+nic_rate = "1Gbps"
+key_file = "/nonexistent/hv2.key"
+
+[[switches]]
+name = "s"
+datapath_id = 0
+
+[[switches.ports]]
+number = 1
+to = "hv1"
+rate = "1Gbps"
+buffer = "100pkt"
+marking = "200pkt"
+
+[[switches.ports]]
+number = 1
+to = "t:4"
+rate = "1Gbps"
+buffer = "100pkt"
+
+[mechanism]
+kind = "sdn-gcc"
+""")
+    proc = _controller_cli("--config", str(path))
+    assert proc.returncode == 2
+    lines = proc.stderr.splitlines()
+    assert [line.split(": ")[2:4] for line in lines] == [
+        [f"{path}:1", "openflow"],
+        [f"{path}:2", "colour"],
+        [f"{path}:6", "hosts[0].nic_rate"],
+        [f"{path}:7", "hosts[0].vms[0].address"],
+        [f"{path}:10", "hosts[1].name"],
+        [f"{path}:12", "hosts[1].key_file"],
+        [f"{path}:16", "switches[0].datapath_id"],
+        [f"{path}:23", "switches[0].ports[0].marking"],
+        [f"{path}:26", "switches[0].ports[1].number"],
+        [f"{path}:27", "switches[0].ports[1].to"],
+    ], lines
+    assert all(line.startswith("tacc: error: ") for line in lines)
+    assert "cabled to no switch port" in lines[4]
+
+
+@pytest.mark.parametrize(("kind", "why"), [("hygenicc", "runs in the hosts' agents (tacc agent)"),
+                                           ("rwndq", "runs in the switches")])
+def test_a_mechanism_without_a_controller_is_refused_by_the_controller(
+        engine: None, tmp_path: Path, kind: str, why: str) -> None:
+    path = tmp_path / "fabric.toml"
+    path.write_text(f"""\
+[[hosts]]
+name = "hv1"
+nic_rate = "1Gbps"
+
+[[switches]]
+name = "s"
+datapath_id = 1
+ports = [{{ number = 1, to = "hv1", rate = "1Gbps", buffer = "100pkt" }}]
+
+[mechanism]
+kind = "{kind}"
+""")
+    proc = _controller_cli("--config", str(path), "--check")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        f"tacc: error: {path}:11: mechanism.kind: {kind} has no controller: it {why}"]
+
+
+def test_sdn_gcc_without_the_agents_address_is_refused(engine: None, tmp_path: Path) -> None:
+    path = tmp_path / "fabric.toml"
+    path.write_text("""\
+[[hosts]]
+name = "hv1"
+nic_rate = "1Gbps"
+
+[[switches]]
+name = "s"
+datapath_id = 1
+ports = [{ number = 1, to = "hv1", rate = "1Gbps", buffer = "100pkt" }]
+
+[mechanism]
+kind = "sdn-gcc"
+""")
+    proc = _controller_cli("--config", str(path), "--check")
+    assert proc.returncode == 2
+    assert "agents: expected the address the hosts' agents connect to" in proc.stderr
+
+
+def test_the_example_fabric_configs_pass_the_check(engine: None, tmp_path: Path) -> None:
+    examples = sorted((Path(__file__).resolve().parents[2] / "deploy" / "fabric").glob("*.toml"))
+    assert [p.stem for p in examples] == ["sdn-ecn", "sdn-gcc"]
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for h in ("hv1", "hv2", "hv3", "hv4"):
+        (keys / f"{h}.key").write_bytes(os.urandom(32))
+        (keys / f"{h}.key").chmod(0o600)
+    for example in examples:
+        path = tmp_path / example.name
+        path.write_text(example.read_text().replace("/etc/tacc/keys", str(keys)))
+        proc = _controller_cli("--config", str(path), "--check")
+        assert (proc.returncode, proc.stdout) == (0, f"{path}: ok\n"), proc.stderr

@@ -30,7 +30,7 @@ import pytest
 
 from tacc.summary import read_summary
 import tacc
-from tacc.testbed import ovs, repeat, run, shell, topology
+from tacc.testbed import repeat, run, shell, topology
 from tacc.testbed import plan as plans
 from tacc.testbed import TestbedError as Failed
 from tacc.testbed.topology import Names
@@ -44,20 +44,6 @@ SDN_ECN = ("mechanism", '{kind="sdn-ecn",interval="500ms",rule_timeout="1s"}')
 
 pytestmark = pytest.mark.testbed
 
-
-@pytest.fixture
-def ovs_machine(testbed_machine: None, engine: None) -> None:
-    missing = ovs.missing()
-    try:
-        import os_ken  # noqa: F401
-    except ImportError:
-        missing.append("os-ken: not installed (pip install os-ken)")
-    if missing:
-        import os
-
-        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
-            pytest.fail("; ".join(missing))
-        pytest.skip("; ".join(missing))
 
 
 def run_it(tmp_path: Path, scenario: Path, sets: list[tuple[str, str]],

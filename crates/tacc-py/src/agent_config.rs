@@ -52,7 +52,7 @@ struct ControllerTable {
 }
 
 /// A key file's 32 bytes, or what is wrong with it: one that others may read is refused.
-fn read_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
+pub(crate) fn read_key(path: &std::path::Path) -> Result<Vec<u8>, String> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mode = meta.permissions().mode() & 0o777;
@@ -104,6 +104,52 @@ fn interface_name_problem(name: &str) -> Option<&'static str> {
     }
 }
 
+/// `metrics` (an address and port, loopback unless `metrics_beyond_localhost = true`, or
+/// "off"): where a daemon's Prometheus endpoint listens, `None` for none (or an error).
+pub(crate) fn read_metrics(r: &mut ConfigReader, default: &str) -> Option<SocketAddr> {
+    let metrics: Option<String> = r.optional("metrics");
+    let beyond_localhost: Option<bool> = r.optional("metrics_beyond_localhost");
+    match metrics.as_deref().unwrap_or(default) {
+        "off" => None,
+        text => match text.parse::<SocketAddr>() {
+            Ok(addr) if !addr.ip().is_loopback() && beyond_localhost != Some(true) => {
+                r.error(
+                    "metrics",
+                    format!(
+                        "{addr} is beyond localhost: the metrics say what runs on this \
+                         host; set metrics_beyond_localhost = true to listen there"
+                    ),
+                );
+                None
+            }
+            Ok(addr) => Some(addr),
+            Err(_) => {
+                r.error(
+                    "metrics",
+                    format!("expected an address and port such as \"{default}\", or \"off\", got {text:?}"),
+                );
+                None
+            }
+        },
+    }
+}
+
+/// `log_format`: true for "json" (one object a line), false for "text".
+pub(crate) fn read_log_format(r: &mut ConfigReader) -> bool {
+    let log_format: Option<String> = r.optional("log_format");
+    match log_format.as_deref() {
+        None | Some("text") => false,
+        Some("json") => true,
+        Some(other) => {
+            r.error(
+                "log_format",
+                format!("expected \"text\" or \"json\", got {other:?}"),
+            );
+            false
+        }
+    }
+}
+
 /// Reads and checks a host config; `file` names it in errors.
 pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     let mut r = ConfigReader::new(text, file)?;
@@ -114,10 +160,9 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     let state_dir: Option<PathBuf> = r.optional("state_dir");
     let rescan: Option<Duration> = r.optional("rescan");
     let limiter_queue: Option<Bytes> = r.optional("limiter_queue");
-    let metrics: Option<String> = r.optional("metrics");
-    let beyond_localhost: Option<bool> = r.optional("metrics_beyond_localhost");
+    let metrics = read_metrics(&mut r, DEFAULT_METRICS);
     let bpf_stats: Option<bool> = r.optional("bpf_stats");
-    let log_format: Option<String> = r.optional("log_format");
+    let log_json = read_log_format(&mut r);
     let pin_dir: Option<PathBuf> = r.optional("pin_dir");
     let controller_table: Option<ControllerTable> = r.optional("controller");
     let vm_tables: Vec<(usize, VmTable)> = r.list("vms");
@@ -140,40 +185,6 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     if limiter_queue.is_some_and(|b| b.0 < 1514) {
         r.error("limiter_queue", "expected at least one full frame, 1514B");
     }
-    let metrics = match metrics.as_deref().unwrap_or(DEFAULT_METRICS) {
-        "off" => None,
-        text => match text.parse::<SocketAddr>() {
-            Ok(addr) if !addr.ip().is_loopback() && beyond_localhost != Some(true) => {
-                r.error(
-                    "metrics",
-                    format!(
-                        "{addr} is beyond localhost: the metrics say what runs on this \
-                         host; set metrics_beyond_localhost = true to listen there"
-                    ),
-                );
-                None
-            }
-            Ok(addr) => Some(addr),
-            Err(_) => {
-                r.error(
-                    "metrics",
-                    format!("expected an address and port such as \"{DEFAULT_METRICS}\", or \"off\", got {text:?}"),
-                );
-                None
-            }
-        },
-    };
-    let log_json = match log_format.as_deref() {
-        None | Some("text") => false,
-        Some("json") => true,
-        Some(other) => {
-            r.error(
-                "log_format",
-                format!("expected \"text\" or \"json\", got {other:?}"),
-            );
-            false
-        }
-    };
     let mut vms = Vec::new();
     let (mut names, mut ports) = (HashSet::new(), HashSet::new());
     for (i, vm) in vm_tables {

@@ -9,6 +9,7 @@ use pyo3::types::PyDict;
 use std::path::Path;
 
 mod agent_config;
+mod fabric_config;
 
 create_exception!(
     _core,
@@ -210,6 +211,16 @@ fn agent_daemon(py: Python<'_>, text: &str, file: &str, check: bool) -> PyResult
         .map_err(PyOSError::new_err)
 }
 
+/// `tacc controller --config`: reads and checks the fabric config `text` (named `file` in
+/// errors, which are a ScenarioError of one line each); returns what the controller daemon
+/// runs with as JSON: the fabric's plan, its listening addresses, the hosts' keys (hex), the
+/// switches' datapath ids and OpenFlow port numbers.
+#[pyfunction]
+fn controller_config(text: &str, file: &str) -> PyResult<String> {
+    let cfg = fabric_config::read(text, file).map_err(scenario_err)?;
+    serde_json::to_string(&cfg).map_err(scenario_err)
+}
+
 /// The line of a key path such as `flows[2].src` in a scenario's TOML text, as the engine's
 /// errors name it (`tacc_sim::scenario::locate`); None if it is not written there.
 #[pyfunction]
@@ -386,6 +397,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(keys, m)?)?;
     m.add_function(wrap_pyfunction!(agent_run, m)?)?;
     m.add_function(wrap_pyfunction!(agent_daemon, m)?)?;
+    m.add_function(wrap_pyfunction!(controller_config, m)?)?;
     m.add_function(wrap_pyfunction!(agent_available, m)?)?;
     m.add_function(wrap_pyfunction!(dctcp_object, m)?)?;
     m.add_function(wrap_pyfunction!(version, m)?)?;

@@ -106,8 +106,9 @@ class ControllerEnd:
                                        f"(refused: {self.refused})")
                 self._changed.wait(left)
 
-    def send(self, host: str, message: dict[str, Any]) -> None:
-        """Sends `message` (a HostMessage as JSON data) to `host`'s agent."""
+    def send(self, host: str, message: dict[str, Any]) -> int:
+        """Sends `message` (a HostMessage as JSON data) to `host`'s agent; returns the bytes
+        it took on the channel."""
         session = self.sessions[host]
         body = json.dumps(message).encode()
         with session.lock:
@@ -115,6 +116,7 @@ class ControllerEnd:
             signed = struct.pack(">Q", session.seq) + body
             frame = _mac(session.key, signed) + signed
             session.sock.sendall(struct.pack(">I", len(frame)) + frame)
+        return 4 + len(frame)
 
     def close(self) -> None:
         """Stops listening and ends every session (the agents see their controller gone)."""

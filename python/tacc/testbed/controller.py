@@ -90,11 +90,11 @@ class Counts:
     def event(self, kind: str, n: int = 1) -> None:
         self.events[kind] = self.events.get(kind, 0) + n
 
-    def write(self) -> None:
+    def write(self, status: dict[str, Any] | None = None) -> None:
         tmp = self.path.with_suffix(".tmp")
         tmp.write_text(json.dumps({"messages": self.messages, "bytes": self.bytes,
                                    "events": self.events, "starts": self.starts,
-                                   "latency_s": self.latency_s}),
+                                   "latency_s": self.latency_s, **(status or {})}),
                        encoding="utf-8")
         os.replace(tmp, self.path)
 
@@ -108,7 +108,6 @@ if app_manager is not None:
             super().__init__(*args, **kwargs)
             from tacc import _core
             from tacc.testbed.apps import INCAST_CONTROL_PORT
-            from tacc.testbed.control import ControlSender
 
             cfg = CONFIG
             self.plan = cfg["plan"]
@@ -126,9 +125,20 @@ if app_manager is not None:
             self.latency_s = self._real_s(self.mech.latency_ns)
             self.counts = Counts(Path(cfg["counts"]))
             self.counts.latency_s = self.latency_s
-            self.sender = ControlSender(cfg["control_key"])
-            self.agents = {int(j): p for j, p in cfg["agents"].items()}
+            self.hosts = _host_delivery(cfg, self.plan)
             self.switch_stats = {int(i): p for i, p in cfg["switch_stats"].items()}
+            # Datapath id -> switch, plan port <-> OpenFlow port: a fabric config gives them;
+            # the testbed numbers switch i as datapath i + 1 and plan port p as port p + 1.
+            self.switch_of_dpid = {int(d): s for d, s in cfg.get("datapath_ids", {}).items()}
+            self.ofport = {int(p): o for p, o in cfg.get("ofports", {}).items()}
+            self.plan_port = {(s, o): p for p, (s, o) in
+                              ((p, (self.plan["ports"][p]["from"]["switch"], o))
+                               for p, o in self.ofport.items())}
+            # On a fabric of Ethernet switches the VMs' frames already carry the next hop's
+            # MAC (a host's VMs share a segment): a hop is the output port alone, and what is
+            # not IPv4 (ARP) is forwarded as a learning switch does. The testbed routes: each
+            # hop rewrites the MACs and decrements the TTL.
+            self.l2 = bool(cfg.get("l2", False))
             self.ready = Path(cfg["ready"])
             self.reply_path = Path(cfg["reply_socket"])
             self.reply_path.unlink(missing_ok=True)
@@ -138,8 +148,11 @@ if app_manager is not None:
             self.vm_of_ip = {_ip(v["address"]): k for k, v in enumerate(self.plan["vms"])}
             self.routes = {(r["switch"], r["vm"]): r["ports"] for r in self.plan["routes"]}
             # Plan port -> the other direction of its link.
-            self.reverse = {a: b for pair in port_pairs(self.plan)
-                            for a, b in (pair, pair[::-1])}
+            if "reverse" in cfg:
+                self.reverse = {int(a): b for a, b in cfg["reverse"].items()}
+            else:
+                self.reverse = {a: b for pair in port_pairs(self.plan)
+                                for a, b in (pair, pair[::-1])}
             self.datapaths: dict[int, Any] = {}
             self.configured: set[int] = set()
             self.accounted: dict[int, set[tuple[int, int, int, int, int]]] = {}
@@ -152,9 +165,12 @@ if app_manager is not None:
 
             def stop(*_: object) -> None:
                 self.counts.write()
+                for path in cfg.get("remove_on_exit", []):
+                    Path(path).unlink(missing_ok=True)
                 os._exit(0)
 
             signal.signal(signal.SIGTERM, stop)
+            signal.signal(signal.SIGINT, stop)
 
         def now(self) -> int:
             return round((time.monotonic_ns() - self.start_ns) * self.time_scale)
@@ -168,7 +184,7 @@ if app_manager is not None:
         @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
         def switch_features(self, ev: Any) -> None:
             dp = ev.msg.datapath
-            switch = dp.id - 1
+            switch = self.switch_of_dpid.get(dp.id, -1) if self.switch_of_dpid else dp.id - 1
             if not 0 <= switch < len(self.plan["switches"]):
                 LOG.warning("datapath %016x is not a switch of this run: ignored", dp.id)
                 self.counts.event("unknown_datapaths")
@@ -216,6 +232,10 @@ if app_manager is not None:
                     action = parser.OFPInstructionActions(ofp.OFPIT_APPLY_ACTIONS, [
                         parser.OFPActionOutput(ofp.OFPP_CONTROLLER, ofp.OFPCML_NO_BUFFER)])
                 self._flow(dp, ROUTES, ROUTE_PRIORITY, match, [action], "setup")
+            if self.l2:
+                self._flow(dp, ROUTES, 0, parser.OFPMatch(), [parser.OFPInstructionActions(
+                    ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(ofp.OFPP_NORMAL)])],
+                    "setup")
             for text in self.mech.initial_rules():
                 self._flow_mod(dp, json.loads(text), None, "flow_mod")
                 self.counts.event("rules_installed")
@@ -253,7 +273,11 @@ if app_manager is not None:
                 return
             # The packet came in on the device whose egress is plan port ofport - 1: it
             # arrived by the link's other direction, the port the engine calls in_port.
-            in_port = self.reverse[msg.match["in_port"] - 1]
+            egress = self._plan_port(switch, msg.match["in_port"])
+            if egress is None:
+                self.counts.event("packet_ins_ignored")
+                return
+            in_port = self.reverse[egress]
             out_port = None
             if msg.table_id == ACCOUNTING:
                 self._account(msg.datapath, switch, ip)
@@ -382,10 +406,10 @@ if app_manager is not None:
             more = msg.flags & msg.datapath.ofproto.OFPMPF_REPLY_MORE
             if part == "ports":
                 pending["ports"] = [
-                    {"switch": switch, "port": s.port_no - 1,
+                    {"switch": switch, "port": port,
                      "tx_bytes": self._plan_bytes(s.tx_bytes, s.tx_packets)}
                     for s in msg.body
-                    if 0 < s.port_no <= len(self.plan["ports"])
+                    if (port := self._plan_port(switch, s.port_no)) is not None
                 ]
             else:
                 for s in msg.body:
@@ -503,13 +527,11 @@ if app_manager is not None:
             vm = self.vm_of_ip.get(vm_ip)
             if vm is None:
                 return
-            path = self.agents.get(self.plan["vms"][vm]["host"])
-            if path is None:
-                return
+            host = self.plan["vms"][vm]["host"]
             try:
-                size = len(self.sender.send(path, body))
-            except OSError as exc:
-                LOG.warning("host agent %s: %s", path, exc)
+                size = self.hosts.send(host, body)
+            except (OSError, KeyError) as exc:
+                LOG.warning("host agent of %s: %s", self.plan["hosts"][host]["name"], exc)
                 self.counts.event("host_message_errors")
                 return
             self.counts.add("host_message", size)
@@ -521,9 +543,18 @@ if app_manager is not None:
             return dp.ofproto_parser.OFPInstructionActions(
                 dp.ofproto.OFPIT_APPLY_ACTIONS, [*(before or []), *self._hop(dp, port)])
 
+        def _plan_port(self, switch: int, ofport: int) -> int | None:
+            """The plan port whose egress is OpenFlow port `ofport` of `switch`."""
+            if self.ofport:
+                return self.plan_port.get((switch, ofport))
+            return ofport - 1 if 0 < ofport <= len(self.plan["ports"]) else None
+
         def _hop(self, dp: Any, port: int) -> list[Any]:
-            """The actions of a hop out of plan port `port`: TTL, the MACs, the port."""
+            """The actions of a hop out of plan port `port`: TTL, the MACs, the port (the
+            port alone on an Ethernet fabric)."""
             parser = dp.ofproto_parser
+            if self.l2:
+                return [parser.OFPActionOutput(self.ofport[port], 0)]
             return [parser.OFPActionDecNwTtl(),
                     parser.OFPActionSetField(eth_src=port_mac(port)),
                     parser.OFPActionSetField(eth_dst=port_mac(self.reverse[port])),
@@ -584,7 +615,64 @@ if app_manager is not None:
         def _counts_loop(self) -> None:
             while True:
                 hub.sleep(COUNTS_EVERY_S)
-                self.counts.write()
+                self.counts.write(self.status())
+
+        def status(self) -> dict[str, Any]:
+            """Who is connected: the switches by name, and the hosts' agents."""
+            names = [s["name"] for s in self.plan["switches"]]
+            agents = (sorted(self.hosts.end.sessions) if isinstance(self.hosts, _ChannelAgents)
+                      else [])
+            return {"switches_connected": sorted(names[i] for i in self.configured),
+                    "agents_connected": agents}
+
+
+class _UnixAgents:
+    """The testbed's host agents: a signed datagram to each one's control socket."""
+
+    def __init__(self, key_path: str, sockets: dict[int, str]) -> None:
+        from tacc.testbed.control import ControlSender
+
+        self.sender = ControlSender(key_path)
+        self.sockets = sockets
+
+    def send(self, host: int, message: dict[str, Any]) -> int:
+        """Sends `message` to `host`'s agent; returns its size on the channel."""
+        return len(self.sender.send(self.sockets[host], message))
+
+
+class _ChannelAgents:
+    """Host agents on real hypervisors, over the TCP control channel (tacc.deploy.channel)."""
+
+    def __init__(self, listen: str, keys: dict[str, str], names: list[str]) -> None:
+        from tacc.deploy.channel import ControllerEnd
+
+        host, _, port = listen.rpartition(":")
+        self.end = ControllerEnd({n: bytes.fromhex(k) for n, k in keys.items()},
+                                 (host.strip("[]"), int(port)))
+        self.names = names
+
+    def send(self, host: int, message: dict[str, Any]) -> int:
+        name = self.names[host]
+        if name not in self.end.sessions:
+            raise OSError("not connected")
+        return self.end.send(name, message)
+
+
+class _NoAgents:
+    """A mechanism whose controller sends the hosts nothing (SDN-ECN)."""
+
+    def send(self, host: int, message: dict[str, Any]) -> int:
+        raise OSError("no host agents are configured")
+
+
+def _host_delivery(cfg: dict[str, Any],
+                   plan: dict[str, Any]) -> _UnixAgents | _ChannelAgents | _NoAgents:
+    if "channel" in cfg:
+        return _ChannelAgents(cfg["channel"]["listen"], cfg["channel"]["keys"],
+                              [h["name"] for h in plan["hosts"]])
+    if "agents" in cfg:
+        return _UnixAgents(cfg["control_key"], {int(j): p for j, p in cfg["agents"].items()})
+    return _NoAgents()
 
 
 def _ip(address: str) -> int:
@@ -649,17 +737,23 @@ def main(argv: list[str]) -> int:
         return 2
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    serve(json.loads(Path(argv[0]).read_text(encoding="utf-8")), "0.0.0.0")
+    return 0
+
+
+def serve(config: dict[str, Any], host: str) -> None:
+    """Runs the app with `config` until the process is stopped, its switches connecting to
+    `host`:`config["listen"]`."""
     hub.patch(thread=False)
     import tacc.testbed.controller as this
     from os_ken import cfg
     from os_ken.controller import controller as _  # registers the OpenFlow options
 
-    this.CONFIG.update(json.loads(Path(argv[0]).read_text(encoding="utf-8")))
+    this.CONFIG.update(config)
     cfg.CONF(args=[], project="os_ken")
-    cfg.CONF.set_override("ofp_listen_host", "0.0.0.0")
+    cfg.CONF.set_override("ofp_listen_host", host)
     cfg.CONF.set_override("ofp_tcp_listen_port", this.CONFIG["listen"])
     app_manager.AppManager.run_apps(["tacc.testbed.controller"])
-    return 0
 
 
 if __name__ == "__main__":
