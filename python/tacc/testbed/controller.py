@@ -117,7 +117,12 @@ if app_manager is not None:
             self.control_ports = {INCAST_CONTROL_PORT + a
                                   for a, app in enumerate(self.plan["apps"]) if app.get("incast")}
             self.mech = _core.Controller(json.dumps(self.plan))
-            self.start_ns = cfg["start_mono_ns"]
+            # The app's time zero is the flows' (the run's `go` file says when), as in the
+            # simulator, where the mechanism starts with the scenario: its periodic work
+            # (SDN-ECN's probes, SDN-GCC's intervals) then falls at the same points of the
+            # flows' lives run after run. Until then its clock stands at zero.
+            self.go = Path(cfg["go"]) if "go" in cfg else None
+            self.start_ns: int | None = None if self.go else cfg["start_mono_ns"]
             # The app's clock runs at time_scale times real time (the agents' Clock); its
             # counters then grow by rate_scale / time_scale times what the plan's rates give.
             self.time_scale = cfg.get("time_scale", 1.0)
@@ -173,7 +178,12 @@ if app_manager is not None:
             signal.signal(signal.SIGINT, stop)
 
         def now(self) -> int:
-            return round((time.monotonic_ns() - self.start_ns) * self.time_scale)
+            if self.start_ns is None:
+                try:
+                    self.start_ns = int(json.loads(self.go.read_text())["start_mono_ns"])  # type: ignore[union-attr]
+                except (OSError, ValueError, KeyError):
+                    return 0
+            return max(0, round((time.monotonic_ns() - self.start_ns) * self.time_scale))
 
         def _real_s(self, ns: int) -> float:
             """The real seconds that `ns` of the app's time take."""

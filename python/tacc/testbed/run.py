@@ -415,8 +415,8 @@ class _Run:
         plan, workdir = self.plan, self.workdir
         self._controller_config = {
             "plan": plan, "rate_scale": scale, "time_scale": self.time_scale,
-            "start_mono_ns": start_ns, "listen": ovs.CONTROLLER_PORT,
-            "reply_socket": str(workdir / "stats.sock"),
+            "start_mono_ns": start_ns, "go": str(workdir / "go"),
+            "listen": ovs.CONTROLLER_PORT, "reply_socket": str(workdir / "stats.sock"),
             "agents": {str(j): str(workdir / f"agent-h{j}.sock")
                        for j in range(len(plan["hosts"]))},
             "switch_stats": {str(i): str(workdir / f"agent-sw{i}.stats.sock")
