@@ -35,10 +35,7 @@ def read(config: Path) -> dict[str, Any]:
     """The checked fabric config (ScenarioError on a mistake)."""
     from tacc import _core
 
-    try:
-        text = config.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ControllerError(f"{config}: {exc.strerror}") from exc
+    text = config.read_text(encoding="utf-8")  # OSError: exit status 2, as a config error
     daemon: dict[str, Any] = json.loads(_core.controller_config(text, str(config)))
     return daemon
 
