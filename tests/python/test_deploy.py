@@ -803,10 +803,12 @@ class SdnGccDaemons:
         return controller
 
     def status(self) -> dict[str, Any]:
-        return json.loads((self.state / "status.json").read_text())  # type: ignore[no-any-return]
+        status: dict[str, Any] = json.loads((self.state / "status.json").read_text())
+        return status
 
     def agent_status(self, hv: str) -> dict[str, Any]:
-        return json.loads((self.agent_states[hv] / "status.json").read_text())  # type: ignore[no-any-return]
+        status: dict[str, Any] = json.loads((self.agent_states[hv] / "status.json").read_text())
+        return status
 
     def wait_connected(self) -> None:
         """Until the controller has its switch and both agents (10 s at most)."""
@@ -865,7 +867,8 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
 @pytest.mark.testbed
 def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switch_and_agents(
         ovs_fabric: Fabric, tmp_path: Path) -> None:
-    """SIGKILL to the controller 3 s into the traffic, a new one started at once: the
+    """Garbage on the controller's ports is refused; then SIGKILL to the controller 3 s
+    into the traffic, a new one started at once: the
     switch forwards by its rules meanwhile (fail_mode secure) and the agents keep their
     rates (fail_static); the new controller takes the switch and both agents back, and
     the TCP VM has its share again."""
@@ -873,6 +876,19 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
 
     fabric = ovs_fabric
     daemons = SdnGccDaemons(fabric, tmp_path)
+    # Garbage first, on both of the controller's ports: each connection is refused, and
+    # the controller goes on with its switch and agents.
+    for port, garbage in ((7400, b"GET / HTTP/1.0\r\nHost: x\r\n\r\n"),
+                          (7400, b"TACC1" + bytes(17)),
+                          (6653, b"\x04\x00\x00\x08\x00\x00\x00\x01garbage")):
+        subprocess.run(["ip", "netns", "exec", fabric.sw, sys.executable, "-c",
+                        "import socket, sys; s = socket.create_connection(('127.0.0.1', "
+                        f"{port}), timeout=5); s.sendall({garbage!r}); s.recv(64)"],
+                       capture_output=True, timeout=20)
+    time.sleep(0.6)  # the status is written every 0.5 s
+    daemons.wait_connected()
+    refused = daemons.status()["agents_refused"]
+    assert sorted(refused) == ["no key for host ''", "not a tacc agent"], refused
     restarted: list[float] = []
 
     def restart() -> None:

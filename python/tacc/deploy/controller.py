@@ -167,6 +167,7 @@ def prometheus(status: dict[str, Any], mechanism: str) -> str:
     lines = [f'tacc_controller_info{{mechanism="{mechanism}"}} 1',
              f"tacc_controller_switches_connected {len(status.get('switches_connected', []))}",
              f"tacc_controller_agents_connected {len(status.get('agents_connected', []))}",
+             f"tacc_controller_agents_refused_total {len(status.get('agents_refused', []))}",
              f"tacc_controller_starts_total {status.get('starts', 0)}"]
     for name, key, label in (("tacc_control_messages_total", "messages", "kind"),
                              ("tacc_control_bytes_total", "bytes", "kind"),

@@ -178,11 +178,12 @@ if app_manager is not None:
             signal.signal(signal.SIGINT, stop)
 
         def now(self) -> int:
-            if self.start_ns is None:
+            if self.start_ns is None and self.go is not None:
                 try:
-                    self.start_ns = int(json.loads(self.go.read_text())["start_mono_ns"])  # type: ignore[union-attr]
+                    self.start_ns = int(json.loads(self.go.read_text())["start_mono_ns"])
                 except (OSError, ValueError, KeyError):
                     return 0
+            assert self.start_ns is not None
             return max(0, round((time.monotonic_ns() - self.start_ns) * self.time_scale))
 
         def _real_s(self, ns: int) -> float:
@@ -630,10 +631,10 @@ if app_manager is not None:
         def status(self) -> dict[str, Any]:
             """Who is connected: the switches by name, and the hosts' agents."""
             names = [s["name"] for s in self.plan["switches"]]
-            agents = (sorted(self.hosts.end.sessions) if isinstance(self.hosts, _ChannelAgents)
-                      else [])
+            channel = self.hosts.end if isinstance(self.hosts, _ChannelAgents) else None
             return {"switches_connected": sorted(names[i] for i in self.configured),
-                    "agents_connected": agents}
+                    "agents_connected": sorted(channel.sessions) if channel else [],
+                    "agents_refused": list(channel.refused) if channel else []}
 
 
 class _UnixAgents:
