@@ -204,7 +204,7 @@ def _parser() -> argparse.ArgumentParser:
                               help="the switch, by its name in the config")
     switch_agent.add_argument("--check", action="store_true",
                               help="check the config and exit")
-    switch_agent.set_defaults(command=_switch_agent)
+    switch_agent.set_defaults(command=_controller)
 
     compare = commands.add_parser(
         "compare", help="two result directories side by side (simulation or testbed), or "
@@ -529,22 +529,14 @@ def _agent(args: argparse.Namespace) -> int:
 
 
 def _controller(args: argparse.Namespace) -> int:
+    """`tacc controller` and `tacc switch-agent` (with --switch)."""
     from tacc.deploy import controller
 
     try:
-        controller.run(args.config, check=args.check)
-    except controller.ControllerError as exc:
-        return _fail_lines([str(exc)], 3)
-    if args.check:
-        print(f"{args.config}: ok")
-    return 0
-
-
-def _switch_agent(args: argparse.Namespace) -> int:
-    from tacc.deploy import controller
-
-    try:
-        controller.run_switch_agent(args.config, args.switch, check=args.check)
+        if "switch" in args:
+            controller.run_switch_agent(args.config, args.switch, check=args.check)
+        else:
+            controller.run(args.config, check=args.check)
     except controller.ControllerError as exc:
         return _fail_lines([str(exc)], 3)
     if args.check:

@@ -128,8 +128,9 @@ enum End {
     Switch(usize, u32),
 }
 
-/// Reads and checks a fabric config; `file` names it in errors.
-pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> {
+/// Reads and checks a fabric config; `file` names it in errors. `keys_read`: read the hosts'
+/// key files (the controller does); without, only their presence is checked.
+pub fn read(text: &str, file: &str, keys_read: bool) -> Result<ControllerDaemon, ScenarioErrors> {
     let mut r = ConfigReader::new(text, file)?;
     let openflow: Option<String> = r.optional("openflow");
     let agents: Option<String> = r.optional("agents");
@@ -157,6 +158,12 @@ pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> 
         Some(openflow.as_deref().unwrap_or(DEFAULT_OPENFLOW)),
     );
     let agents = address(&mut r, "agents", agents.as_deref());
+    // The controller's own servers listen on IPv4.
+    for (key, a) in [("agents", agents), ("metrics", metrics)] {
+        if a.is_some_and(|a| a.is_ipv6()) {
+            r.error(key, "expected an IPv4 address and port");
+        }
+    }
 
     // Hosts and their VMs.
     let mut plan_hosts = Vec::new();
@@ -172,7 +179,7 @@ pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> 
         if h.nic_rate.0 == 0 {
             r.error(&at("nic_rate"), "expected a rate above 0");
         }
-        if let Some(path) = &h.key_file {
+        if let Some(path) = h.key_file.as_ref().filter(|_| keys_read) {
             match read_key(path) {
                 Ok(key) => {
                     keys.insert(h.name.clone(), hex(&key));
@@ -225,7 +232,7 @@ pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> 
         }
     }
     let mut ends: Vec<Vec<Option<End>>> = Vec::new();
-    for (i, s) in &switches {
+    for (n, (i, s)) in switches.iter().enumerate() {
         let mut numbers = HashSet::new();
         let mut here = Vec::new();
         for (k, p) in s.ports.iter().enumerate() {
@@ -268,7 +275,9 @@ pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> 
             let end = match p.to.split_once(':') {
                 None => host_index.get(&p.to).map(|&h| End::Host(h)),
                 Some((sw, number)) => match (switch_index.get(sw), number.parse::<u32>()) {
-                    (Some(&t), Ok(number)) => Some(End::Switch(t, number)),
+                    (Some(&t), Ok(number)) if (t, number) != (n, p.number) => {
+                        Some(End::Switch(t, number))
+                    }
                     _ => None,
                 },
             };
@@ -276,7 +285,7 @@ pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> 
                 r.error(
                     &at("to"),
                     format!(
-                        "expected a host's name or SWITCH:PORT of a switch in this file, got {:?}",
+                        "expected a host's name or SWITCH:PORT of another port in this file, got {:?}",
                         p.to
                     ),
                 );
@@ -462,14 +471,9 @@ pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> 
             for p in m.check(&vm_address) {
                 r.error(&p.key, p.message);
             }
-            if !cabled {
-            } else if let Some(why) = without_controller(m, &plan) {
-                r.error("mechanism.kind", why);
-            } else if has_host_roles(m, &plan) && agents.is_none() {
-                r.error(
-                    "agents",
-                    format!("expected the address the hosts' agents connect to: {}'s controller sends them its notifications", m.kind()),
-                );
+            // Built against the fabric only once it is whole and sound.
+            if cabled && !r.has_errors() {
+                check_roles(&mut r, m, &plan, agents.is_some(), &switches);
             }
         }
     }
@@ -490,28 +494,59 @@ pub fn read(text: &str, file: &str) -> Result<ControllerDaemon, ScenarioErrors> 
 
 type Packet = Ipv4Packet<Vec<u8>>;
 
-/// Why a kind has no use for a controller, if it has none.
-fn without_controller(m: &MechanismConfig, plan: &Plan) -> Option<String> {
+/// What the mechanism's roles need of the fabric: a controller (else where the kind runs),
+/// an address for the hosts' agents, the switch agents (their `stats`).
+fn check_roles(
+    r: &mut ConfigReader,
+    m: &MechanismConfig,
+    plan: &Plan,
+    agents: bool,
+    switches: &[(usize, SwitchTable)],
+) {
     if matches!(m, MechanismConfig::None(_)) {
-        return Some("expected a mechanism with a controller (sdn-gcc, sicc, sdn-ecn)".into());
+        r.error(
+            "mechanism.kind",
+            "expected a mechanism with a controller (sdn-gcc, sicc, sdn-ecn)",
+        );
+        return;
     }
     let inst = m.build::<Packet>(plan);
-    if inst.controller.is_some() {
-        return None;
+    let host_roles = inst.shims.iter().any(Option::is_some);
+    if inst.controller.is_none() {
+        let place = if host_roles {
+            "the hosts' agents (tacc agent)"
+        } else {
+            "the switches"
+        };
+        r.error(
+            "mechanism.kind",
+            format!("{} has no controller: it runs in {place}", m.kind()),
+        );
+        return;
     }
-    let place = if inst.shims.iter().any(Option::is_some) {
-        "the hosts' agents (tacc agent)"
-    } else {
-        "the switches"
-    };
-    Some(format!(
-        "{} has no controller: it runs in {place}",
-        m.kind()
-    ))
-}
-
-fn has_host_roles(m: &MechanismConfig, plan: &Plan) -> bool {
-    m.build::<Packet>(plan).shims.iter().any(Option::is_some)
+    if host_roles && !agents {
+        r.error(
+            "agents",
+            format!(
+                "expected the address the hosts' agents connect to: {}'s controller sends \
+                 them its notifications",
+                m.kind()
+            ),
+        );
+    }
+    // SDN-GCC reads the ports' ECN marks and SICC their queues from the switch agents;
+    // SDN-ECN reads OpenFlow's counters alone.
+    if matches!(m, MechanismConfig::SdnGcc(_) | MechanismConfig::Sicc(_)) {
+        for (i, _) in switches.iter().filter(|(_, s)| s.stats.is_none()) {
+            r.error(
+                &format!("switches[{i}].stats"),
+                format!(
+                    "expected its switch agent's socket: {} reads the ports' marks and queues there",
+                    m.kind()
+                ),
+            );
+        }
+    }
 }
 
 /// Each switch's ports towards each VM on shortest paths (hop counts), every equal port kept.

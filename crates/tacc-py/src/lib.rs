@@ -213,11 +213,12 @@ fn agent_daemon(py: Python<'_>, text: &str, file: &str, check: bool) -> PyResult
 
 /// `tacc controller --config`: reads and checks the fabric config `text` (named `file` in
 /// errors, which are a ScenarioError of one line each); returns what the controller daemon
-/// runs with as JSON: the fabric's plan, its listening addresses, the hosts' keys (hex), the
-/// switches' datapath ids and OpenFlow port numbers.
+/// runs with as JSON: the fabric's plan, its listening addresses, the hosts' keys (hex;
+/// `keys=False` leaves the key files unread), the switches' datapath ids and port numbers.
 #[pyfunction]
-fn controller_config(text: &str, file: &str) -> PyResult<String> {
-    let cfg = fabric_config::read(text, file).map_err(scenario_err)?;
+#[pyo3(signature = (text, file, *, keys=true))]
+fn controller_config(text: &str, file: &str, keys: bool) -> PyResult<String> {
+    let cfg = fabric_config::read(text, file, keys).map_err(scenario_err)?;
     serde_json::to_string(&cfg).map_err(scenario_err)
 }
 

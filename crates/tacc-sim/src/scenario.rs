@@ -920,6 +920,11 @@ impl<'a> ConfigReader<'a> {
         self.r.report(&table, path, message.into());
     }
 
+    /// True once a problem was found (unknown keys are found by [`finish`](Self::finish)).
+    pub fn has_errors(&self) -> bool {
+        !self.r.errors.is_empty()
+    }
+
     /// Every error, unknown keys included, or none.
     pub fn finish(mut self) -> Result<(), ScenarioErrors> {
         self.r.unknown_keys(&self.top);

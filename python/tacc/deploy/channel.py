@@ -19,11 +19,22 @@ import socket
 import struct
 import threading
 import time
+from collections import deque
 from typing import Any
 
 MAGIC = b"TACC1"
 NONCE_LEN = 16
 HANDSHAKE_TIMEOUT_S = 2.0
+# A send that cannot complete in this time (an agent that stopped reading) ends its session,
+# so that one host never holds up the others' messages.
+SEND_TIMEOUT_S = 2.0
+# An agent that vanished without closing (its host down) is found by TCP keepalive: idle
+# 5 s, then 3 probes 1 s apart.
+KEEPALIVE = ((socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1),
+             (socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, 5),
+             (socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1),
+             (socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3))
+RECENT_REFUSALS = 10
 
 
 def _mac(key: bytes, *parts: bytes) -> bytes:
@@ -53,7 +64,8 @@ class ControllerEnd:
     def __init__(self, keys: dict[str, bytes], address: tuple[str, int]) -> None:
         self.keys = keys
         self.sessions: dict[str, _Session] = {}
-        self.refused: list[str] = []  # why each agent that failed the handshake failed
+        self.refused = 0  # connections that failed the handshake
+        self.recent_refusals: deque[str] = deque(maxlen=RECENT_REFUSALS)  # and why
         self._changed = threading.Condition()
         self._listener = socket.create_server(address)
         self.address = self._listener.getsockname()[:2]
@@ -84,16 +96,40 @@ class ControllerEnd:
             if not hmac.compare_digest(proof, _mac(key, b"agent", nonce_c, nonce_a)):
                 raise ConnectionError(f"host {host!r} does not hold its key")
         except (OSError, ConnectionError) as exc:
-            self.refused.append(str(exc))
+            self.refused += 1
+            self.recent_refusals.append(str(exc))
             sock.close()
             return
-        sock.settimeout(None)
+        sock.settimeout(SEND_TIMEOUT_S)
+        for level, option, value in KEEPALIVE:
+            sock.setsockopt(level, option, value)
+        session = _Session(sock, _mac(key, b"session", nonce_a, nonce_c))
         with self._changed:
             old = self.sessions.get(host)
             if old is not None:
                 old.sock.close()
-            self.sessions[host] = _Session(sock, _mac(key, b"session", nonce_a, nonce_c))
+            self.sessions[host] = session
             self._changed.notify_all()
+        self._watch(host, session)
+
+    def _watch(self, host: str, session: _Session) -> None:
+        """Reads the session until it ends (the agent sends nothing once up): its end, or
+        keepalive finding the agent gone, ends the session here too."""
+        while True:
+            try:
+                if not session.sock.recv(64):
+                    break
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+        self._drop(host, session)
+
+    def _drop(self, host: str, session: _Session) -> None:
+        with self._changed:
+            if self.sessions.get(host) is session:
+                del self.sessions[host]
+        session.sock.close()
 
     def wait_for(self, host: str, timeout_s: float) -> None:
         """Returns once `host`'s agent has a session; TimeoutError otherwise."""
@@ -103,19 +139,24 @@ class ControllerEnd:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise TimeoutError(f"no session with {host!r} after {timeout_s} s "
-                                       f"(refused: {self.refused})")
+                                       f"(refused: {list(self.recent_refusals)})")
                 self._changed.wait(left)
 
     def send(self, host: str, message: dict[str, Any]) -> int:
         """Sends `message` (a HostMessage as JSON data) to `host`'s agent; returns the bytes
-        it took on the channel."""
+        it took on the channel. KeyError without a session; OSError if the send fails,
+        which ends the session."""
         session = self.sessions[host]
         body = json.dumps(message).encode()
         with session.lock:
             session.seq += 1
             signed = struct.pack(">Q", session.seq) + body
             frame = _mac(session.key, signed) + signed
-            session.sock.sendall(struct.pack(">I", len(frame)) + frame)
+            try:
+                session.sock.sendall(struct.pack(">I", len(frame)) + frame)
+            except OSError:
+                self._drop(host, session)
+                raise
         return 4 + len(frame)
 
     def close(self) -> None:

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,20 +25,34 @@ import time
 from pathlib import Path
 from typing import Any
 
-SAMPLE_NS = 100_000_000  # the switch agent's port counters, to its CSV file
 
 
 class ControllerError(RuntimeError):
     """The controller or switch agent could not run (exit status 3)."""
 
 
-def read(config: Path) -> dict[str, Any]:
-    """The checked fabric config (ScenarioError on a mistake)."""
+def read(config: Path, *, keys: bool = True) -> dict[str, Any]:
+    """The checked fabric config (ScenarioError on a mistake); `keys=False` leaves the
+    hosts' key files unread (a switch agent has no use for them)."""
     from tacc import _core
 
     text = config.read_text(encoding="utf-8")  # OSError: exit status 2, as a config error
-    daemon: dict[str, Any] = json.loads(_core.controller_config(text, str(config)))
+    daemon: dict[str, Any] = json.loads(_core.controller_config(text, str(config), keys=keys))
     return daemon
+
+
+def _host_port(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    return host, int(port)
+
+
+def _free(key: str, address: str) -> None:
+    """ControllerError naming `key` if nothing can listen on its address."""
+    try:
+        socket.create_server(_host_port(address)).close()
+    except OSError as exc:
+        raise ControllerError(f"{key} = {address!r}: cannot listen there: {exc.strerror}") \
+            from exc
 
 
 def _state_dir(daemon: dict[str, Any], pid_name: str) -> tuple[Path, Path]:
@@ -65,9 +80,12 @@ def run(config: Path, *, check: bool = False) -> None:
         return
     if app.app_manager is None:
         raise ControllerError("os-ken is not installed (pip install os-ken)")
+    for key in ("openflow", "agents", "metrics"):
+        if daemon[key]:
+            _free(key, daemon[key])
     state, pid_file = _state_dir(daemon, "controller.pid")
     plan = daemon["plan"]
-    openflow_host, _, openflow_port = daemon["openflow"].rpartition(":")
+    openflow_host, openflow_port = _host_port(daemon["openflow"])
     switches = daemon["switches"]
     cfg: dict[str, Any] = {
         "plan": plan,
@@ -77,33 +95,32 @@ def run(config: Path, *, check: bool = False) -> None:
         "counts": str(state / "status.json"),
         "ready": str(state / "ready"),
         "reply_socket": str(state / "stats-reply.sock"),
-        "listen": int(openflow_port),
+        "listen": openflow_port,
         "switch_stats": {str(i): s["stats"] for i, s in enumerate(switches) if s["stats"]},
         "datapath_ids": {str(s["datapath_id"]): i for i, s in enumerate(switches)},
         "ofports": {p: o for s in switches for p, o in s["ofports"].items()},
         "reverse": daemon["reverse"],
         "l2": True,
-        "remove_on_exit": [str(pid_file), str(state / "ready")],
+        "remove_on_exit": [str(pid_file), str(state / "ready"), str(state / "stats-reply.sock")],
     }
     if daemon["agents"]:
         cfg["channel"] = {"listen": daemon["agents"], "keys": daemon["keys"]}
     (state / "ready").unlink(missing_ok=True)
     _logging(daemon["log_json"])
+    kind = plan["mechanism"]["kind"]
     if daemon["metrics"]:
-        _metrics(daemon["metrics"], state / "status.json",
-                 plan["mechanism"]["kind"] if plan["mechanism"] else "none")
+        _metrics(daemon["metrics"], state / "status.json", kind)
     logging.getLogger("tacc.controller").info(
-        "started: %s, %d switches, %d hosts; OpenFlow on %s, agents on %s",
-        plan["mechanism"]["kind"], len(switches), len(plan["hosts"]), daemon["openflow"],
-        daemon["agents"] or "none")
-    app.serve(cfg, openflow_host.strip("[]"))
+        "started: %s, %d switches, %d hosts; OpenFlow on %s, agents on %s", kind,
+        len(switches), len(plan["hosts"]), daemon["openflow"], daemon["agents"] or "none")
+    app.serve(cfg, openflow_host)
 
 
 def run_switch_agent(config: Path, switch: str, *, check: bool = False) -> None:
     """Runs the switch agent of switch `switch` of the fabric in `config` until stopped."""
     from tacc import _core
 
-    daemon = read(config)
+    daemon = read(config, keys=False)
     names = [s["name"] for s in daemon["switches"]]
     if switch not in names:
         raise ControllerError(f"{config}: no switch {switch!r} (switches: {', '.join(names)})")
@@ -120,10 +137,11 @@ def run_switch_agent(config: Path, switch: str, *, check: bool = False) -> None:
     if sw["stats"]:
         Path(sw["stats"]).unlink(missing_ok=True)
     ready = state / f"switch-{switch}.ready"
+    # The port counters it can sample to a file are the testbed's: a daemon's would grow
+    # without end, and the controller asks for what it needs.
     agent = {"plan": daemon["plan"], "switch": index, "ports": sw["devices"],
-             "start_mono_ns": time.monotonic_ns(), "sample_ns": SAMPLE_NS,
-             "out": str(state / f"switch-{switch}-ports.csv"), "ready": str(ready),
-             "stats": sw["stats"]}
+             "start_mono_ns": time.monotonic_ns(), "sample_ns": 3600 * 10**9, "out": os.devnull,
+             "ready": str(ready), "stats": sw["stats"]}
     # The agent runs until its process ends: a thread of its own runs it, and this one waits
     # for the signal that stops it, then takes down what it set up.
     stopping = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -133,9 +151,10 @@ def run_switch_agent(config: Path, switch: str, *, check: bool = False) -> None:
     def agent_thread() -> None:
         try:
             _core.agent_run("switch", json.dumps(agent))
-        except OSError as exc:
-            failed.append(str(exc))
-        os.kill(os.getpid(), signal.SIGTERM)
+        except BaseException as exc:  # noqa: BLE001 - a panic too: the daemon must end
+            failed.append(str(exc) or type(exc).__name__)
+        finally:
+            os.kill(os.getpid(), signal.SIGTERM)
 
     threading.Thread(target=agent_thread, daemon=True).start()
     signal.sigwait(stopping)
@@ -167,7 +186,7 @@ def prometheus(status: dict[str, Any], mechanism: str) -> str:
     lines = [f'tacc_controller_info{{mechanism="{mechanism}"}} 1',
              f"tacc_controller_switches_connected {len(status.get('switches_connected', []))}",
              f"tacc_controller_agents_connected {len(status.get('agents_connected', []))}",
-             f"tacc_controller_agents_refused_total {len(status.get('agents_refused', []))}",
+             f"tacc_controller_agents_refused_total {status.get('agents_refused', 0)}",
              f"tacc_controller_starts_total {status.get('starts', 0)}"]
     for name, key, label in (("tacc_control_messages_total", "messages", "kind"),
                              ("tacc_control_bytes_total", "bytes", "kind"),
@@ -199,6 +218,5 @@ def _metrics(address: str, status_file: Path, mechanism: str) -> None:
         def log_message(self, *_: object) -> None:
             pass
 
-    host, _, port = address.rpartition(":")
-    server = http.server.ThreadingHTTPServer((host.strip("[]"), int(port)), Handler)
+    server = http.server.ThreadingHTTPServer(_host_port(address), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()

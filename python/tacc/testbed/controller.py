@@ -174,8 +174,8 @@ if app_manager is not None:
                     Path(path).unlink(missing_ok=True)
                 os._exit(0)
 
-            signal.signal(signal.SIGTERM, stop)
-            signal.signal(signal.SIGINT, stop)
+            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                signal.signal(sig, stop)
 
         def now(self) -> int:
             if self.start_ns is None and self.go is not None:
@@ -231,6 +231,9 @@ if app_manager is not None:
                 miss = []
             self._flow(dp, ACCOUNTING, 0, parser.OFPMatch(),
                        miss + [parser.OFPInstructionGotoTable(MECHANISM)], "setup")
+            if self.l2 and miss:  # ARP goes on without the controller's hearing of it
+                self._flow(dp, ACCOUNTING, 1, parser.OFPMatch(eth_type=0x0806),
+                           [parser.OFPInstructionGotoTable(MECHANISM)], "setup")
             self._flow(dp, MECHANISM, 0, parser.OFPMatch(),
                        [parser.OFPInstructionGotoTable(ROUTES)], "setup")
             for (s, vm), ports in self.routes.items():
@@ -634,7 +637,8 @@ if app_manager is not None:
             channel = self.hosts.end if isinstance(self.hosts, _ChannelAgents) else None
             return {"switches_connected": sorted(names[i] for i in self.configured),
                     "agents_connected": sorted(channel.sessions) if channel else [],
-                    "agents_refused": list(channel.refused) if channel else []}
+                    "agents_refused": channel.refused if channel else 0,
+                    "agents_refused_recently": list(channel.recent_refusals) if channel else []}
 
 
 class _UnixAgents:
@@ -659,7 +663,7 @@ class _ChannelAgents:
 
         host, _, port = listen.rpartition(":")
         self.end = ControllerEnd({n: bytes.fromhex(k) for n, k in keys.items()},
-                                 (host.strip("[]"), int(port)))
+                                 (host, int(port)))
         self.names = names
 
     def send(self, host: int, message: dict[str, Any]) -> int:
