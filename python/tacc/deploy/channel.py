@@ -57,6 +57,15 @@ class _Session:
         self.seq = 0
         self.lock = threading.Lock()
 
+    def end(self) -> None:
+        """Ends the connection: shut down first, for closing alone neither sends the FIN
+        while the session's reader is blocked in recv nor wakes that reader."""
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
 
 class ControllerEnd:
     """Listens for agents; `keys` maps each host's name (as its agent gives it) to its key."""
@@ -107,7 +116,7 @@ class ControllerEnd:
         with self._changed:
             old = self.sessions.get(host)
             if old is not None:
-                old.sock.close()
+                old.end()
             self.sessions[host] = session
             self._changed.notify_all()
         self._watch(host, session)
@@ -129,7 +138,7 @@ class ControllerEnd:
         with self._changed:
             if self.sessions.get(host) is session:
                 del self.sessions[host]
-        session.sock.close()
+        session.end()
 
     def wait_for(self, host: str, timeout_s: float) -> None:
         """Returns once `host`'s agent has a session; TimeoutError otherwise."""
@@ -170,5 +179,5 @@ class ControllerEnd:
         self._listener.close()
         with self._changed:
             for s in self.sessions.values():
-                s.sock.close()
+                s.end()
             self.sessions.clear()
