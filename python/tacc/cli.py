@@ -177,34 +177,29 @@ def _parser() -> argparse.ArgumentParser:
                             "config's state_dir, else /run/tacc-agent)")
     agent.set_defaults(command=_agent)
 
-    controller = commands.add_parser(
-        "controller", help="run the mechanism's SDN controller as a daemon for Open vSwitch "
-                           "switches",
-        description="Run the controller of sdn-gcc, sicc or sdn-ecn for the OVS switches of a "
-                    "fabric config (switches, their ports and cables, hosts and VMs, "
-                    "[mechanism]): the switches connect over OpenFlow 1.3, the hosts' agents "
-                    "over the control channel (docs/deploy.md). Runs until SIGTERM.",
-    )
-    controller.add_argument("--config", type=Path, metavar="FABRIC.toml", required=True,
+    fabric_daemons = {
+        "controller": ("run the mechanism's SDN controller as a daemon for Open vSwitch switches",
+                       "Run the controller of sdn-gcc, sicc or sdn-ecn for the OVS switches of a "
+                       "fabric config (switches, their ports and cables, hosts and VMs, "
+                       "[mechanism]): the switches connect over OpenFlow 1.3, the hosts' agents "
+                       "over the control channel (docs/deploy.md). Runs until SIGTERM."),
+        "switch-agent": ("run a switch's agent: ECN marking and the counters OpenFlow lacks "
+                         "(root)",
+                         "Beside an OVS switch of a fabric config: attach tacc's eBPF programs "
+                         "to the ports the config gives a device, mark CE above each port's "
+                         "`marking` threshold, and answer the controller's requests for a "
+                         "port's marks and queue on the switch's `stats` socket. Runs until "
+                         "SIGTERM."),
+    }
+    for name, (summary, description) in fabric_daemons.items():
+        daemon = commands.add_parser(name, help=summary, description=description)
+        daemon.add_argument("--config", type=Path, metavar="FABRIC.toml", required=True,
                             help="the fabric config")
-    controller.add_argument("--check", action="store_true", help="check the config and exit")
-    controller.set_defaults(command=_controller)
-
-    switch_agent = commands.add_parser(
-        "switch-agent", help="run a switch's agent: ECN marking and the counters OpenFlow "
-                             "lacks (root)",
-        description="Beside an OVS switch of a fabric config: attach tacc's eBPF programs to "
-                    "the ports the config gives a device, mark CE above each port's `marking` "
-                    "threshold, and answer the controller's requests for a port's marks and "
-                    "queue on the switch's `stats` socket. Runs until SIGTERM.",
-    )
-    switch_agent.add_argument("--config", type=Path, metavar="FABRIC.toml", required=True,
-                              help="the fabric config")
-    switch_agent.add_argument("--switch", required=True, metavar="NAME",
-                              help="the switch, by its name in the config")
-    switch_agent.add_argument("--check", action="store_true",
-                              help="check the config and exit")
-    switch_agent.set_defaults(command=_controller)
+        if name == "switch-agent":
+            daemon.add_argument("--switch", required=True, metavar="NAME",
+                                help="the switch, by its name in the config")
+        daemon.add_argument("--check", action="store_true", help="check the config and exit")
+        daemon.set_defaults(command=_controller)
 
     compare = commands.add_parser(
         "compare", help="two result directories side by side (simulation or testbed), or "

@@ -239,17 +239,26 @@ class Fabric:
             sh("umount", str(self.bpffs))
 
 
-@pytest.fixture
-def fabric(testbed_machine: None, tmp_path: Path) -> Iterator[Fabric]:
+def _built(tmp_path: Path, *, ovs: bool) -> Iterator[Fabric]:
+    """The fabric built with its switch (a bridge and the switch agent, or OVS), taken down
+    after the test, with nothing left of it."""
     names = Names(secrets.token_hex(2))
-    made = Fabric(names, tmp_path)
+    made = Fabric(names, tmp_path, ovs=ovs)
     try:
         made.build()
-        made.start_switch_agent()
+        if ovs:
+            made.start_ovs()
+        else:
+            made.start_switch_agent()
         yield made
     finally:
         made.stop()
         assert topology.teardown(names) == []
+
+
+@pytest.fixture
+def fabric(testbed_machine: None, tmp_path: Path) -> Iterator[Fabric]:
+    yield from _built(tmp_path, ovs=False)
 
 
 BRIDGED = """\
@@ -700,15 +709,7 @@ def test_a_controller_key_that_others_may_read_is_refused(engine: None, tmp_path
 @pytest.fixture
 def ovs_fabric(ovs_machine: None, tmp_path: Path) -> Iterator[Fabric]:
     """The same hypervisors, their uplinks cabled to an Open vSwitch switch."""
-    names = Names(secrets.token_hex(2))
-    made = Fabric(names, tmp_path, ovs=True)
-    try:
-        made.build()
-        made.start_ovs()
-        yield made
-    finally:
-        made.stop()
-        assert topology.teardown(names) == []
+    yield from _built(tmp_path, ovs=True)
 
 
 FABRIC = """\

@@ -35,20 +35,21 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use tacc_mech::plan::{
-    Node, Plan, PlanHost, PlanOutput, PlanPort, PlanQueue, PlanRoute, PlanSwitch, PlanTcp, PlanVm,
+    Node, Plan, PlanHost, PlanOutput, PlanPort, PlanQueue, PlanRoute, PlanSwitch, PlanVm,
 };
 use tacc_mech::registry::MechanismConfig;
 use tacc_mech::units::{Rate, Size};
 use tacc_mech::wire::Ipv4Packet;
+use tacc_sim::plan::plan_tcp;
 use tacc_sim::scenario::{ConfigReader, ScenarioErrors};
+use tacc_sim::tcp::TcpConfig;
 
 use crate::agent_config::{read_key, read_log_format, read_metrics};
 
 const DEFAULT_OPENFLOW: &str = "0.0.0.0:6653";
 const DEFAULT_STATE_DIR: &str = "/run/tacc-controller";
 const DEFAULT_METRICS: &str = "127.0.0.1:9465";
-/// Linux's largest receive buffer by default (tcp_rmem[2]): the window scale the guests'
-/// stacks announce when the mechanism has to assume one.
+/// Linux's largest receive buffer by default (tcp_rmem[2]).
 const GUEST_RCV_BUF: u64 = 6 << 20;
 /// OpenFlow's highest physical port number (OFPP_MAX).
 const OFPP_MAX: u32 = 0xffff_ff00;
@@ -430,22 +431,12 @@ pub fn read(text: &str, file: &str, keys_read: bool) -> Result<ControllerDaemon,
         routes: Vec::new(),
         flows: Vec::new(),
         apps: Vec::new(),
-        tcp: PlanTcp {
-            mss: 1460,
-            init_cwnd: 10,
-            rto_min_ns: 200_000_000,
-            rcv_buf_bytes: GUEST_RCV_BUF,
-            sack: true,
-            delack_count: 2,
-            prr: true,
-            rack: true,
-            tlp: true,
-            dsack: true,
-            quickack: true,
-            rto_linux: true,
-            hystart: true,
-            cubic_clamp: true,
-        },
+        // The guests' stacks are Linux's, whose largest receive buffer sets the window
+        // scale the mechanism assumes until it reads one.
+        tcp: plan_tcp(&TcpConfig {
+            rcv_buf: GUEST_RCV_BUF,
+            ..TcpConfig::linux()
+        }),
         output: PlanOutput {
             goodput_bin_ns: 0,
             queue_sample_ns: 0,

@@ -168,22 +168,7 @@ pub fn plan(p: &Prepared) -> Plan {
                 },
             })
             .collect(),
-        tcp: PlanTcp {
-            mss: tcp.mss,
-            init_cwnd: tcp.init_cwnd,
-            rto_min_ns: tcp.rto_min,
-            rcv_buf_bytes: tcp.rcv_buf,
-            sack: tcp.sack,
-            delack_count: tcp.delack_count,
-            prr: tcp.prr,
-            rack: tcp.rack,
-            tlp: tcp.tlp,
-            dsack: tcp.dsack,
-            quickack: tcp.quickack,
-            rto_linux: tcp.rto_linux,
-            hystart: tcp.hystart,
-            cubic_clamp: tcp.cubic_clamp,
-        },
+        tcp: plan_tcp(tcp),
         output: PlanOutput {
             goodput_bin_ns: m.goodput_bin,
             queue_sample_ns: m.queue_sample,
@@ -192,6 +177,26 @@ pub fn plan(p: &Prepared) -> Plan {
             pcap_dropped: m.pcap_dropped,
         },
         mechanism: (!matches!(p.mechanism, MechanismConfig::None(_))).then(|| p.mechanism.clone()),
+    }
+}
+
+/// A TCP configuration as the plan carries it to the testbed and the controller.
+pub fn plan_tcp(tcp: &TcpConfig) -> PlanTcp {
+    PlanTcp {
+        mss: tcp.mss,
+        init_cwnd: tcp.init_cwnd,
+        rto_min_ns: tcp.rto_min,
+        rcv_buf_bytes: tcp.rcv_buf,
+        sack: tcp.sack,
+        delack_count: tcp.delack_count,
+        prr: tcp.prr,
+        rack: tcp.rack,
+        tlp: tcp.tlp,
+        dsack: tcp.dsack,
+        quickack: tcp.quickack,
+        rto_linux: tcp.rto_linux,
+        hystart: tcp.hystart,
+        cubic_clamp: tcp.cubic_clamp,
     }
 }
 
