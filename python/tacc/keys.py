@@ -1,5 +1,5 @@
 """Every key of a scenario file, as the engine declares it (crates/tacc-sim/src/keys.rs and each
-mechanism kind's keys.rs): `tacc keys [NAME]` prints them, docs/scenario-keys.md is
+mechanism kind's config.rs): `tacc keys [NAME]` prints them, docs/scenario-keys.md is
 `markdown()` of them all, and a test keeps that page current."""
 
 from __future__ import annotations

@@ -12,7 +12,8 @@
 //!    fields mechanisms read and write), [`wire`] (those fields on real bytes, RFC 1071/1624
 //!    checksums), [`control`] (the control plane's messages, serializable), [`roles`] (host
 //!    shim, switch hook, controller app; the [`roles::Fabric`] a mechanism is built for) and
-//!    [`vocab::keys`] (a kind's table: its checks and the [`vocab::keys::Mechanism`] trait).
+//!    [`vocab::keys`] (a kind's table, which is its configuration: its keys, their checks,
+//!    and the [`vocab::keys::Mechanism`] trait).
 //! 2. [`limiters`]: the state machines several kinds share (token bucket, the per-NIC share
 //!    allocator and keyed limiter, the rate-limiting kinds' common keys).
 //! 3. [`mechanisms`]: one folder per kind (static-rate, HyGenICC, SDN-GCC, SICC, SDN-ECN,
@@ -36,12 +37,8 @@ pub use headers::{Ecn, FlowKey, PacketHeaders};
 pub use mechanisms::hygenicc::{HygenConfig, HygenShim};
 pub use mechanisms::rwndq::{Rwndq, RwndqConfig};
 pub use mechanisms::sdn_ecn::{InstallMarkRule, SdnEcnConfig, SdnEcnController};
-pub use mechanisms::sdn_gcc::{
-    SdnGccController, SdnGccControllerConfig, SdnGccShim, SdnGccShimConfig,
-};
-pub use mechanisms::sicc::{
-    SiccController, SiccControllerConfig, SiccHypervisor, SiccHypervisorConfig,
-};
+pub use mechanisms::sdn_gcc::{SdnGccConfig, SdnGccController, SdnGccShim};
+pub use mechanisms::sicc::{SiccConfig, SiccController, SiccHypervisor, SiccSwitch};
 pub use rate_alloc::{
     AllocatorConfig, KeyedBuckets, KeyedLimiter, RateAllocator, StaticRateLimiter,
 };

@@ -29,6 +29,10 @@ pub struct Plan {
     pub output: PlanOutput,
     /// `None`: no mechanism.
     pub mechanism: Option<MechanismConfig>,
+    /// The `[mechanism]` keys the file gives, `kind` aside: the parameters a run's
+    /// summary.json reports.
+    #[serde(default)]
+    pub mechanism_keys: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -1,18 +1,18 @@
 //! The registry of mechanisms: the scenario's `[mechanism]` table, one configuration struct per
 //! kind, checked and built into an [`Instance`] for a [`Fabric`]. Each kind lives in its own
-//! folder under `mechanisms/` (its keys, their checks, how it is built and its state machines,
-//! which play the roles); adding a mechanism is that folder plus one line in `mechanisms!`
-//! below.
+//! folder under `mechanisms/`: `config.rs` (its table, which is the configuration its state
+//! machines take: each key's doc, unit, default, range and checks), `mod.rs` (its state
+//! machines, which play the roles) and `build.rs` (how it is built for a fabric); adding a
+//! mechanism is that folder, its `pub mod` and one line in `mechanisms!` below.
 //!
-//! Omitted keys take the papers' values (each default and its source is documented on the
-//! state machines' config structs). A key of another kind is a schema error (every struct
-//! denies unknown fields).
+//! Omitted keys take the papers' values (each key's declaration gives its default and its
+//! source). A key of another kind is a schema error (every struct denies unknown fields).
 
 use serde::{Deserialize, Serialize};
 
 use crate::mechanisms::{hygenicc, rwndq, sdn_ecn, sdn_gcc, sicc, static_rate};
 use crate::vocab::headers::PacketHeaders;
-use crate::vocab::keys::{Mechanism, Problem, TableDoc};
+use crate::vocab::keys::{Mechanism, Problem, Table, TableDoc};
 use crate::vocab::roles::{Fabric, Instance};
 
 macro_rules! mechanisms {
@@ -53,7 +53,7 @@ macro_rules! mechanisms {
                     tag: Some(("kind", $name)),
                     array: false,
                     doc: concat!($($doc),*).trim_ascii(),
-                    keys: <$cfg as Mechanism>::keys(),
+                    keys: <$cfg as Table>::keys(),
                 });)*
                 tables
             }
@@ -91,23 +91,22 @@ impl Default for MechanismConfig {
 
 mechanisms! {
     /// Static per-VM token buckets at a fixed rate (not work-conserving).
-    "static-rate" => StaticRate(static_rate::StaticRateTable),
+    "static-rate" => StaticRate(static_rate::StaticRateConfig),
     /// HyGenICC: hypervisor rate limiters driven by ECN feedback between hypervisors.
-    "hygenicc" => Hygenicc(hygenicc::keys::HygeniccTable),
+    "hygenicc" => Hygenicc(hygenicc::HygenConfig),
     /// SDN-GCC: the same limiters driven by a controller reading switch ECN counters.
-    "sdn-gcc" => SdnGcc(sdn_gcc::keys::SdnGccTable),
+    "sdn-gcc" => SdnGcc(sdn_gcc::SdnGccConfig),
     /// SICC: controller-predicted incast; hypervisors clamp the rwnd of ACKs.
-    "sicc" => Sicc(sicc::keys::SiccTable),
+    "sicc" => Sicc(sicc::SiccConfig),
     /// SDN-ECN: short-lived flow rules that CE-mark the top flows of hot links.
-    "sdn-ecn" => SdnEcn(sdn_ecn::keys::SdnEcnTable),
+    "sdn-ecn" => SdnEcn(sdn_ecn::SdnEcnConfig),
     /// RWNDQ (baseline switch): fair-share receive windows written into ACKs.
-    "rwndq" => Rwndq(rwndq::keys::RwndqTable),
+    "rwndq" => Rwndq(rwndq::RwndqConfig),
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vocab::keys::Checks;
 
     fn parse(json: &str) -> Result<MechanismConfig, String> {
         serde_json::from_str(json).map_err(|e| e.to_string())
@@ -137,54 +136,65 @@ mod tests {
     fn every_problem_is_reported_not_the_first() {
         let c = parse(
             r#"{"kind": "hygenicc", "fast_increase": 2.0, "update_interval": "0s",
-                "weights": {"nobody": 1}, "on_shortage": "maybe"}"#,
+                "weights": {"nobody": 1}, "idle_timeout": "0s"}"#,
         )
         .unwrap();
         let keys: Vec<String> = c.check(&|_| None).into_iter().map(|p| p.key).collect();
-        for k in ["fast_increase", "update_interval", "weights", "on_shortage"] {
+        for k in [
+            "fast_increase",
+            "update_interval",
+            "weights",
+            "idle_timeout",
+        ] {
             assert!(keys.contains(&format!("mechanism.{k}")), "{k} in {keys:?}");
         }
+        let e = parse(r#"{"kind": "hygenicc", "on_shortage": "maybe"}"#).unwrap_err();
+        assert!(e.contains("unknown variant `maybe`"), "{e}");
     }
 
-    /// What the parser reads for each kind when its table gives no key: the declared defaults
-    /// must be the state machines' own (what a direct user of this crate gets).
+    /// What a kind's state machines get from a table without keys is their own `Default`
+    /// (what a direct user of this crate gets), and it passes the kind's checks.
     #[test]
-    fn an_empty_table_resolves_to_the_state_machines_defaults() {
-        use crate::limiters::rate_alloc::AllocatorConfig;
+    fn an_empty_table_is_the_state_machines_default_and_passes_its_checks() {
         use crate::mechanisms::{hygenicc, rwndq, sdn_ecn, sdn_gcc, sicc};
-        use crate::vocab::roles::BucketConfig;
-        let ck = &mut Checks::default();
-        let none = &|_: &str| None;
-        let (h, _) = hygenicc::keys::HygeniccTable::default().resolve(ck, none);
-        assert_eq!(h, hygenicc::HygenConfig::default());
-        assert_eq!(h.alloc, AllocatorConfig::default());
-        let (shim, ctrl, _) = sdn_gcc::keys::SdnGccTable::default().resolve(ck, none);
-        assert_eq!(shim, sdn_gcc::SdnGccShimConfig::default());
-        assert_eq!(ctrl, sdn_gcc::SdnGccControllerConfig::default());
-        let c = sicc::keys::SiccTable::default().resolve(ck, none);
-        assert_eq!(
-            c,
-            sicc::keys::SiccParams::Controller(sicc::SiccControllerConfig::default())
-        );
-        let switch = parse(r#"{"kind": "sicc", "mode": "switch"}"#).unwrap();
-        let MechanismConfig::Sicc(switch) = switch else {
+        let empty = |kind: &str| {
+            let c = parse(&format!(r#"{{"kind": "{kind}"}}"#)).unwrap();
+            assert_eq!(c.check(&|_| None), vec![], "{kind}");
+            c
+        };
+        let MechanismConfig::Hygenicc(h) = empty("hygenicc") else {
             unreachable!()
         };
-        let s = switch.resolve(ck, none);
-        assert_eq!(
-            s,
-            sicc::keys::SiccParams::Switch(sicc::SiccSwitchConfig::default())
-        );
-        let e = sdn_ecn::keys::SdnEcnTable::default().resolve(ck, none);
+        assert_eq!(h, hygenicc::HygenConfig::default());
+        let MechanismConfig::SdnGcc(g) = empty("sdn-gcc") else {
+            unreachable!()
+        };
+        assert_eq!(g, sdn_gcc::SdnGccConfig::default());
+        assert_eq!(g.congestion_grace(), 2 * g.monitor_interval);
+        let MechanismConfig::Sicc(c) = empty("sicc") else {
+            unreachable!()
+        };
+        assert_eq!((c, c.on_fraction()), (sicc::SiccConfig::default(), 1.0));
+        let switch = parse(r#"{"kind": "sicc", "mode": "switch"}"#).unwrap();
+        assert_eq!(switch.check(&|_| None), vec![]);
+        let MechanismConfig::Sicc(s) = switch else {
+            unreachable!()
+        };
+        assert_eq!((s, s.on_fraction()), (sicc::SiccConfig::switch(), 0.95));
+        let MechanismConfig::SdnEcn(e) = empty("sdn-ecn") else {
+            unreachable!()
+        };
         assert_eq!(e, sdn_ecn::SdnEcnConfig::default());
-        let r = rwndq::keys::RwndqTable::default().resolve(ck, none);
+        let MechanismConfig::Rwndq(r) = empty("rwndq") else {
+            unreachable!()
+        };
         assert_eq!(r, rwndq::RwndqConfig::default());
         let rate = parse(r#"{"kind": "static-rate", "rate": "1Gbps"}"#).unwrap();
+        assert_eq!(rate.check(&|_| None), vec![]);
         let MechanismConfig::StaticRate(rate) = rate else {
             unreachable!()
         };
-        assert_eq!(rate.resolve(ck, none).0, BucketConfig::default());
-        assert_eq!(ck.problems, vec![]);
+        assert_eq!(rate.bucket(), crate::vocab::roles::BucketConfig::default());
     }
 
     /// A period's floor is one of the two the crate states its reasons for.

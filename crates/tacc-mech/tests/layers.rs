@@ -103,7 +103,22 @@ fn uses_in(
         }
         p.join("::")
     };
-    for (anchor, base) in [("crate::", String::new()), ("super::", parent)] {
+    // A folder's mod.rs names its files by `self::` or, in a `use`, by their bare names.
+    let children = if is_dir_module {
+        me.to_string()
+    } else {
+        String::new()
+    };
+    let anchors = [
+        ("crate::", String::new()),
+        ("super::", parent),
+        ("self::", me.to_string()),
+        ("use ", children),
+    ];
+    for (anchor, base) in anchors {
+        if anchor == "use " && base.is_empty() {
+            continue;
+        }
         for (i, _) in code.match_indices(anchor) {
             if i > 0 && is_ident(code[..i].chars().last().unwrap()) {
                 continue;
@@ -233,7 +248,8 @@ fn the_crate_is_in_layers_without_cycles() {
     for expected in [
         "vocab::roles",
         "limiters::rate_alloc",
-        "mechanisms::sicc::keys",
+        "mechanisms::sicc::build",
+        "mechanisms::sicc::config",
         "registry",
     ] {
         assert!(
@@ -247,7 +263,11 @@ fn the_crate_is_in_layers_without_cycles() {
         "{graph:?}"
     );
     assert!(
-        graph["mechanisms::sicc::keys"].contains("mechanisms::sicc"),
+        graph["mechanisms::sicc::build"].contains("mechanisms::sicc"),
+        "{graph:?}"
+    );
+    assert!(
+        graph["mechanisms::sicc"].contains("mechanisms::sicc::config"),
         "{graph:?}"
     );
     let v = violations(&graph, &code);
@@ -313,15 +333,28 @@ fn grouped_and_relative_paths_are_read() {
         "vocab::roles",
         "vocab::units",
         "mechanisms::sicc",
-        "mechanisms::sicc::keys",
+        "mechanisms::sicc::build",
+        "mechanisms::sicc::config",
     ]
     .map(String::from)
     .into();
     let code =
         "use crate::vocab::{roles::{Fabric, Instance}, units::Nanos};\nuse super::SiccController;";
-    let used = uses_in("mechanisms::sicc::keys", code, &modules, false);
+    let used = uses_in("mechanisms::sicc::build", code, &modules, false);
     let expected: BTreeSet<String> = ["vocab::roles", "vocab::units", "mechanisms::sicc"]
         .map(String::from)
         .into();
     assert_eq!(used, expected);
+    // A folder's mod.rs naming its own files, bare in a `use` or by `self::`.
+    for code in [
+        "pub use config::SiccConfig;",
+        "let c = self::config::SiccConfig::default();",
+    ] {
+        let used = uses_in("mechanisms::sicc", code, &modules, true);
+        assert_eq!(
+            used,
+            ["mechanisms::sicc::config".to_string()].into(),
+            "{code}"
+        );
+    }
 }

@@ -445,6 +445,7 @@ pub fn read(text: &str, file: &str, keys_read: bool) -> Result<ControllerDaemon,
             pcap_dropped: false,
         },
         mechanism: None,
+        mechanism_keys: Vec::new(),
     };
     // The mechanism is built against the fabric only once every host has its NIC.
     let cabled = plan.hosts.iter().all(|h| h.nic_port != u32::MAX);

@@ -48,6 +48,8 @@ pub struct Prepared {
     pub model: model::Model,
     pub file: String,
     pub mechanism: tacc_mech::MechanismConfig,
+    /// The `[mechanism]` keys the file gives.
+    pub mechanism_keys: Vec<String>,
     /// The scenario's `[tcp]` table with its defaults filled in (flows may override parts).
     pub tcp: tcp::TcpConfig,
 }
@@ -62,7 +64,10 @@ pub fn load(
     let parsed = scenario::parse(text, file, sets);
     let mut errors = parsed.errors;
     if let Some(loaded) = &parsed.loaded {
-        errors.extend(validate::check(loaded));
+        let semantic = validate::check(loaded);
+        // One error per key: the parser's, where it refused the key.
+        let refused: Vec<String> = errors.iter().map(|e| e.field.clone()).collect();
+        errors.extend(semantic.into_iter().filter(|e| !refused.contains(&e.field)));
     }
     let Some(loaded) = parsed.loaded.filter(|_| errors.is_empty()) else {
         return Err(ScenarioErrors::new(errors));
@@ -73,6 +78,7 @@ pub fn load(
         model,
         file: file.to_string(),
         mechanism: loaded.scenario.mechanism.clone(),
+        mechanism_keys: loaded.scenario.mechanism_keys.clone(),
         tcp: model::Model::tcp_config(&loaded.scenario.tcp, None, None),
     })
 }
@@ -126,6 +132,7 @@ fn run_sim(
         &s.rec,
         &p.file,
         &p.mechanism,
+        &p.mechanism_keys,
         t0.elapsed().as_secs_f64(),
     );
     (s, summary)

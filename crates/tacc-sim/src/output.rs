@@ -341,6 +341,7 @@ pub fn summarize(
     rec: &Recorded,
     file: &str,
     mechanism: &tacc_mech::MechanismConfig,
+    mechanism_keys: &[String],
     wall_seconds: f64,
 ) -> Summary {
     let end = m.duration;
@@ -429,9 +430,10 @@ pub fn summarize(
         ports,
         mechanism: {
             let msgs = &m.control.messages;
+            // What the file gives, as read: the parameters a reader of the run compares.
             let mut params = serde_json::to_value(mechanism).unwrap_or_default();
             if let serde_json::Value::Object(map) = &mut params {
-                map.retain(|k, v| k != "kind" && !v.is_null());
+                map.retain(|k, _| mechanism_keys.contains(k));
             }
             MechanismSummary {
                 kind: mechanism.kind(),

@@ -177,6 +177,7 @@ pub fn plan(p: &Prepared) -> Plan {
             pcap_dropped: m.pcap_dropped,
         },
         mechanism: (!matches!(p.mechanism, MechanismConfig::None(_))).then(|| p.mechanism.clone()),
+        mechanism_keys: p.mechanism_keys.clone(),
     }
 }
 

@@ -102,6 +102,9 @@ pub struct Scenario {
     pub loss: Vec<LossCfg>,
     /// The mechanism under test: `kind` and that kind's keys (see `tacc_mech::registry`).
     pub mechanism: MechanismConfig,
+    /// The `[mechanism]` keys the file gives, `kind` aside (what summary.json reports as the
+    /// mechanism's parameters).
+    pub mechanism_keys: Vec<String>,
     pub output: OutputCfg,
 }
 
@@ -812,6 +815,7 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
     let traffic = r.list("traffic", top.take("traffic"));
     let rules = r.list("rules", top.take("rules"));
     let loss = r.list("loss", top.take("loss"));
+    let mechanism_keys = given_keys(&top, "mechanism");
     let mechanism = r.mechanism(&mut top).unwrap_or_default();
     let output = r.optional(&mut top, "output").unwrap_or_default();
     r.unknown_keys(&top);
@@ -842,6 +846,7 @@ pub fn parse(text: &str, file: &str, sets: &[(String, String)]) -> Parsed {
         rules,
         loss,
         mechanism,
+        mechanism_keys,
         output,
     };
     let loaded = Loaded {
@@ -914,10 +919,13 @@ impl<'a> ConfigReader<'a> {
         self.r.mechanism(&mut self.top)
     }
 
-    /// A problem with the key at `path` (`vms[1].port`), located in the file.
+    /// A problem with the key at `path` (`vms[1].port`), located in the file; none where the
+    /// key already has one (the parser's, where it refused the key).
     pub fn error(&mut self, path: &str, message: impl Into<String>) {
         let table = path.split(['.', '[']).next().unwrap_or(path).to_string();
-        self.r.report(&table, path, message.into());
+        if !self.r.errors.iter().any(|e| e.field == path) {
+            self.r.report(&table, path, message.into());
+        }
     }
 
     /// True once a problem was found (unknown keys are found by [`finish`](Self::finish)).
@@ -933,6 +941,16 @@ impl<'a> ConfigReader<'a> {
             e => Err(ScenarioErrors::new(e)),
         }
     }
+}
+
+/// The keys a table of `top` gives, its tag `kind` aside.
+fn given_keys(top: &Keys, table: &str) -> Vec<String> {
+    let keys = top.table.get(table).and_then(|t| t.as_table());
+    keys.into_iter()
+        .flat_map(|t| t.keys())
+        .filter(|k| *k != "kind")
+        .cloned()
+        .collect()
 }
 
 /// serde reports a key of another mechanism kind as an unknown field of `[mechanism]`; this

@@ -59,8 +59,12 @@ pub fn check(l: &Loaded) -> Vec<ScenarioError> {
         Some(n) => n.vm(name).map(model::vm_address),
         None => Some(0),
     };
+    // A kind's checks read each key alone, and a key the parser refused is at its default: the
+    // other keys' problems are found even in a misread table (`load` keeps one error per key).
     for p in s.mechanism.check(&vm_address) {
-        r.error(&p.key, p.message);
+        if r.keys.insert(p.key.clone()) {
+            r.errors.push(r.l.error(&p.key, p.message));
+        }
     }
     r.errors
 }

@@ -439,7 +439,9 @@ fn every_problem_of_the_mechanism_table_is_reported_with_the_rest() {
         "{e:#?}"
     );
     assert!(
-        e[3].starts_with("bad.toml:21: mechanism.keying: expected \"vm\""),
+        e[3].starts_with(
+            "bad.toml:21: mechanism.keying: unknown variant `flow`, expected one of `vm`"
+        ),
         "{e:#?}"
     );
 }

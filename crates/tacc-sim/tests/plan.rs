@@ -35,6 +35,14 @@ fn every_mechanism_reads_back_from_the_plans_json_with_its_keys() {
         let back: Plan = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{m}: {e}"));
         assert_eq!(serde_json::to_string(&back).unwrap(), json, "{m}");
         assert!(back.mechanism.is_some(), "{m}");
+        // The keys the table gives, for summary.json's parameters.
+        let table: toml::Table = toml::from_str(&format!("m = {m}")).unwrap();
+        let mut given: Vec<&String> = table["m"].as_table().unwrap().keys().collect();
+        given.retain(|k| *k != "kind");
+        let mut keys: Vec<&String> = back.mechanism_keys.iter().collect();
+        given.sort();
+        keys.sort();
+        assert_eq!(keys, given, "{m}");
     }
     assert!(plan_of("default.toml", &[]).mechanism.is_none());
 }

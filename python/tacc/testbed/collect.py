@@ -251,13 +251,14 @@ def summary(plan: Plan, m: Measured, flows: list[dict[str, Any]], *, scale: floa
             scenario_file: str, wall_seconds: float, sample_interval_ns: int,
             testbed: dict[str, Any], controller: dict[str, Any] | None = None) -> dict[str, Any]:
     """summary.json: the engine's keys (no event count: nothing here is an event; packet
-    conservation not measured), the mechanism as the plan gives it, and `testbed`. With a
+    conservation not measured), the mechanism's keys the file gives, and `testbed`. With a
     controller, its counts of the control channel's real messages and bytes, by the
     engine's kinds (`control_messages`, `control_bytes`) and in the engine's `control`."""
     import tacc
 
-    mechanism = dict(plan["mechanism"] or {"kind": "none"})
-    section: dict[str, Any] = {"kind": mechanism.pop("kind"), "params": mechanism}
+    mechanism = plan["mechanism"] or {"kind": "none"}
+    params = {k: v for k, v in mechanism.items() if k in plan.get("mechanism_keys", [])}
+    section: dict[str, Any] = {"kind": mechanism["kind"], "params": params}
     extra: dict[str, Any] = {}
     if controller is not None:
         messages, sizes, events = (controller[k] for k in ("messages", "bytes", "events"))

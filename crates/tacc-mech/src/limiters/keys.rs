@@ -3,44 +3,46 @@
 
 use std::collections::BTreeMap;
 
-use crate::limiters::rate_alloc::AllocatorConfig;
 use crate::vocab::keys::{Checks, KeyDoc};
 use crate::vocab::roles::{BucketConfig, ShortagePolicy};
 use crate::vocab::roles::{Fabric, HostShim};
-use crate::vocab::units::Duration;
+use crate::vocab::units::Nanos;
 
-/// Declares a kind's configuration struct with the limiter keys every rate-limiting kind takes
-/// (`weights`, `on_shortage`, `burst`, `idle_timeout`) followed by its own.
-macro_rules! limiter_config {
-    ($(#[$m:meta])* pub struct $name:ident { $($(#[$fm:meta])* pub $f:ident: $t:ty,)* }) => {
-        $(#[$m])*
-        #[derive(serde::Deserialize, serde::Serialize, Debug, Clone, Default)]
-        #[serde(deny_unknown_fields)]
-        pub struct $name {
-            /// Per-VM weights for the NIC share (default 1 each).
-            pub weights: Option<std::collections::BTreeMap<String, u32>>,
-            /// "drop" (the papers' default) or "queue" packets that find no tokens.
-            pub on_shortage: Option<String>,
-            /// Bucket depth as time at the bucket's rate.
-            pub burst: Option<crate::vocab::units::Duration>,
-            /// A VM idle this long gives its share back (To).
-            pub idle_timeout: Option<crate::vocab::units::Duration>,
-            $($(#[$fm])* pub $f: $t,)*
+/// Declares a rate-limiting kind's table (as [`table!`](crate::vocab::keys::table)) with the
+/// limiter keys every such kind takes (`weights`, `on_shortage`, `burst`, `idle_timeout`)
+/// followed by its own.
+macro_rules! limiter_table {
+    ($(#[$m:meta])* pub struct $name:ident { $($body:tt)* }) => {
+        crate::vocab::keys::table! {
+            $(#[$m])*
+            pub struct $name {
+                /// Per-VM weights for the NIC share, by VM name (1 where not given).
+                pub weights: std::collections::BTreeMap<String, u32> = Default::default(),
+                /// Drop (the papers' default) or queue packets that find no tokens.
+                pub on_shortage: crate::vocab::roles::ShortagePolicy = Default::default(),
+                /// Bucket depth as time at the bucket's rate.
+                #[serde(with = "crate::vocab::units::as_duration")]
+                pub burst: crate::vocab::units::Nanos = crate::limiters::keys::BURST.default_time(),
+                /// To: a VM idle this long gives its share back.
+                #[serde(with = "crate::vocab::units::as_duration")]
+                pub idle_timeout: crate::vocab::units::Nanos =
+                    crate::limiters::keys::IDLE_TIMEOUT.default_time(),
+                $($body)*
+            }
         }
 
         impl $name {
-            fn limiter_keys(&self) -> crate::limiters::keys::LimiterKeys<'_> {
-                crate::limiters::keys::LimiterKeys {
-                    weights: &self.weights,
-                    on_shortage: &self.on_shortage,
-                    burst: self.burst,
+            /// The share allocator's configuration.
+            pub fn alloc(&self) -> crate::limiters::rate_alloc::AllocatorConfig {
+                crate::limiters::rate_alloc::AllocatorConfig {
                     idle_timeout: self.idle_timeout,
+                    bucket: crate::limiters::keys::bucket_config(self.on_shortage, self.burst),
                 }
             }
         }
     };
 }
-pub(crate) use limiter_config;
+pub(crate) use limiter_table;
 
 const WEIGHTS: KeyDoc = KeyDoc {
     key: "weights",
@@ -70,7 +72,7 @@ pub const BURST: KeyDoc = KeyDoc {
          prototype's 25 ms lets a VM burst buffers' worth.",
 };
 
-const IDLE_TIMEOUT: KeyDoc = KeyDoc {
+pub const IDLE_TIMEOUT: KeyDoc = KeyDoc {
     key: "idle_timeout",
     unit: "time",
     default: "1s",
@@ -79,71 +81,44 @@ const IDLE_TIMEOUT: KeyDoc = KeyDoc {
          others. The papers: 1 s.",
 };
 
-/// The keys every rate-limiting kind takes (declared by [`limiter_config`]).
+/// The keys every rate-limiting kind takes (declared by [`limiter_table`]).
 pub const LIMITER_KEYS: &[KeyDoc] = &[WEIGHTS, ON_SHORTAGE, BURST, IDLE_TIMEOUT];
 
-pub struct LimiterKeys<'a> {
-    pub weights: &'a Option<BTreeMap<String, u32>>,
-    pub on_shortage: &'a Option<String>,
-    pub burst: Option<Duration>,
-    pub idle_timeout: Option<Duration>,
-}
-
 /// Token-bucket sizing and shortage behaviour from `on_shortage` and `burst`.
-pub fn bucket_config(
-    ck: &mut Checks,
-    on_shortage: &Option<String>,
-    burst: Option<Duration>,
-) -> BucketConfig {
-    let d = BucketConfig::default();
+pub fn bucket_config(on_shortage: ShortagePolicy, burst: Nanos) -> BucketConfig {
     BucketConfig {
-        on_shortage: match ck.choice(&ON_SHORTAGE, on_shortage) {
-            0 => ShortagePolicy::Drop,
-            _ => ShortagePolicy::Queue,
-        },
-        burst_ns: ck.time(&BURST, burst),
-        ..d
+        on_shortage,
+        burst_ns: burst,
+        ..BucketConfig::default()
     }
 }
 
-impl LimiterKeys<'_> {
-    /// The share allocator's configuration.
-    pub fn alloc(&self, ck: &mut Checks) -> AllocatorConfig {
-        AllocatorConfig {
-            idle_timeout: ck.time(&IDLE_TIMEOUT, self.idle_timeout),
-            bucket: bucket_config(ck, self.on_shortage, self.burst),
+/// Records the problems with the limiter keys (`on_shortage` and `burst` take any value their
+/// type reads).
+pub fn check_limiter_keys(
+    ck: &mut Checks,
+    weights: &BTreeMap<String, u32>,
+    idle_timeout: Nanos,
+    vm_address: &dyn Fn(&str) -> Option<u32>,
+) {
+    ck.time(&IDLE_TIMEOUT, idle_timeout);
+    for (name, &w) in weights {
+        if vm_address(name).is_none() {
+            ck.problem("weights", format!("no host or VM named {name:?}"));
+        } else if w == 0 {
+            ck.problem(
+                "weights",
+                format!("weight of {name:?} must be greater than zero"),
+            );
         }
-    }
-
-    /// Weights by VM address.
-    pub fn weights(
-        &self,
-        ck: &mut Checks,
-        vm_address: &dyn Fn(&str) -> Option<u32>,
-    ) -> BTreeMap<u32, u32> {
-        let mut out = BTreeMap::new();
-        for (name, &w) in self.weights.iter().flatten() {
-            let Some(vm) = vm_address(name) else {
-                ck.problem("weights", format!("no host or VM named {name:?}"));
-                continue;
-            };
-            if w == 0 {
-                ck.problem(
-                    "weights",
-                    format!("weight of {name:?} must be greater than zero"),
-                );
-            }
-            out.insert(vm, w);
-        }
-        out
     }
 }
 
 /// One rate-limiting shim per host, made by `new` from the host's NIC rate, with every VM of
-/// the host registered at its weight (1 unless the scenario gives one).
+/// the host registered at its weight (`weights` by VM name; 1 where not given).
 pub fn rate_shims<S, P>(
     fabric: &dyn Fabric,
-    weights: &BTreeMap<u32, u32>,
+    weights: &BTreeMap<String, u32>,
     new: impl Fn(u64) -> S,
     register: impl Fn(&mut S, u32, u32),
 ) -> Vec<Option<Box<dyn HostShim<P>>>>
@@ -152,6 +127,10 @@ where
     P: crate::vocab::headers::PacketHeaders + ?Sized,
 {
     let vms = fabric.vms();
+    let weights: BTreeMap<u32, u32> = weights
+        .iter()
+        .filter_map(|(name, &w)| Some((fabric.vm_address(name)?, w)))
+        .collect();
     (0..fabric.hosts())
         .map(|h| {
             let mut shim = new(fabric.nic_rate_bps(h));

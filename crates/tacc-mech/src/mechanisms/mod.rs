@@ -1,6 +1,7 @@
-//! One folder per kind: its state machines (`mod.rs`, playing the roles) and its table
-//! (`keys.rs`: the keys, their checks and how the kind is built for a fabric). A kind uses the
-//! vocabulary and the shared limiters, never another kind.
+//! One folder per kind: its table, which is the configuration its state machines take
+//! (`config.rs`: the keys, their defaults and checks), its state machines (`mod.rs`, playing
+//! the roles) and how it is built for a fabric (`build.rs`). A kind uses the vocabulary and the
+//! shared limiters, never another kind.
 
 pub mod hygenicc;
 pub mod rwndq;

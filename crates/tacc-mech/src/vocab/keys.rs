@@ -7,6 +7,30 @@ use crate::vocab::headers::PacketHeaders;
 use crate::vocab::roles::{Fabric, Instance};
 use crate::vocab::units::{Duration, Nanos};
 
+/// Declares a kind's table: one struct that serde reads (unknown keys refused, omitted keys
+/// at their defaults) and the kind's state machines take. Each field is written with its
+/// default, `pub key: Type = default,`, the default read from the key's [`KeyDoc`] where the
+/// key is declared; `#[serde(skip)]` marks a parameter that is not a key.
+macro_rules! table {
+    ($(#[$m:meta])* pub struct $name:ident {
+        $($(#[$fm:meta])* pub $f:ident: $t:ty = $d:expr,)*
+    }) => {
+        $(#[$m])*
+        #[derive(serde::Deserialize, serde::Serialize, Debug, Clone, PartialEq)]
+        #[serde(default, deny_unknown_fields)]
+        pub struct $name {
+            $($(#[$fm])* pub $f: $t,)*
+        }
+
+        impl Default for $name {
+            fn default() -> Self {
+                $name { $($f: $d,)* }
+            }
+        }
+    };
+}
+pub(crate) use table;
+
 /// One key of a table, documented.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KeyDoc {
@@ -41,7 +65,8 @@ pub struct TableDoc {
 
 impl KeyDoc {
     /// The declared default as a time. Declarations are read by every check of an omitted key
-    /// (the registry's tests resolve every kind's empty table), so a malformed one fails there.
+    /// (every kind's `Default` reads its keys' defaults, and the registry's tests read every
+    /// kind's empty table), so a malformed one fails there.
     pub fn default_time(&self) -> Nanos {
         Duration::parse(self.default)
             .unwrap_or_else(|| {
@@ -82,18 +107,6 @@ impl KeyDoc {
             )
         })
     }
-
-    /// The quoted words of the declared range (`"drop" or "queue"`), the default first.
-    pub fn choices(&self) -> Vec<&'static str> {
-        let choices: Vec<&'static str> = self.range.split('"').skip(1).step_by(2).collect();
-        assert_eq!(
-            Some(self.default.trim_matches('"')),
-            choices.first().copied(),
-            "{}: the declared default is the first choice",
-            self.key
-        );
-        choices
-    }
 }
 
 impl TableDoc {
@@ -115,37 +128,28 @@ pub struct Problem {
     pub message: String,
 }
 
-/// What every kind does with its table.
-pub trait Mechanism {
-    /// What the table resolves to: the state machines' parameters.
-    type Params;
-
-    /// Every key of the kind's table (a test checks them against the struct's fields).
+/// A kind's configuration as a table: one struct, read by serde (its `Default` is the
+/// declared defaults), that the kind's state machines take as it is.
+pub trait Table {
+    /// Every key of the table (a test checks them against the struct's fields).
     fn keys() -> Vec<KeyDoc>;
 
-    /// Turns the table into parameters, recording every problem in `ck`; `vm_address`
-    /// resolves VM names as the fabric will.
-    fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params;
-
-    /// The mechanism's roles in `fabric`.
-    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
-        &self,
-        params: Self::Params,
-        fabric: &dyn Fabric,
-    ) -> Instance<P>;
+    /// Records every problem with the values read (ranges, VM names, keys that exclude each
+    /// other); `vm_address` resolves VM names as the fabric will.
+    fn check_values(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>);
 
     /// Every problem with the table.
     fn check(&self, vm_address: &dyn Fn(&str) -> Option<u32>) -> Vec<Problem> {
         let mut ck = Checks::default();
-        self.resolve(&mut ck, vm_address);
+        self.check_values(&mut ck, vm_address);
         ck.problems
     }
+}
 
+/// What every kind does with its table.
+pub trait Mechanism: Table {
     /// The mechanism's roles in `fabric`. Call only on a table without problems.
-    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P> {
-        let params = self.resolve(&mut Checks::default(), &|n| fabric.vm_address(n));
-        self.instantiate(params, fabric)
-    }
+    fn build<P: PacketHeaders + ?Sized + 'static>(&self, fabric: &dyn Fabric) -> Instance<P>;
 }
 
 /// `latency`, the key of every kind with a controller.
@@ -177,79 +181,32 @@ impl Checks {
         });
     }
 
-    /// A time key as declared: its default where omitted, its range ("> 0" or ">= X") checked.
-    pub fn time(&mut self, k: &KeyDoc, v: Option<Duration>) -> Nanos {
+    /// A time key in its declared range ("> 0" or ">= X"; any time where none is declared).
+    pub fn time(&mut self, k: &KeyDoc, x: Nanos) {
         if k.range.is_empty() {
-            return v.map_or_else(|| k.default_time(), |d| d.0);
+            return;
         }
-        self.period(k.key, v, k.default_time(), k.floor())
-    }
-
-    /// A fraction key as declared: its default where omitted, in [0, 1].
-    pub fn fraction(&mut self, k: &KeyDoc, v: Option<f64>) -> f64 {
-        self.fraction_or(k.key, v, k.default_number())
-    }
-
-    /// A boolean key as declared: its default where omitted.
-    pub fn flag(&mut self, k: &KeyDoc, v: Option<bool>) -> bool {
-        v.unwrap_or_else(|| k.default_flag())
-    }
-
-    /// A key with declared choices: the position of the value among them (the default is the
-    /// first).
-    pub fn choice(&mut self, k: &KeyDoc, v: &Option<String>) -> usize {
-        self.choice_of(k.key, v, &k.choices())
-    }
-
-    /// A fraction in [0, 1], or `default` (a key whose default is not declared as a value).
-    pub fn fraction_or(&mut self, key: &str, v: Option<f64>, default: f64) -> f64 {
-        let x = v.unwrap_or(default);
-        if !(x.is_finite() && (0.0..=1.0).contains(&x)) {
-            self.problem(key, format!("expected a fraction between 0 and 1, got {x}"));
-        }
-        x
-    }
-
-    /// A period of at least `floor` ns (and more than zero), or `default`.
-    pub fn period(
-        &mut self,
-        key: &str,
-        v: Option<Duration>,
-        default: Nanos,
-        floor: Nanos,
-    ) -> Nanos {
-        let x = v.map(|d| d.0).unwrap_or(default);
+        let floor = k.floor();
         if x == 0 {
-            self.problem(key, "must be greater than zero");
+            self.problem(k.key, "must be greater than zero");
         } else if x < floor {
             self.problem(
-                key,
+                k.key,
                 format!(
                     "must be at least {}us (got {x}ns): a shorter period only makes the run crawl",
                     floor / 1000
                 ),
             );
         }
-        x
     }
 
-    /// A time of more than zero, or `default` (a key whose default is not declared as a value).
-    pub fn positive(&mut self, key: &str, v: Option<Duration>, default: Nanos) -> Nanos {
-        self.period(key, v, default, 1)
-    }
-
-    /// One of `choices` (the first is the default), by position.
-    fn choice_of(&mut self, key: &str, v: &Option<String>, choices: &[&str]) -> usize {
-        let Some(v) = v else { return 0 };
-        choices.iter().position(|c| c == v).unwrap_or_else(|| {
-            let quoted: Vec<String> = choices.iter().map(|c| format!("{c:?}")).collect();
-            let expected = match quoted.split_last() {
-                Some((last, [])) => last.clone(),
-                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
-                None => String::new(),
-            };
-            self.problem(key, format!("expected {expected}, got {v:?}"));
-            0
-        })
+    /// A fraction in [0, 1].
+    pub fn fraction(&mut self, k: &KeyDoc, x: f64) {
+        if !(x.is_finite() && (0.0..=1.0).contains(&x)) {
+            self.problem(
+                k.key,
+                format!("expected a fraction between 0 and 1, got {x}"),
+            );
+        }
     }
 }

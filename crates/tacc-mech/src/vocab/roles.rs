@@ -25,9 +25,11 @@ use crate::vocab::units::{Nanos, Size, NS_PER_SEC};
 use crate::vocab::wire::{emit, Ipv4Fields};
 
 /// What to do with a packet that finds too few tokens.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum ShortagePolicy {
     /// Drop it (the papers' default).
+    #[default]
     Drop,
     /// Hold it in a per-VM queue kept by the caller (the papers' "slightly better, more memory"
     /// variant); the verdict says when to offer it again.

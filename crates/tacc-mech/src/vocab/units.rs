@@ -205,6 +205,34 @@ deserialize_from_str!(
     "a size in packets or bytes such as \"100pkt\" or \"125KB\""
 );
 
+/// `#[serde(with = "as_duration")]`: a [`Nanos`] field written as a duration ("25us").
+pub mod as_duration {
+    use super::{Duration, Nanos};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Nanos, s: S) -> Result<S::Ok, S::Error> {
+        Duration(*v).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Nanos, D::Error> {
+        Duration::deserialize(d).map(|d| d.0)
+    }
+}
+
+/// `#[serde(with = "as_rate")]`: a bit/s field written as a rate ("1Gbps").
+pub mod as_rate {
+    use super::Rate;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        Rate(*v).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        Rate::deserialize(d).map(|r| r.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,65 +13,18 @@
 //!   ("IPR"), or in bulk in an explicit feedback packet when no reverse packet went out for
 //!   `feedback_timeout`.
 
-pub mod keys;
+mod build;
+pub mod config;
+
+pub use config::HygenConfig;
 
 use std::collections::BTreeMap;
 
-use crate::limiters::rate_alloc::{AllocatorConfig, KeyedLimiter};
+use crate::limiters::rate_alloc::KeyedLimiter;
 use crate::vocab::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
 use crate::vocab::roles::{Datapath, HostShim, HostShimCore};
 use crate::vocab::roles::{DropReason, EgressVerdict, FeedbackPacket, IngressVerdict, PairCounts};
 use crate::vocab::units::Nanos;
-
-/// HyGenICC parameters. Rate steps are fractions of the NIC's nominal rate C.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct HygenConfig {
-    /// Tu, ns: period of the rate-update timer. The paper: 5 RTTs = 500 us.
-    pub update_interval: Nanos,
-    /// Congestion_Timeout, ns: a pair with no feedback for this long is uncongested again and
-    /// goes back to fast increase. The paper leaves it open; default 2 Tu = 1 ms (the
-    /// prototype recovers 2 ms after a cut).
-    pub congestion_timeout: Nanos,
-    /// Feedback_Timeout, ns: marks pending this long without a reverse packet to carry them go
-    /// back in an explicit feedback packet. The paper: about one RTT (100 us).
-    pub feedback_timeout: Nanos,
-    /// Fast increase per Tu while uncongested, as a fraction of C. The paper: C/100.
-    pub fast_increase: f64,
-    /// Slow increase per Tu while congested but without new feedback, fraction of C: C/1000.
-    pub slow_increase: f64,
-    /// Decrease per feedback mark per Tu, fraction of C: C/1000.
-    pub decrease_per_mark: f64,
-    /// R_min as a fraction of the VM's share. HyGenICC's paper does not give it; SDN-GCC (same
-    /// shim) uses 1% of the share, which is also the prototype's 10 Mb/s at 1 Gb/s.
-    pub min_rate_fraction: f64,
-    /// Share allocation, idle timeout (the paper: 1 s) and bucket sizing.
-    pub alloc: AllocatorConfig,
-    /// Admission control: refuse new TCP connections (SYN without ACK) from any local VM
-    /// towards a destination one of whose pairs sits at R_min with congestion still fresh.
-    /// The paper mentions it in prose only; off by default.
-    pub admission_control: bool,
-    /// Scrub what the local VMs send of the shims' own signals: drop packets of the feedback
-    /// protocol and clear the IPR bit, so that a VM cannot cut another VM's rate by forging
-    /// them (a forged packet's source is any address the VM writes). On by default.
-    pub scrub: bool,
-}
-
-impl Default for HygenConfig {
-    fn default() -> Self {
-        HygenConfig {
-            update_interval: 500_000,
-            congestion_timeout: 1_000_000,
-            feedback_timeout: 100_000,
-            fast_increase: 0.01,
-            slow_increase: 0.001,
-            decrease_per_mark: 0.001,
-            min_rate_fraction: 0.01,
-            alloc: AllocatorConfig::default(),
-            admission_control: false,
-            scrub: true,
-        }
-    }
-}
 
 /// Event counters of one shim.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,8 +76,8 @@ pub struct HygenShim {
 impl HygenShim {
     pub fn new(config: HygenConfig, nic_rate_bps: u64) -> HygenShim {
         HygenShim {
+            limiter: KeyedLimiter::new(config.alloc(), nic_rate_bps),
             config,
-            limiter: KeyedLimiter::new(config.alloc, nic_rate_bps),
             receivers: BTreeMap::new(),
             next_tick: None,
             counters: HygenCounters::default(),
@@ -193,7 +146,7 @@ impl HygenShim {
     }
 
     fn tick(&mut self, now: Nanos) {
-        let idle = self.config.alloc.idle_timeout;
+        let idle = self.config.idle_timeout;
         self.limiter.expire_idle(now);
         self.receivers
             .retain(|_, e| e.pending_marks > 0 || now.saturating_sub(e.last_mark) < idle);
@@ -273,7 +226,7 @@ impl HostShimCore for HygenShim {
             clamp_window: false,
             pair_counts: true,
             scrub: self.config().scrub,
-            limiter: Some(self.config().alloc.bucket),
+            limiter: Some(self.config.alloc().bucket),
             admission_control: self.config().admission_control,
         }
     }

@@ -15,7 +15,10 @@
 //! Keeping A rather than W means a volley of new flows divides the same aggregate as soon as
 //! their SYNs pass, which is what lets the scheme absorb incast.
 
-pub mod keys;
+mod build;
+pub mod config;
+
+pub use config::RwndqConfig;
 
 use rustc_hash::FxHashMap;
 
@@ -25,51 +28,6 @@ use crate::vocab::units::Nanos;
 
 /// The longest packet that can be a pure TCP ACK: 20 B IPv4 header + 60 B TCP header.
 const PURE_ACK_MAX_BYTES: u16 = 80;
-
-/// RWNDQ parameters (the prototype's constants).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct RwndqConfig {
-    /// Control-loop period, ns. The prototype: 200 us.
-    pub tick: Nanos,
-    /// Ticks per window update and per overflow check. The prototype: 16.
-    pub ticks_per_update: u32,
-    /// Target queue as a fraction of the port's buffer limit. The prototype: 1/8.
-    pub target_fraction: f64,
-    /// Slow start ends when the queue passes this fraction of the limit. The prototype: 1/4.
-    pub slow_start_exit_fraction: f64,
-    /// A queue above this fraction of the limit for `ticks_per_update` ticks resets the
-    /// windows to 1 MSS. The prototype: 15/16.
-    pub overflow_fraction: f64,
-    /// Smallest window written, bytes: one MSS.
-    pub mss_bytes: u32,
-    /// Largest window, bytes. The prototype: 65535.
-    pub max_window_bytes: u32,
-    /// Window scale (shift) the receivers use; rwnd fields hold window >> shift. 0, as in ns2
-    /// and the prototype; the header trait does not expose the SYN option to learn it per flow.
-    pub window_shift: u8,
-    /// Base RTT used for the port BDP, ns. The experiments: 100 us.
-    pub base_rtt: Nanos,
-    /// A flow seen without SYN/FIN is forgotten after this much silence, ns. Default 100 ms:
-    /// many RTTs, yet below the 200 ms RTOmin so dead flows stop diluting the share.
-    pub flow_idle_timeout: Nanos,
-}
-
-impl Default for RwndqConfig {
-    fn default() -> Self {
-        RwndqConfig {
-            tick: 200_000,
-            ticks_per_update: 16,
-            target_fraction: 1.0 / 8.0,
-            slow_start_exit_fraction: 1.0 / 4.0,
-            overflow_fraction: 15.0 / 16.0,
-            mss_bytes: 1460,
-            max_window_bytes: 65535,
-            window_shift: 0,
-            base_rtt: 100_000,
-            flow_idle_timeout: 100_000_000,
-        }
-    }
-}
 
 /// What one port's controller currently says.
 #[derive(Clone, Copy, Debug, PartialEq)]

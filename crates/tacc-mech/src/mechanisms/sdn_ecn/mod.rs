@@ -10,40 +10,15 @@
 //! - Each selected flow gets a high-priority rule on that switch that sets CE and forwards to
 //!   the same port; it expires after a short hard timeout and the normal rules match again.
 
-pub mod keys;
+mod build;
+pub mod config;
+
+pub use config::SdnEcnConfig;
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::vocab::headers::FlowKey;
 use crate::vocab::units::{Nanos, NS_PER_SEC};
-
-/// Parameters of the SDN-ECN controller application.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SdnEcnConfig {
-    /// ns between probes. The paper: 2 s.
-    pub probe_interval: Nanos,
-    /// Utilization above which a link is congested, as a fraction. The paper: 0.75.
-    pub congestion_threshold: f64,
-    /// The fraction T of a congested link's flows selected at 100% utilization. The paper: 0.5.
-    pub max_marked_fraction: f64,
-    /// Priority of the marking rules: above the forwarding rules (assumed lower).
-    pub rule_priority: u16,
-    /// ns a marking rule lives. The paper says "short" without a number; default 1 s, half a
-    /// probe interval, so a flow stops being marked unless the next probe selects it again.
-    pub rule_hard_timeout: Nanos,
-}
-
-impl Default for SdnEcnConfig {
-    fn default() -> Self {
-        SdnEcnConfig {
-            probe_interval: 2 * NS_PER_SEC,
-            congestion_threshold: 0.75,
-            max_marked_fraction: 0.5,
-            rule_priority: 100,
-            rule_hard_timeout: NS_PER_SEC,
-        }
-    }
-}
 
 pub use crate::vocab::control::{FlowSample, PortSample};
 

@@ -10,11 +10,14 @@
 //!   packet-ins, polls every known switch port's ECN-mark counter every Ti, and spreads each
 //!   port's new marks evenly over the sources sending through it.
 
-pub mod keys;
+mod build;
+pub mod config;
+
+pub use config::{Decrease, MarkResponse, MarkSplit, RateKeying, SdnGccConfig};
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::limiters::rate_alloc::{AllocatorConfig, KeyedLimiter};
+use crate::limiters::rate_alloc::KeyedLimiter;
 use crate::vocab::control::HostMessage;
 use crate::vocab::control::Notify;
 use crate::vocab::headers::{Ecn, FlowKey, PacketHeaders};
@@ -22,108 +25,6 @@ use crate::vocab::roles::EgressVerdict;
 use crate::vocab::roles::PairCounts;
 use crate::vocab::roles::{Datapath, HostShim, HostShimCore, IngressVerdict};
 use crate::vocab::units::Nanos;
-
-/// Which rate a packet or a notification belongs to, below the VM's share.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RateKeying {
-    /// One rate per VM (Algorithm 3).
-    PerVm,
-    /// One rate per (VM, destination): notifications only slow the destination they name.
-    PerDestination,
-    /// One rate per (VM, flow) where the flow is named by [`FlowKey::id`]: with ECMP each flow
-    /// follows one path, so a controller that attributes marks per path (see
-    /// [`SdnGccController::register_path`]) slows only the flows crossing the congested port
-    /// (000 §VII-C). Notifications then carry the flow id in place of the destination.
-    PerPath,
-}
-
-/// How a notification of `marks` cuts the rate R.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum MarkResponse {
-    /// Algorithm 3: R -= mark_rate x scale(C), where mark_rate is the marks per `rate_unit`
-    /// ns since the previous notification, i.e. marks x rate_unit / (now - cong_time). The
-    /// interval is clamped to [rate_unit, Tc] so that two notifications in the same instant
-    /// (one per destination) do not divide by zero and the first one after a quiet spell is
-    /// measured over at most the grace period. With rate_unit = 1 ms, scale(C) = C/100 and
-    /// the paper's Ti = 5 ms, a notification cuts 2 Mb/s per mark at 1 Gb/s.
-    ///
-    /// `multiplicative` (off by default, `decrease = "multiplicative"`): the cut is that
-    /// amount times R / C, i.e. R *= 1 - mark_rate x scale(C) / C (the same cut as Algorithm
-    /// 3's at R = C). Algorithm 4 gives every source
-    /// behind a port the same marks whatever it sends, so Algorithm 3's additive cut keeps
-    /// whatever lead a source had (a late joiner starts at its share E(i) while the others
-    /// were cut) and only the floor R_min ever evens the rates out: additive increase with
-    /// additive decrease does not converge to fairness. A cut in proportion to R is what a
-    /// source's own marks would give it (its marks are in proportion to what it sends, as
-    /// HyGenICC's receivers count them), and with the additive increase it converges to
-    /// equal rates (Chiu and Jain's AIMD). Not the default: a tenant whose TCP also reacts to
-    /// the marks (ECN, `clear_ce` off) then falls behind UDP tenants whose rates the
-    /// controller alone holds (a tagged NewReno flow got 59 Mb/s next to 3 UDP flows, ideal
-    /// 243, where the additive cut keeps the late joiner's lead and gives it 200 or more).
-    MarkRate {
-        rate_unit: Nanos,
-        multiplicative: bool,
-    },
-    /// The authors' prototype: R -= marks x `cut_bps` (5 Mb/s per mark).
-    PerMark { cut_bps: u64 },
-}
-
-/// Algorithm 3's mark-rate unit: marks are counted per millisecond.
-pub const DEFAULT_RATE_UNIT: Nanos = 1_000_000;
-
-/// Parameters of the SDN-GCC host shim.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SdnGccShimConfig {
-    /// Period of the state-update timer, ns. The paper gives none; default HyGenICC's Tu,
-    /// 500 us.
-    pub update_interval: Nanos,
-    /// Tc, ns: congestion grace; a key without notification for this long increases again.
-    /// Default 10 ms, two of the paper's controller intervals (Ti = 5 ms), so that steady
-    /// congestion (one notification per Ti) never lets the rate climb in between.
-    pub congestion_grace: Nanos,
-    /// scale(C) as a fraction of the NIC rate C: the increase per timer tick and the unit of
-    /// the decrease. Default C/100 (10 Mb/s at 1 Gb/s), HyGenICC's fast increase.
-    pub scale: f64,
-    /// How notifications cut the rate.
-    pub response: MarkResponse,
-    /// R_min as a fraction of the VM's share. The paper: 1%.
-    pub min_rate_fraction: f64,
-    /// Share allocation E(i), inactivity timeout To (1 s) and bucket sizing.
-    pub alloc: AllocatorConfig,
-    /// What a rate is attached to.
-    pub keying: RateKeying,
-    /// Clear CE on packets delivered to local VMs (000 §VIII-C: needed when ECN is not in use
-    /// end to end). Off by default: footnote 4 lets ECN-capable tenants see the marks too.
-    pub clear_ce: bool,
-}
-
-impl SdnGccShimConfig {
-    /// The authors' prototype: a fixed 5 Mb/s cut per mark, the rest as the paper.
-    pub fn prototype() -> SdnGccShimConfig {
-        SdnGccShimConfig {
-            response: MarkResponse::PerMark { cut_bps: 5_000_000 },
-            ..Default::default()
-        }
-    }
-}
-
-impl Default for SdnGccShimConfig {
-    fn default() -> Self {
-        SdnGccShimConfig {
-            update_interval: 500_000,
-            congestion_grace: 10_000_000,
-            scale: 0.01,
-            response: MarkResponse::MarkRate {
-                rate_unit: DEFAULT_RATE_UNIT,
-                multiplicative: false,
-            },
-            min_rate_fraction: 0.01,
-            alloc: AllocatorConfig::default(),
-            keying: RateKeying::PerVm,
-            clear_ce: false,
-        }
-    }
-}
 
 /// Event counters of one shim.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -148,7 +49,10 @@ struct Congestion {
 /// The SDN-GCC shim of one host NIC.
 #[derive(Clone, Debug)]
 pub struct SdnGccShim {
-    config: SdnGccShimConfig,
+    config: SdnGccConfig,
+    /// Tc and the cut, from the config.
+    grace: Nanos,
+    response: MarkResponse,
     /// Keyed by (VM, path), the path part as [`RateKeying`] says.
     limiter: KeyedLimiter<Congestion>,
     next_tick: Option<Nanos>,
@@ -156,16 +60,18 @@ pub struct SdnGccShim {
 }
 
 impl SdnGccShim {
-    pub fn new(config: SdnGccShimConfig, nic_rate_bps: u64) -> SdnGccShim {
+    pub fn new(config: SdnGccConfig, nic_rate_bps: u64) -> SdnGccShim {
         SdnGccShim {
+            grace: config.congestion_grace(),
+            response: config.response(),
+            limiter: KeyedLimiter::new(config.alloc(), nic_rate_bps),
             config,
-            limiter: KeyedLimiter::new(config.alloc, nic_rate_bps),
             next_tick: None,
             counters: SdnGccShimCounters::default(),
         }
     }
 
-    pub fn config(&self) -> &SdnGccShimConfig {
+    pub fn config(&self) -> &SdnGccConfig {
         &self.config
     }
 
@@ -209,7 +115,7 @@ impl SdnGccShim {
     fn admit(&mut self, now: Nanos, vm: u32, path: u32, bytes: u64) -> EgressVerdict {
         self.next_tick
             .get_or_insert(now + self.config.update_interval);
-        let grace = self.config.congestion_grace;
+        let grace = self.grace;
         self.limiter.admit(now, vm, path, bytes, || Congestion {
             // No notification yet: the first mark rate is measured over the longest
             // interval, the grace period, not over the key's few microseconds of life.
@@ -234,16 +140,16 @@ impl SdnGccShim {
         let path = self.path(from_dst);
         let nic_rate = self.limiter.nic_rate_bps() as f64;
         let scale = nic_rate * self.config.scale;
-        let config = &self.config;
+        let (grace, min_fraction) = (self.grace, self.config.min_rate_fraction);
         let known = self.limiter.update(now, vm, path, |share, rate, entry| {
-            let cut = match config.response {
+            let cut = match self.response {
                 MarkResponse::MarkRate {
                     rate_unit,
                     multiplicative,
                 } => {
                     let interval = now
                         .saturating_sub(entry.cong_time)
-                        .clamp(rate_unit, config.congestion_grace.max(rate_unit));
+                        .clamp(rate_unit, grace.max(rate_unit));
                     let cut = marks * rate_unit as f64 / interval as f64 * scale;
                     if multiplicative {
                         cut * rate as f64 / nic_rate
@@ -253,55 +159,13 @@ impl SdnGccShim {
                 }
                 MarkResponse::PerMark { cut_bps } => marks * cut_bps as f64,
             };
-            let min_rate = (share as f64 * config.min_rate_fraction) as u64;
+            let min_rate = (share as f64 * min_fraction) as u64;
             entry.congested = true;
             entry.cong_time = now;
             Some(rate.saturating_sub(cut as u64).max(min_rate))
         });
         if !known {
             self.counters.notifications_ignored += 1;
-        }
-    }
-}
-
-/// How the controller divides a port's new marks among sources.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MarkSplit {
-    /// Algorithm 4: m = alpha / beta with beta the number of (source, destination) pairs of all
-    /// destinations reached through the port; every pair gets m, so the port's alpha marks are
-    /// shared out exactly.
-    AllSourcesBehindPort,
-    /// The authors' prototype: a pair gets alpha / (number of sources of its destination).
-    SourcesOfEachDestination,
-    /// Per path: the port's alpha marks are split evenly over the flows registered as crossing
-    /// it ([`SdnGccController::register_path`]); each notification names the flow id.
-    PerPath,
-}
-
-/// Parameters of the SDN-GCC controller application.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SdnGccControllerConfig {
-    /// Ti, ns: period of the mark-counter polls. The paper: 5 ms (1, 10, 50 ms in Fig. 6);
-    /// the prototype: 1 ms.
-    pub monitor_interval: Nanos,
-    pub split: MarkSplit,
-}
-
-impl SdnGccControllerConfig {
-    /// The authors' prototype: polls every 1 ms and splits marks per destination.
-    pub fn prototype() -> SdnGccControllerConfig {
-        SdnGccControllerConfig {
-            monitor_interval: 1_000_000,
-            split: MarkSplit::SourcesOfEachDestination,
-        }
-    }
-}
-
-impl Default for SdnGccControllerConfig {
-    fn default() -> Self {
-        SdnGccControllerConfig {
-            monitor_interval: 5_000_000,
-            split: MarkSplit::AllSourcesBehindPort,
         }
     }
 }
@@ -314,9 +178,11 @@ pub struct PortStatsRequest {
 }
 
 /// The SDN-GCC controller application.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SdnGccController {
-    config: SdnGccControllerConfig,
+    /// Ti.
+    interval: Nanos,
+    split: MarkSplit,
     /// DST_SRC: the sources seen sending to each destination.
     dst_srcs: BTreeMap<u32, BTreeSet<u32>>,
     /// The destinations reached through each (switch, port).
@@ -329,10 +195,15 @@ pub struct SdnGccController {
 }
 
 impl SdnGccController {
-    pub fn new(config: SdnGccControllerConfig) -> SdnGccController {
+    pub fn new(config: &SdnGccConfig) -> SdnGccController {
         SdnGccController {
-            config,
-            ..Default::default()
+            interval: config.monitor_interval,
+            split: config.mark_split(),
+            dst_srcs: BTreeMap::new(),
+            routes: BTreeMap::new(),
+            last_marks: BTreeMap::new(),
+            paths: BTreeMap::new(),
+            next_poll: None,
         }
     }
 
@@ -346,8 +217,7 @@ impl SdnGccController {
     /// [`SdnGccController::register_route`] names, so only the pair is kept.
     pub fn on_packet_in(&mut self, now: Nanos, _switch: u32, _in_port: u32, src: u32, dst: u32) {
         self.dst_srcs.entry(dst).or_default().insert(src);
-        self.next_poll
-            .get_or_insert(now + self.config.monitor_interval);
+        self.next_poll.get_or_insert(now + self.interval);
     }
 
     /// When the next poll is due.
@@ -361,7 +231,7 @@ impl SdnGccController {
             Some(t) if t <= now => {}
             _ => return Vec::new(),
         }
-        self.next_poll = Some(now + self.config.monitor_interval);
+        self.next_poll = Some(now + self.interval);
         let ports: BTreeSet<(u32, u32)> = self
             .routes
             .keys()
@@ -397,7 +267,7 @@ impl SdnGccController {
             Some(p) if marks_total > p => marks_total - p,
             _ => return Vec::new(),
         };
-        if self.config.split == MarkSplit::PerPath {
+        if self.split == MarkSplit::PerPath {
             let Some(flows) = self.paths.get(&(switch, port)).filter(|f| !f.is_empty()) else {
                 return Vec::new();
             };
@@ -421,7 +291,7 @@ impl SdnGccController {
             let Some(srcs) = self.dst_srcs.get(&dst) else {
                 continue;
             };
-            let share = match self.config.split {
+            let share = match self.split {
                 MarkSplit::AllSourcesBehindPort | MarkSplit::PerPath => beta,
                 MarkSplit::SourcesOfEachDestination => srcs.len(),
             };
@@ -452,7 +322,7 @@ impl HostShimCore for SdnGccShim {
             set_ect: true,
             clear_ce: self.config().clear_ce,
             pair_counts: true,
-            limiter: Some(self.config().alloc.bucket),
+            limiter: Some(self.config.alloc().bucket),
             ..Datapath::default()
         }
     }
@@ -470,7 +340,7 @@ impl HostShimCore for SdnGccShim {
         }
         self.limiter.expire_idle(now);
         let step = (self.limiter.nic_rate_bps() as f64 * self.config.scale) as u64;
-        let grace = self.config.congestion_grace;
+        let grace = self.grace;
         self.limiter.update_all(now, |share, rate, entry| {
             if now.saturating_sub(entry.cong_time) >= grace {
                 entry.congested = false;
@@ -561,26 +431,23 @@ mod tests {
 
     #[test]
     fn the_shim_sends_ect0_at_the_full_share_until_notified() {
-        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut s = SdnGccShim::new(SdnGccConfig::default(), GBPS);
         assert_eq!(send(&mut s, 0, VM, D1), (EgressVerdict::Pass, Ecn::Ect0));
         assert_eq!(s.rate_bps(VM, D1), Some(GBPS));
         assert_eq!(s.vm_share_bps(VM), GBPS);
     }
 
     /// The cut in proportion to R (`decrease = "multiplicative"`).
-    fn multiplicative() -> SdnGccShimConfig {
-        SdnGccShimConfig {
-            response: MarkResponse::MarkRate {
-                rate_unit: DEFAULT_RATE_UNIT,
-                multiplicative: true,
-            },
-            ..SdnGccShimConfig::default()
+    fn multiplicative() -> SdnGccConfig {
+        SdnGccConfig {
+            decrease: Decrease::Multiplicative,
+            ..SdnGccConfig::default()
         }
     }
 
     #[test]
     fn a_notification_cuts_mark_rate_times_scale() {
-        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut s = SdnGccShim::new(SdnGccConfig::default(), GBPS);
         send(&mut s, 0, VM, D1);
         // First notification 5 ms after activation: 10 marks over 5 ms = 2 marks per ms,
         // times scale(C) = 10 Mb/s: -20 Mb/s.
@@ -621,8 +488,11 @@ mod tests {
     /// to 700 (it joined later), then given the same notifications (Algorithm 4 splits a
     /// port's marks evenly), `marks` every 20 ms: each a cut, then a climb of 21 ticks past
     /// the grace period. Their rates' difference after `cycles` such cuts.
-    fn difference_after(config: SdnGccShimConfig, marks: f64, cycles: u64) -> i64 {
-        let (mut a, mut b) = (SdnGccShim::new(config, GBPS), SdnGccShim::new(config, GBPS));
+    fn difference_after(config: SdnGccConfig, marks: f64, cycles: u64) -> i64 {
+        let (mut a, mut b) = (
+            SdnGccShim::new(config.clone(), GBPS),
+            SdnGccShim::new(config, GBPS),
+        );
         send(&mut a, 0, VM, D1);
         send(&mut b, 0, VM2, D1);
         // Over Tc = 10 ms: 900 marks cut 900 Mb/s at R = C, 300 marks 300 Mb/s.
@@ -642,14 +512,11 @@ mod tests {
     #[test]
     fn equal_notifications_even_out_multiplicative_rates_but_not_additive_ones() {
         let start = -600 * MBPS as i64;
-        assert_eq!(difference_after(SdnGccShimConfig::default(), 0.0, 0), start);
+        assert_eq!(difference_after(SdnGccConfig::default(), 0.0, 0), start);
         assert_eq!(difference_after(multiplicative(), 0.0, 0), start);
         // Additive: 210 marks over 10 ms cut both by the 210 Mb/s their climb gave them; the
         // lead stays (until a rate meets R_min or its share).
-        assert_eq!(
-            difference_after(SdnGccShimConfig::default(), 210.0, 20),
-            start
-        );
+        assert_eq!(difference_after(SdnGccConfig::default(), 210.0, 20), start);
         // Multiplicative: 420 marks cut 42% of each rate, so the lead shrinks by that each
         // cycle (to 0.58^20 of 600 Mb/s, 11 kb/s), both towards 500 Mb/s before a cut.
         let left = difference_after(multiplicative(), 420.0, 20);
@@ -661,7 +528,7 @@ mod tests {
 
     #[test]
     fn a_new_keys_first_mark_rate_is_measured_over_the_grace_period() {
-        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut s = SdnGccShim::new(SdnGccConfig::default(), GBPS);
         send(&mut s, 100 * MS, VM, D1);
         // The marks were counted over the controller's interval, most of it before the key
         // existed: 10 marks over Tc = 10 ms, not over the key's 1 ms of life.
@@ -671,7 +538,7 @@ mod tests {
 
     #[test]
     fn the_prototype_response_cuts_a_fixed_amount_per_mark() {
-        let mut s = SdnGccShim::new(SdnGccShimConfig::prototype(), GBPS);
+        let mut s = SdnGccShim::new(SdnGccConfig::prototype(), GBPS);
         send(&mut s, 0, VM, D1);
         s.on_notification(MS, VM, D1, 2.5);
         assert_eq!(s.rate_bps(VM, D1), Some(987_500_000));
@@ -679,7 +546,7 @@ mod tests {
 
     #[test]
     fn the_rate_stops_at_r_min() {
-        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut s = SdnGccShim::new(SdnGccConfig::default(), GBPS);
         send(&mut s, 0, VM, D1);
         send(&mut s, 0, VM2, D1);
         s.on_notification(MS, VM, D1, 1e6);
@@ -692,7 +559,7 @@ mod tests {
 
     #[test]
     fn the_rate_holds_during_the_grace_period_then_climbs_by_scale_up_to_the_share() {
-        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut s = SdnGccShim::new(SdnGccConfig::default(), GBPS);
         send(&mut s, 0, VM, D1);
         s.on_notification(10 * MS, VM, D1, 50.0);
         assert_eq!(s.rate_bps(VM, D1), Some(950 * MBPS));
@@ -710,7 +577,7 @@ mod tests {
 
     #[test]
     fn an_idle_vm_is_deactivated_after_to_and_the_share_redistributed() {
-        let mut s = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut s = SdnGccShim::new(SdnGccConfig::default(), GBPS);
         send(&mut s, 0, VM, D1);
         send(&mut s, 0, VM2, D1);
         assert_eq!(s.vm_share_bps(VM2), 500 * MBPS);
@@ -728,7 +595,7 @@ mod tests {
 
     #[test]
     fn per_destination_keying_slows_only_the_notified_destination() {
-        let config = SdnGccShimConfig {
+        let config = SdnGccConfig {
             keying: RateKeying::PerDestination,
             ..Default::default()
         };
@@ -743,10 +610,18 @@ mod tests {
     }
 
     fn controller(split: MarkSplit) -> SdnGccController {
-        let mut c = SdnGccController::new(SdnGccControllerConfig {
-            split,
-            ..Default::default()
-        });
+        let config = match split {
+            MarkSplit::PerPath => SdnGccConfig {
+                keying: RateKeying::PerPath,
+                ..Default::default()
+            },
+            split => SdnGccConfig {
+                split: Some(split),
+                ..Default::default()
+            },
+        };
+        let mut c = SdnGccController::new(&config);
+        assert_eq!(c.split, split);
         // Switch 1 port 3 leads to D1 and D2; port 4 to VM2.
         c.register_route(1, 3, D1);
         c.register_route(1, 3, D2);
@@ -854,9 +729,9 @@ mod tests {
 
     #[test]
     fn a_per_path_shim_slows_only_the_notified_flow() {
-        let cfg = SdnGccShimConfig {
+        let cfg = SdnGccConfig {
             keying: RateKeying::PerPath,
-            ..SdnGccShimConfig::default()
+            ..SdnGccConfig::default()
         };
         let mut shim = SdnGccShim::new(cfg, GBPS);
         let mk = |sport: u16| {
@@ -908,14 +783,14 @@ mod tests {
             );
             Ipv4Packet::new_checked(b).unwrap()
         };
-        let mut keep = SdnGccShim::new(SdnGccShimConfig::default(), GBPS);
+        let mut keep = SdnGccShim::new(SdnGccConfig::default(), GBPS);
         let mut p = mk();
         keep.on_ingress(&mut p);
         assert_eq!(p.ecn(), Ecn::Ce);
         let mut hide = SdnGccShim::new(
-            SdnGccShimConfig {
+            SdnGccConfig {
                 clear_ce: true,
-                ..SdnGccShimConfig::default()
+                ..SdnGccConfig::default()
             },
             GBPS,
         );

@@ -14,7 +14,10 @@
 //!   below 20%; meanwhile the switch itself clamps the ACKs of the flows whose data leaves
 //!   through that port to one segment.
 
-pub mod keys;
+mod build;
+pub mod config;
+
+pub use config::{SiccConfig, SiccMode};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,47 +31,6 @@ use crate::vocab::roles::{
     Datapath, HostShim, HostShimCore, IngressVerdict, SwitchHook, SwitchHookCore,
 };
 use crate::vocab::units::Nanos;
-
-/// Parameters of the SICC controller application.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SiccControllerConfig {
-    /// T, ns: queue sampling period. The paper: 1 ms (10 RTTs).
-    pub monitor_interval: Nanos,
-    /// alpha1: incast OFF once the queue is at most this fraction of the buffer. The paper:
-    /// 20%.
-    pub off_fraction: f64,
-    /// alpha2: incast ON once beta x IW + Q reaches this fraction of the buffer. The paper:
-    /// 100%.
-    pub on_fraction: f64,
-    /// DM, ns: the shortest incast episode (a typical mice duration). The paper gives no
-    /// number; default 3 ms, the prototype's 30 RTTs.
-    pub incast_duration: Nanos,
-    /// IW, packets: the initial window a new connection may send at once. The simulations:
-    /// 1 MSS (10 is typical of Linux).
-    pub initial_window_pkts: f64,
-    /// B, packets: buffer of ports not given one by [`SiccController::set_port_buffer`]. The
-    /// simulations: 83 packets (125 KB).
-    pub buffer_pkts: u32,
-    /// Also test the ON condition when a SYN copy arrives, with the last smoothed queue, instead
-    /// of only every T. Algorithm 1 tests it every T (default false); at data-center RTTs a
-    /// volley's first windows leave before the next reading unless the controller reacts to
-    /// the SYNs themselves, as the authors' ns-2 module (inside the switch) does.
-    pub evaluate_on_syn: bool,
-}
-
-impl Default for SiccControllerConfig {
-    fn default() -> Self {
-        SiccControllerConfig {
-            monitor_interval: 1_000_000,
-            off_fraction: 0.2,
-            on_fraction: 1.0,
-            incast_duration: 3_000_000,
-            initial_window_pkts: 1.0,
-            buffer_pkts: 83,
-            evaluate_on_syn: false,
-        }
-    }
-}
 
 /// The controller asks a switch for one port's current queue length in packets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -100,7 +62,7 @@ struct PortState {
 /// The SICC controller application.
 #[derive(Clone, Debug)]
 pub struct SiccController {
-    config: SiccControllerConfig,
+    config: SiccConfig,
     ports: BTreeMap<(u32, u32), PortState>,
     /// MSS and window scale of each (src, dst) connection pair.
     pairs: BTreeMap<(u32, u32), (u16, u8)>,
@@ -109,7 +71,7 @@ pub struct SiccController {
 }
 
 impl SiccController {
-    pub fn new(config: SiccControllerConfig) -> SiccController {
+    pub fn new(config: SiccConfig) -> SiccController {
         SiccController {
             config,
             ports: BTreeMap::new(),
@@ -164,7 +126,7 @@ impl SiccController {
         let config = self.config;
         let state = self.port(switch, port);
         let gamma = state.beta as f64 * config.initial_window_pkts + state.q_avg;
-        if gamma < config.on_fraction * state.buffer_pkts as f64 {
+        if gamma < config.on_fraction() * state.buffer_pkts as f64 {
             return Vec::new();
         }
         state.incast = true;
@@ -259,7 +221,7 @@ impl SiccController {
             turn_off = true;
         }
         let mut turn_on = false;
-        if state.beta > 0 && gamma >= config.on_fraction * buffer {
+        if state.beta > 0 && gamma >= config.on_fraction() * buffer {
             state.incast = true;
             state.kappa_time = now;
             state.beta = 0;
@@ -300,21 +262,6 @@ impl SiccController {
     }
 }
 
-/// Parameters of the SICC hypervisor module.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SiccHypervisorConfig {
-    /// ns an incast ON lasts without an OFF: DM (default 3 ms, as the controller's).
-    pub flag_lifetime: Nanos,
-}
-
-impl Default for SiccHypervisorConfig {
-    fn default() -> Self {
-        SiccHypervisorConfig {
-            flag_lifetime: 3_000_000,
-        }
-    }
-}
-
 /// Counters of one hypervisor module.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SiccHypervisorCounters {
@@ -333,20 +280,28 @@ struct Clamp {
     expires: Nanos,
 }
 
+impl Default for SiccHypervisor {
+    fn default() -> Self {
+        SiccHypervisor::new(&SiccConfig::default())
+    }
+}
+
 /// The SICC module in one host's virtual switch.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct SiccHypervisor {
-    config: SiccHypervisorConfig,
+    /// How long an ON lasts without an OFF: DM.
+    flag_lifetime: Nanos,
     /// Keyed by (local source VM, remote destination).
     clamps: BTreeMap<(u32, u32), Clamp>,
     counters: SiccHypervisorCounters,
 }
 
 impl SiccHypervisor {
-    pub fn new(config: SiccHypervisorConfig) -> SiccHypervisor {
+    pub fn new(config: &SiccConfig) -> SiccHypervisor {
         SiccHypervisor {
-            config,
-            ..Default::default()
+            flag_lifetime: config.incast_duration,
+            clamps: BTreeMap::new(),
+            counters: SiccHypervisorCounters::default(),
         }
     }
 
@@ -387,7 +342,7 @@ impl SiccHypervisor {
                     Clamp {
                         window: one_segment_window(mss, wscale),
                         mss,
-                        expires: now + self.config.flag_lifetime,
+                        expires: now + self.flag_lifetime,
                     },
                 );
             }
@@ -445,33 +400,6 @@ fn lower_ack_window(pkt: &mut (impl PacketHeaders + ?Sized), window: u16, mss: u
     }
 }
 
-/// Parameters of SICC in the switch (the authors' ns-2 module).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct SiccSwitchConfig {
-    /// Incast ON when a packet reaches a queue holding more than this fraction of the port's
-    /// buffer. The module: 0.95.
-    pub on_fraction: f64,
-    /// Incast OFF when a departure leaves the queue below this fraction of the buffer. The
-    /// module: 0.2.
-    pub off_fraction: f64,
-    /// The segment, bytes, whose window ACKs carry during incast (the module: one mean-sized
-    /// packet). 1460, as RWNDQ's: the switch reads no SYN options.
-    pub mss: u16,
-    /// The receivers' window scale (a window field holds window >> shift).
-    pub window_shift: u8,
-}
-
-impl Default for SiccSwitchConfig {
-    fn default() -> Self {
-        SiccSwitchConfig {
-            on_fraction: 0.95,
-            off_fraction: 0.2,
-            mss: 1460,
-            window_shift: 0,
-        }
-    }
-}
-
 /// Counters of one switch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SiccSwitchCounters {
@@ -491,7 +419,7 @@ struct SwitchPortState {
 /// SICC inside one switch.
 #[derive(Clone, Debug, Default)]
 pub struct SiccSwitch {
-    config: SiccSwitchConfig,
+    config: SiccConfig,
     /// Looked up for every packet queued or sent (hashed: their order never matters).
     ports: FxHashMap<u32, SwitchPortState>,
     /// The output port of each open flow (keyed in its data direction), from its SYN: which
@@ -502,7 +430,7 @@ pub struct SiccSwitch {
 }
 
 impl SiccSwitch {
-    pub fn new(config: SiccSwitchConfig) -> SiccSwitch {
+    pub fn new(config: SiccConfig) -> SiccSwitch {
         SiccSwitch {
             config,
             ..Default::default()
@@ -519,7 +447,7 @@ impl SiccSwitch {
         self.ports.insert(
             port,
             SwitchPortState {
-                on_bytes: self.config.on_fraction * limit,
+                on_bytes: self.config.on_fraction() * limit,
                 off_bytes: self.config.off_fraction * limit,
                 incast: false,
             },
@@ -666,7 +594,7 @@ mod tests {
     }
 
     fn controller() -> SiccController {
-        let mut c = SiccController::new(SiccControllerConfig {
+        let mut c = SiccController::new(SiccConfig {
             buffer_pkts: 100,
             ..Default::default()
         });
@@ -899,11 +827,11 @@ mod tests {
 
     #[test]
     fn evaluate_on_syn_turns_incast_on_at_the_syn_that_fills_the_buffer() {
-        let cfg = SiccControllerConfig {
+        let cfg = SiccConfig {
             evaluate_on_syn: true,
             initial_window_pkts: 2.0,
             buffer_pkts: 10,
-            ..SiccControllerConfig::default()
+            ..SiccConfig::default()
         };
         let mut c = SiccController::new(cfg);
         // gamma = 2 x beta + Q with Q = 0: the fifth SYN reaches B = 10.
@@ -926,9 +854,9 @@ mod tests {
 
     /// A switch whose port 3 has the dumbbell's 83-packet buffer, receivers scaling by 5.
     fn sicc_switch() -> SiccSwitch {
-        let mut sw = SiccSwitch::new(SiccSwitchConfig {
+        let mut sw = SiccSwitch::new(SiccConfig {
             window_shift: 5,
-            ..SiccSwitchConfig::default()
+            ..SiccConfig::switch()
         });
         sw.add_port(3, 83 * 1500);
         sw

@@ -1,27 +1,36 @@
-//! `kind = "hygenicc"`: one HyGenICC shim per host; no controller.
+//! `kind = "hygenicc"`: the shim's configuration, which is the scenario's table: each key with
+//! its doc, unit, default and range, and the checks of its values.
 
-use std::collections::BTreeMap;
+use crate::limiters::keys::{check_limiter_keys, limiter_table, LIMITER_KEYS};
+use crate::vocab::keys::{Checks, KeyDoc, Table};
+use crate::vocab::units::{as_duration, Nanos};
 
-use crate::limiters::keys::{limiter_config, rate_shims, LIMITER_KEYS};
-use crate::mechanisms::hygenicc::{HygenConfig, HygenShim};
-use crate::vocab::headers::PacketHeaders;
-use crate::vocab::keys::{Checks, KeyDoc, Mechanism};
-use crate::vocab::roles::{Fabric, Instance};
-use crate::vocab::units::Duration;
-
-limiter_config! {
-    pub struct HygeniccTable {
-        /// Timer period of the shim (Tu).
-        pub update_interval: Option<Duration>,
-        pub min_rate_fraction: Option<f64>,
-        pub congestion_timeout: Option<Duration>,
-        pub feedback_timeout: Option<Duration>,
-        pub fast_increase: Option<f64>,
-        pub slow_increase: Option<f64>,
-        pub decrease_per_mark: Option<f64>,
-        pub admission_control: Option<bool>,
-        /// Drop the feedback packets and clear the IPR bits the VMs send (default true).
-        pub scrub: Option<bool>,
+limiter_table! {
+    /// HyGenICC's parameters. Rate steps are fractions of the NIC's nominal rate C.
+    pub struct HygenConfig {
+        /// Tu: period of the rate-update timer.
+        #[serde(with = "as_duration")]
+        pub update_interval: Nanos = UPDATE_INTERVAL.default_time(),
+        /// Congestion_Timeout: a pair with no feedback for this long is uncongested again.
+        #[serde(with = "as_duration")]
+        pub congestion_timeout: Nanos = CONGESTION_TIMEOUT.default_time(),
+        /// Feedback_Timeout: marks pending this long go back in an explicit feedback packet.
+        #[serde(with = "as_duration")]
+        pub feedback_timeout: Nanos = FEEDBACK_TIMEOUT.default_time(),
+        /// Increase per Tu while uncongested, fraction of C.
+        pub fast_increase: f64 = FAST_INCREASE.default_number(),
+        /// Increase per Tu while congested but without new feedback, fraction of C.
+        pub slow_increase: f64 = SLOW_INCREASE.default_number(),
+        /// Decrease per feedback mark per Tu, fraction of C.
+        pub decrease_per_mark: f64 = DECREASE_PER_MARK.default_number(),
+        /// R_min as a fraction of the VM's share.
+        pub min_rate_fraction: f64 = MIN_RATE_FRACTION.default_number(),
+        /// Refuse new TCP connections (SYN without ACK) from any local VM towards a
+        /// destination one of whose pairs sits at R_min with congestion still fresh.
+        pub admission_control: bool = ADMISSION_CONTROL.default_flag(),
+        /// Drop packets of the feedback protocol and clear the IPR bit that local VMs send,
+        /// so that a VM cannot cut another VM's rate by forging them.
+        pub scrub: bool = SCRUB.default_flag(),
     }
 }
 
@@ -117,42 +126,23 @@ const KEYS: &[KeyDoc] = &[
     SCRUB,
 ];
 
-impl Mechanism for HygeniccTable {
-    /// The shim's parameters and the VMs' weights by address.
-    type Params = (HygenConfig, BTreeMap<u32, u32>);
-
+impl Table for HygenConfig {
     fn keys() -> Vec<KeyDoc> {
         [LIMITER_KEYS, KEYS].concat()
     }
 
-    fn resolve(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) -> Self::Params {
-        let cfg = HygenConfig {
-            update_interval: ck.time(&UPDATE_INTERVAL, self.update_interval),
-            congestion_timeout: ck.time(&CONGESTION_TIMEOUT, self.congestion_timeout),
-            feedback_timeout: ck.time(&FEEDBACK_TIMEOUT, self.feedback_timeout),
-            fast_increase: ck.fraction(&FAST_INCREASE, self.fast_increase),
-            slow_increase: ck.fraction(&SLOW_INCREASE, self.slow_increase),
-            decrease_per_mark: ck.fraction(&DECREASE_PER_MARK, self.decrease_per_mark),
-            min_rate_fraction: ck.fraction(&MIN_RATE_FRACTION, self.min_rate_fraction),
-            alloc: self.limiter_keys().alloc(ck),
-            admission_control: ck.flag(&ADMISSION_CONTROL, self.admission_control),
-            scrub: ck.flag(&SCRUB, self.scrub),
-        };
-        (cfg, self.limiter_keys().weights(ck, vm_address))
-    }
-
-    fn instantiate<P: PacketHeaders + ?Sized + 'static>(
-        &self,
-        (cfg, weights): Self::Params,
-        fabric: &dyn Fabric,
-    ) -> Instance<P> {
-        let mut inst = Instance::none(fabric);
-        inst.shims = rate_shims(
-            fabric,
-            &weights,
-            |rate| HygenShim::new(cfg, rate),
-            |s, ip, w| s.register_vm(0, ip, w),
-        );
-        inst
+    fn check_values(&self, ck: &mut Checks, vm_address: &dyn Fn(&str) -> Option<u32>) {
+        ck.time(&UPDATE_INTERVAL, self.update_interval);
+        ck.time(&CONGESTION_TIMEOUT, self.congestion_timeout);
+        ck.time(&FEEDBACK_TIMEOUT, self.feedback_timeout);
+        for (k, v) in [
+            (&FAST_INCREASE, self.fast_increase),
+            (&SLOW_INCREASE, self.slow_increase),
+            (&DECREASE_PER_MARK, self.decrease_per_mark),
+            (&MIN_RATE_FRACTION, self.min_rate_fraction),
+        ] {
+            ck.fraction(k, v);
+        }
+        check_limiter_keys(ck, &self.weights, self.idle_timeout, vm_address);
     }
 }
