@@ -12,6 +12,7 @@ import json
 import os
 import secrets
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -874,8 +875,8 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
     """Garbage on the controller's ports is refused; then SIGKILL to the controller 3 s
     into the traffic, a new one started at once: the
     switch forwards by its rules meanwhile (fail_mode secure) and the agents keep their
-    rates (fail_static); the new controller takes the switch and both agents back, and
-    its notifications hold the UDP VM again."""
+    rates (fail_static) until the new controller is in control; it takes the switch and
+    both agents back, and its notifications hold the UDP VM again."""
     import threading
 
     fabric = ovs_fabric
@@ -931,13 +932,20 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
     half = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
     # Meanwhile the agents hold the rates of the moment they lost it (fail_static), a
     # point of SDN-GCC's sawtooth, and the TCP VM moves on at whatever its own limiter
-    # held then; once back, the agents' shims resume before the new controller's first
-    # notifications and the UDP VM's rate climbs for a few hundred ms. No 100 ms passes
-    # without the TCP VM moving, and from 4.5 s the new controller holds the UDP VM well
-    # under line rate again. (The TCP VM's mean over 4.5-6 s ranged 34-55 Mb/s in 6 runs,
-    # under its 25% bound once: not asserted, its cause not found.)
+    # held then. The agents reconnect as soon as the new controller listens, and hold
+    # those rates until it has its switch and says it is in control: before that hold,
+    # their shims resumed at once, with nothing to cut them, and the UDP VM went to 86-96
+    # Mb/s for 0.3 s while the TCP VM fell to 3-15 (5 runs); with it, the UDP VM stayed
+    # at the rate it was held at (26-72 Mb/s, as the kill found its sawtooth) and the TCP
+    # VM's lowest 100 ms was 29-35 Mb/s (3 runs). So: from the kill to 4 s (the new
+    # controller is ready 1.0-1.1 s after the kill) the UDP VM stays at its held rate (bins
+    # vary by 3-4 Mb/s around it), no 100 ms passes without the TCP VM moving, and from 4.5
+    # s the new controller holds the UDP VM well under line rate.
+    udp = fabric.last_bins["udp"]
+    held = statistics.median(udp[31:36])
+    assert max(udp[31:40]) <= 1.15 * held + 2, udp
     assert min(tcp[20:]) > 0, tcp
-    udp_after = fabric.last_bins["udp"][45:]
+    udp_after = udp[45:]
     assert sum(udp_after) / len(udp_after) <= 0.75 * 2 * half, udp_after
 
 

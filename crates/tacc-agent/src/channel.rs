@@ -11,6 +11,9 @@
 //!                       session = HMAC(key, "session" || nonce_a || nonce_c)
 //! ```
 //!
+//! A message is a `HostMessage`, or `"InControl"`: the controller has its switches, sent on
+//! every session once it has (an agent back from an outage holds its rates until then).
+//!
 //! A message recorded in one session verifies in no other, so a replay fails after a
 //! reconnection or a restart of either side as well as within the session. A frame that does
 //! not verify ends the session (the agent reconnects); the counts say why.
@@ -81,6 +84,21 @@ struct Shared {
     counts: ChannelCounts,
     /// Since when no session is up (`None`: one is).
     down_since: Option<Instant>,
+    /// The session up said its controller is in control.
+    in_control: bool,
+}
+
+/// What a frame carries.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum Frame {
+    Message(HostMessage),
+    Signal(Signal),
+}
+
+#[derive(serde::Deserialize)]
+enum Signal {
+    InControl,
 }
 
 /// The agent's end: messages in, and the channel's state.
@@ -125,6 +143,11 @@ impl Channel {
     pub fn down_for(&self) -> Option<Duration> {
         let s = self.shared.lock().unwrap_or_else(|e| e.into_inner());
         s.down_since.map(|t| t.elapsed())
+    }
+
+    /// Whether the controller of the session up said it is in control.
+    pub fn in_control(&self) -> bool {
+        with(&self.shared, |s| s.in_control)
     }
 
     pub fn counts(&self) -> ChannelCounts {
@@ -215,6 +238,7 @@ fn session(
     with(shared, |sh| {
         sh.counts.connects += 1;
         sh.down_since = None;
+        sh.in_control = false;
     });
     loop {
         let mut len = [0u8; 4];
@@ -230,8 +254,9 @@ fn session(
         if s.read_exact(&mut frame).is_err() {
             return Ok(());
         }
-        match verifier.accept(&frame) {
-            Ok(msg) => {
+        match verifier.accept_as(&frame) {
+            Ok(Frame::Signal(Signal::InControl)) => with(shared, |sh| sh.in_control = true),
+            Ok(Frame::Message(msg)) => {
                 with(shared, |sh| match msg {
                     HostMessage::Congestion(_) => sh.counts.notify += 1,
                     HostMessage::Incast(_) => sh.counts.incast += 1,
@@ -289,7 +314,7 @@ mod tests {
             .then(|| (s, mac(key, &[b"session", &nonce_a, &nonce_c])))
     }
 
-    fn frame(session: &[u8], seq: u64, msg: &HostMessage) -> Vec<u8> {
+    fn frame(session: &[u8], seq: u64, msg: &impl serde::Serialize) -> Vec<u8> {
         let mut signed = seq.to_be_bytes().to_vec();
         signed.extend_from_slice(&serde_json::to_vec(msg).unwrap());
         let mut f = mac(session, &[&signed]).to_vec();
@@ -350,6 +375,28 @@ mod tests {
         let c = wait_for(&ch, |c| c.forged == 1);
         assert_eq!(c.notify, 1);
         drop(s);
+    }
+
+    #[test]
+    fn in_control_is_said_once_per_session_and_is_no_message_for_the_shim() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let ch = start(&l);
+        let (mut s, session) = controller_handshake(&l, &KEY).unwrap();
+        wait_for(&ch, |c| c.connects == 1);
+        assert!(!ch.in_control());
+        s.write_all(&frame(&session, 1, &"InControl")).unwrap();
+        s.write_all(&frame(&session, 2, &notify(1.0))).unwrap();
+        wait_for(&ch, |c| c.notify == 1);
+        assert!(ch.in_control());
+        let mut got = Vec::new();
+        ch.drain(&mut |m| got.push(*m));
+        assert_eq!(got, [notify(1.0)]);
+        // A new session starts without it.
+        drop(s);
+        let (_s2, _) = controller_handshake(&l, &KEY).unwrap();
+        wait_for(&ch, |c| c.connects == 2);
+        assert!(!ch.in_control());
+        assert_eq!(ch.counts().malformed, 0);
     }
 
     #[test]

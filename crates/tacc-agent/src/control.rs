@@ -77,6 +77,14 @@ impl Verifier {
 
     /// The message of an authentic datagram with a fresh seq (which it uses up).
     pub fn accept(&mut self, datagram: &[u8]) -> Result<HostMessage, Rejected> {
+        self.accept_as(datagram)
+    }
+
+    /// [`Verifier::accept`] for a message of another type (what a channel's frame carries).
+    pub fn accept_as<T: serde::de::DeserializeOwned>(
+        &mut self,
+        datagram: &[u8],
+    ) -> Result<T, Rejected> {
         let Some((mac, signed)) = datagram.split_first_chunk::<MAC_LEN>() else {
             return Err(Rejected::Forged);
         };

@@ -152,6 +152,51 @@ fn roles(mechanism: &MechanismConfig) -> tacc_mech::roles::Instance<Ipv4Packet<V
     mechanism.build(&fabric)
 }
 
+/// Whether a shim that takes its rates from a controller is frozen (its datapath keeping the
+/// rates and clamps in force): while the channel is down (fail-static), and once it is back,
+/// until the controller says it is in control (it has its switches) or sends a message, for
+/// at most `fail_static`. An agent reconnects as soon as the new controller listens, before
+/// that controller can read its switches: a shim resumed then climbs from the rates held, its
+/// notifications long past, and in the controller-restart test the UDP VM went to line rate
+/// for 0.3 s. Back from fail-open (the limits lifted), there is nothing to hold.
+#[derive(Default)]
+struct Hold {
+    /// When the channel came back with the rates still held.
+    back_at: Option<std::time::Instant>,
+    /// The channel went down after a session had been up.
+    lost: bool,
+    ever_up: bool,
+}
+
+impl Hold {
+    /// Back, and holding the rates until the controller is in control.
+    fn holding(&self) -> bool {
+        self.back_at.is_some()
+    }
+
+    fn frozen(
+        &mut self,
+        down: Option<std::time::Duration>,
+        in_control: bool,
+        open: bool,
+        fail_static: std::time::Duration,
+    ) -> bool {
+        if down.is_some() {
+            self.lost |= self.ever_up;
+            self.back_at = None;
+            return true;
+        }
+        self.ever_up = true;
+        if std::mem::take(&mut self.lost) && !open {
+            self.back_at = Some(std::time::Instant::now());
+        }
+        if in_control || self.back_at.is_some_and(|t| t.elapsed() >= fail_static) {
+            self.back_at = None;
+        }
+        self.back_at.is_some()
+    }
+}
+
 /// Why a mechanism cannot run under `tacc agent`, if it cannot: a kind with a controller
 /// needs the config's `[controller]`, and the kinds that live in the switches have no host
 /// shim.
@@ -536,6 +581,7 @@ fn serve(
         .as_ref()
         .filter(|_| roles(&cfg.mechanism).controller.is_some());
     let mut open = false;
+    let mut hold = Hold::default();
     let rate = format!("{}", cfg.uplink_rate_bps);
     let metrics = cfg
         .metrics
@@ -625,11 +671,23 @@ fn serve(
             last_scan = now;
             next_scan = now + cfg.rescan_ns;
         }
+        let mut heard = false;
         if let (Some(ch), Some(d)) = (&channel, &mut driver) {
-            ch.drain(&mut |m| d.shim.on_message(now, m));
+            ch.drain(&mut |m| {
+                heard = true;
+                d.shim.on_message(now, m)
+            });
         }
         let down = channel.as_ref().and_then(Channel::down_for);
-        let frozen = frozen_without.is_some() && down.is_some();
+        let in_control = heard || channel.as_ref().is_some_and(Channel::in_control);
+        let was_holding = hold.holding();
+        let frozen = match frozen_without {
+            Some(link) => hold.frozen(down, in_control, open, link.fail_static),
+            None => false,
+        };
+        if was_holding && !frozen {
+            log.event("controller in control: the rates follow it again", &[]);
+        }
         match (frozen_without, down) {
             (Some(link), Some(d)) if d >= link.fail_static && !open => {
                 if let Some(drv) = &mut driver {
@@ -831,3 +889,46 @@ const STATUS_EVERY_NS: u64 = 1_000_000_000;
 const EAGER_SCAN_NS: u64 = 20_000_000;
 /// The longest sleep without a shim: a stop is seen within it.
 const IDLE_NS: u64 = 100_000_000;
+
+#[cfg(test)]
+mod tests {
+    use super::Hold;
+    use std::time::Duration;
+
+    const STATIC: Duration = Duration::from_secs(3600);
+    const DOWN: Option<Duration> = Some(Duration::from_millis(5));
+
+    #[test]
+    fn rates_are_held_while_down_and_after_until_the_controller_is_in_control() {
+        let mut h = Hold::default();
+        assert!(h.frozen(DOWN, false, false, STATIC), "not connected yet");
+        assert!(
+            !h.frozen(None, false, false, STATIC),
+            "the first session holds nothing"
+        );
+        assert!(h.frozen(DOWN, false, false, STATIC));
+        assert!(
+            h.frozen(None, false, false, STATIC),
+            "back, its controller not in control"
+        );
+        assert!(h.frozen(None, false, false, STATIC));
+        assert!(!h.frozen(None, true, false, STATIC), "in control");
+        assert!(!h.frozen(None, false, false, STATIC), "and stays so");
+    }
+
+    #[test]
+    fn a_controller_not_in_control_is_waited_for_fail_static_at_most() {
+        let mut h = Hold::default();
+        assert!(!h.frozen(None, false, false, Duration::ZERO));
+        assert!(h.frozen(DOWN, false, false, Duration::ZERO));
+        assert!(!h.frozen(None, false, false, Duration::ZERO));
+    }
+
+    #[test]
+    fn back_from_fail_open_nothing_is_held() {
+        let mut h = Hold::default();
+        assert!(!h.frozen(None, false, false, STATIC));
+        assert!(h.frozen(DOWN, false, true, STATIC));
+        assert!(!h.frozen(None, false, true, STATIC));
+    }
+}

@@ -73,6 +73,7 @@ class ControllerEnd:
     def __init__(self, keys: dict[str, bytes], address: tuple[str, int]) -> None:
         self.keys = keys
         self.sessions: dict[str, _Session] = {}
+        self.in_control = False  # said on every session once true (take_control)
         self.refused = 0  # connections that failed the handshake
         self.recent_refusals: deque[str] = deque(maxlen=RECENT_REFUSALS)  # and why
         self._changed = threading.Condition()
@@ -119,6 +120,8 @@ class ControllerEnd:
                 old.end()
             self.sessions[host] = session
             self._changed.notify_all()
+        if self.in_control:
+            self._say_in_control(host)
         self._watch(host, session)
 
     def _watch(self, host: str, session: _Session) -> None:
@@ -151,10 +154,26 @@ class ControllerEnd:
                                        f"(refused: {list(self.recent_refusals)})")
                 self._changed.wait(left)
 
-    def send(self, host: str, message: dict[str, Any]) -> int:
-        """Sends `message` (a HostMessage as JSON data) to `host`'s agent; returns the bytes
-        it took on the channel. KeyError without a session; OSError if the send fails,
-        which ends the session."""
+    def take_control(self) -> None:
+        """The controller has its switches: tells every agent, now and at each session to
+        come, that it is in control (an agent back from an outage holds its rates until
+        then)."""
+        if self.in_control:
+            return
+        self.in_control = True
+        for host in list(self.sessions):
+            self._say_in_control(host)
+
+    def _say_in_control(self, host: str) -> None:
+        try:
+            self.send(host, "InControl")
+        except (KeyError, OSError):
+            pass  # the session ended; the next one is told at its start
+
+    def send(self, host: str, message: dict[str, Any] | str) -> int:
+        """Sends `message` (a HostMessage as JSON data, or "InControl") to `host`'s agent;
+        returns the bytes it took on the channel. KeyError without a session; OSError if the
+        send fails, which ends the session."""
         session = self.sessions[host]
         body = json.dumps(message).encode()
         with session.lock:
