@@ -36,6 +36,10 @@ INCAST_SMALL = DATA / "incast-small.toml"
 WEBSEARCH_SMALL = DATA / "websearch-small.toml"
 # A full segment's wire time at 100 Mb/s: 1500 IP bytes (htb counts those) for 1448 of data.
 SEGMENT_S, SEGMENT_DATA = 1500 * 8 / 100e6, 1448
+# The frames a 100 Mb/s port's HTB lets through on its tokens at once: a flow's first ones
+# cross the path without waiting their turn (web.0, 21,681 B in 15 frames, took 1.668 ms,
+# 1.71 ms at 0.95 of the line rate).
+BURST_FRAMES = max(2 * topology.MTU_FRAME, 100e6 * topology.BURST_TIME_S / 8) / topology.MTU_FRAME
 ENGINE_FLOWS_HEADER = (  # crates/tacc-sim/src/output.rs
     "name,group,src,dst,transport,cc,ecn,bytes_delivered,start,end,fct,goodput_mbps,"
     "completed,retransmits,fast_retransmits,timeouts,ecn_reductions"
@@ -783,8 +787,9 @@ def test_partition_aggregate_runs_epoch_after_epoch(testbed_machine: None, tmp_p
 def test_open_loop_flows_are_the_engines_flows(testbed_machine: None, tmp_path: Path) -> None:
     """The web-search source sends the very flows the engine draws for the seed (names,
     endpoints, sizes, start times), and each is timed as the engine times it: no flow
-    faster than its bytes at the line rate, and every short flow (100 KB at most) that
-    starts half a second before the end completes."""
+    faster than its bytes at the line rate (but for the frames a port's HTB burst lets pass
+    at once), and every short flow (100 KB at most) that starts half a second before the end
+    completes."""
     out = run.run_testbed(WEBSEARCH_SMALL, [], run.Options(out=tmp_path / "out", quiet=True))
 
     rows = {r["name"]: r for r in collect.read_csv(out / "flows.csv")}
@@ -797,7 +802,8 @@ def test_open_loop_flows_are_the_engines_flows(testbed_machine: None, tmp_path: 
         assert float(row["start"]) == pytest.approx(w["start_ns"] / 1e9, abs=1e-9)
         if row["completed"] == "true":
             assert int(row["bytes_delivered"]) == w["bytes"]
-            assert float(row["fct"]) >= 0.95 * w["bytes"] / SEGMENT_DATA * SEGMENT_S, row
+            frames = w["bytes"] / SEGMENT_DATA - BURST_FRAMES
+            assert float(row["fct"]) >= 0.95 * frames * SEGMENT_S, row
         elif w["bytes"] <= 100_000:
             assert w["start_ns"] > 2.5e9, row
 
