@@ -24,6 +24,12 @@ $(DEPS): tools/testbed-deps.sh
 	tools/testbed-deps.sh
 	mkdir -p target && touch $(DEPS)
 
+# The deploy tests' real guests: Debian's kernel and an initramfs of the project's
+# (tools/guest-image.sh; nothing is built where its tools are missing, and the tests say so).
+GUEST := target/guest/initrd.gz
+$(GUEST): $(DEPS) tools/guest-image.sh tools/guest/init tools/guest/traffic.c
+	tools/guest-image.sh target/guest
+
 # The package's bytecode is compiled here, as a wheel install does: the editable install leaves
 # it to the first import, and where PYTHONDONTWRITEBYTECODE is set every start compiles again.
 $(STAMP): $(DEPS) $(VENV)/bin/python $(PGO) $(shell find crates python -name '*.rs' -o -name '*.py' -o -name '*.toml' -o -name '*.cdf' -o -name '*.c' -o -name '*.h' 2>/dev/null) Cargo.toml pyproject.toml
@@ -41,7 +47,7 @@ demo: setup
 
 # TACC_REQUIRE_TESTBED=1: as root, a testbed test that cannot run fails instead of skipping.
 # The eBPF test-runs need root: ignored (with the reason) otherwise, included as root.
-test: setup
+test: setup $(GUEST)
 	TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) cargo test --workspace $$([ "$$(id -u)" = 0 ] && echo -- --include-ignored)
 	TACC_REQUIRE_ENGINE=1 TACC_REQUIRE_TESTBED=$$([ "$$(id -u)" = 0 ] && echo 1 || echo 0) $(PY) -m pytest -q
 

@@ -46,13 +46,16 @@ class Fabric:
     """Three hypervisors (h0: VM a, h1: VM b, h2: VM c) on one switch, whose port p2 to h2
     is the bottleneck; addresses 10.77.0.0/24."""
 
-    def __init__(self, names: Names, workdir: Path, *, ovs: bool = False) -> None:
+    def __init__(self, names: Names, workdir: Path, *, ovs: bool = False,
+                 guests: frozenset[str] = frozenset(), rate_bps: int = RATE_BPS) -> None:
         self.names, self.workdir, self.ovs = names, workdir, ovs
+        self.guests, self.rate_bps = guests, rate_bps  # VMs run by qemu; the bottleneck's rate
         self.sw = names.switch(0)
         self.hvs = [names.host(j) for j in range(3)]
         self.vms = {vm: (names.vm(k), self.hvs[k], f"10.77.0.{k + 1}")
                     for k, vm in enumerate("abc")}
         self.children: list[subprocess.Popen[str]] = []
+        self.guest_consoles: dict[str, Path] = {}
         self.last_bins: dict[str, list[float]] = {}  # each flow's Mb/s per bin, last traffic
         # `ip netns exec` mounts a sysfs of its own, hiding /sys/fs/bpf: the agents pin their
         # maps in a BPF filesystem of the test's, which every namespace's mounts see.
@@ -61,7 +64,8 @@ class Fabric:
     def build(self) -> None:
         self.bpffs.mkdir()
         sh("mount", "-t", "bpf", "bpf", str(self.bpffs))
-        for ns in (self.sw, *self.hvs, *(v[0] for v in self.vms.values())):
+        for ns in (self.sw, *self.hvs,
+                   *(v[0] for vm, v in self.vms.items() if vm not in self.guests)):
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
         for ns in (self.hvs if self.ovs else (self.sw, *self.hvs)):
@@ -69,7 +73,17 @@ class Fabric:
             sh("ip", "-n", ns, "link", "set", "br0", "up")
         for i, hv in enumerate(self.hvs):
             self._cable(hv, "up0", self.sw, f"p{i}")
+            if self.guests:
+                # A wire carries frames: a guest's TCP hands its virtio NIC 64 KB segments,
+                # which veths would carry whole to the switch, to be queued, marked and
+                # counted as one packet.
+                sh("ip", "netns", "exec", hv, "ethtool", "-K", "up0", "tso", "off", "gso",
+                   "off")
         for name, (ns, hv, address) in self.vms.items():
+            if name in self.guests:  # qemu's tap, as libvirt makes it
+                sh("ip", "-n", hv, "tuntap", "add", f"tap{name}", "mode", "tap")
+                sh("ip", "-n", hv, "link", "set", f"tap{name}", "master", "br0", "up")
+                continue
             sh("ip", "link", "add", "eth0", "netns", ns, "type", "veth", "peer", "name",
                f"tap{name}", "netns", hv)
             sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
@@ -81,7 +95,8 @@ class Fabric:
                 sh("ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tso", "off", "gso",
                    "off", "tx", "off")
         # The bottleneck: the switch's port to h2.
-        rate = f"rate {RATE_BPS}bit ceil {RATE_BPS}bit quantum 1514 burst 3028 cburst 3028"
+        rate = (f"rate {self.rate_bps}bit ceil {self.rate_bps}bit quantum 1514 burst 3028 "
+                "cburst 3028")
         subprocess.run(["tc", "-n", self.sw, "-batch", "-"], check=True, text=True, input="\n".join([
             "qdisc add dev p2 root handle 1: stab overhead -14 htb default 2",
             f"class add dev p2 parent 1: classid 1:1 htb {rate}",
@@ -130,7 +145,7 @@ class Fabric:
         scenario = self.workdir / "switch.toml"
         scenario.write_text(
             'duration = "1s"\n[topology]\nkind = "star"\nsenders = 1\nreceivers = 1\n'
-            'link_rate = "100Mbps"\nlink_delay = "25us"\n[queue]\nkind = "red-ecn"\nlimit = "100pkt"\n'
+            f'link_rate = "{self.rate_bps}bps"\nlink_delay = "25us"\n[queue]\nkind = "red-ecn"\nlimit = "100pkt"\n'
             'k = "20pkt"\n', encoding="utf-8")
         plan = json.loads(_core.plan(str(scenario)))
         ports = {p["name"]: i for i, p in enumerate(plan["ports"])}
@@ -175,25 +190,70 @@ class Fabric:
             assert time.monotonic() < deadline, f"{what} did not start"
             time.sleep(0.05)
 
-    def traffic(self, tag: str) -> dict[str, float]:
-        """A TCP flow from a and UDP at line rate from b, both to c, for DURATION_S; each
-        flow's goodput in Mb/s from MEASURED_FROM_S on."""
-        run = self.workdir / tag
-        run.mkdir()
+    def _sources(self) -> dict[str, dict[str, Any]]:
+        """A's TCP flow and b's UDP at line rate, both to c."""
         c = self.vms["c"][2]
-        sources = {
+        return {
             "a": {"flow": 0, "transport": "tcp", "dst": c, "dst_port": 5001,
                   "src_port": 30000, "start_ns": 0, "stop_ns": None, "bytes": None,
                   "cc": "reno", "ecn": False, "rate_bps": None, "packet_bytes": None},
             "b": {"flow": 1, "transport": "udp", "dst": c, "dst_port": 9, "src_port": 30001,
                   "start_ns": 0, "stop_ns": None, "bytes": None, "cc": None, "ecn": False,
-                  "rate_bps": RATE_BPS, "packet_bytes": 1500},
+                  "rate_bps": self.rate_bps, "packet_bytes": 1500},
         }
+
+    def start_guests(self, image: Path, accel: str) -> None:
+        """Boots each guest VM under qemu in its hypervisor, on its tap, with its source of
+        `_sources` as the traffic program's arguments (the guest kernel's own TCP: Cubic),
+        and waits until each says its traffic runs. A guest's TCP connects again whenever
+        its sink listens, so one guest serves every `traffic` run."""
+        for k, (vm, (_, hv, address)) in enumerate(self.vms.items()):
+            if vm not in self.guests:
+                continue
+            src = self._sources()[vm]
+            run = [src["transport"], src["dst"], str(src["dst_port"]), str(src["src_port"])]
+            if src["transport"] == "udp":
+                run.append(str(src["rate_bps"]))
+            console = self.workdir / f"guest-{vm}.console"
+            self.children.append(subprocess.Popen(
+                ["ip", "netns", "exec", hv, "qemu-system-x86_64", "-accel", accel, "-m", "256",
+                 "-smp", "1", "-nodefaults", "-display", "none", "-no-reboot",
+                 "-kernel", str(image / "vmlinuz"), "-initrd", str(image / "initrd.gz"),
+                 "-append", f"console=ttyS0 quiet panic=-1 tacc.addr={address}/24 "
+                            f"tacc.run={','.join(run)}",
+                 "-serial", f"file:{console}",
+                 "-netdev", f"tap,id=n0,ifname=tap{vm},script=no,downscript=no",
+                 "-device", f"virtio-net-pci,netdev=n0,mac=52:54:00:77:00:{k + 1:02x}"],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+            self.guest_consoles[vm] = console
+        for vm, console in self.guest_consoles.items():
+            # TCP says so once its sink listens: booted is enough here.
+            self._wait_for_line(console, "tacc-guest: up", f"guest {vm}")
+            if self._sources()[vm]["transport"] == "udp":
+                self._wait_for_line(console, "tacc-guest: udp sending", f"guest {vm}")
+
+    @staticmethod
+    def _wait_for_line(path: Path, line: str, what: str) -> None:
+        deadline = time.monotonic() + 90  # a boot under TCG: about 5 s alone
+        while not (path.exists() and line in path.read_text(errors="replace")):
+            assert time.monotonic() < deadline, \
+                f"{what} did not say {line!r}: {path.read_text(errors='replace') if path.exists() else ''}"
+            time.sleep(0.1)
+
+    def traffic(self, tag: str) -> dict[str, float]:
+        """A TCP flow from a and UDP at line rate from b, both to c, for DURATION_S; each
+        flow's goodput in Mb/s from MEASURED_FROM_S on. A guest VM's source is its traffic
+        program, running since it booted."""
+        run = self.workdir / tag
+        run.mkdir()
+        sources = self._sources()
         sinks = [{"flow": s["flow"], "transport": s["transport"], "port": s["dst_port"],
                   "src": self.vms[vm][2], "src_port": s["src_port"], "bytes": None}
                  for vm, s in sources.items()]
         procs = []
         for k, (vm, (ns, _, address)) in enumerate(self.vms.items()):
+            if vm in self.guests:
+                continue
             spec = {"vm": k, "address": address, "seed": 1, "bin_ns": BIN_NS,
                     "rcv_buf_bytes": 1_000_000, "out": str(run / f"{vm}.json"),
                     "ready": str(run / f"{vm}.ready"), "go": str(run / "go"),
@@ -204,7 +264,7 @@ class Fabric:
             (run / f"{vm}.spec.json").write_text(json.dumps(spec), encoding="utf-8")
             procs.append(self._start(ns, ["-m", "tacc.testbed.traffic",
                                           str(run / f"{vm}.spec.json")]))
-        for vm in self.vms:
+        for vm in self.vms.keys() - self.guests:
             self._wait_for(run / f"{vm}.ready", f"the traffic of {vm}")
         t0 = time.monotonic_ns() + 300_000_000
         (run / ".go").write_text(json.dumps({"start_mono_ns": t0,
@@ -240,11 +300,11 @@ class Fabric:
             sh("umount", str(self.bpffs))
 
 
-def _built(tmp_path: Path, *, ovs: bool) -> Iterator[Fabric]:
+def _built(tmp_path: Path, *, ovs: bool, **options: Any) -> Iterator[Fabric]:
     """The fabric built with its switch (a bridge and the switch agent, or OVS), taken down
     after the test, with nothing left of it."""
     names = Names(secrets.token_hex(2))
-    made = Fabric(names, tmp_path, ovs=ovs)
+    made = Fabric(names, tmp_path, ovs=ovs, **options)
     try:
         made.build()
         if ovs:
@@ -262,15 +322,21 @@ def fabric(testbed_machine: None, tmp_path: Path) -> Iterator[Fabric]:
     yield from _built(tmp_path, ovs=False)
 
 
-BRIDGED = """\
+def bridged(rate_bps: int = RATE_BPS, keys: str = "") -> str:
+    """A host config whose VMs are every port of br0 but the uplink, learned from their
+    traffic; `keys`: more of the mechanism's."""
+    return f"""\
 uplink = "up0"
-uplink_rate = "100Mbps"
+uplink_rate = "{rate_bps}bps"
 bridges = ["br0"]
 
 [mechanism]
 kind = "hygenicc"
 on_shortage = "queue"
-"""
+{keys}"""
+
+
+BRIDGED = bridged()
 
 NAMED = """\
 uplink = "up0"
@@ -487,6 +553,72 @@ def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
         if agent.poll() is None:
             agent.send_signal(signal.SIGTERM)
             assert agent.communicate(timeout=10)[0] is not None
+
+
+# Real guests: a TCG guest's UDP source kept 52-148 Mb/s in each second beside a TCP guest
+# on the 2-core machine (docs/deploy.md): line rate is half its worst second.
+GUEST_RATE_BPS = 25_000_000
+# HyGenICC's timers at a quarter of the rate the defaults suit here (100 Mb/s): each Tu must
+# see as many packets, and so as many marks per cut (docs/deploy.md, slower links).
+GUEST_TIMERS = ('update_interval = "2ms"\ncongestion_timeout = "4ms"\n'
+                'feedback_timeout = "400us"\n')
+
+
+@pytest.fixture
+def guest_image(testbed_machine: None) -> tuple[Path, str]:
+    """The guest image `make test` builds (tools/guest-image.sh) and the accelerator that
+    booted it, or a skip that says how to build it (a failure with TACC_REQUIRE_TESTBED=1)."""
+    image = Path(__file__).resolve().parents[2] / "target" / "guest"
+    if not (image / "accel").exists():
+        reason = f"no guest image in {image}: tools/guest-image.sh builds it (make test does)"
+        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return image, (image / "accel").read_text().strip()
+
+
+@pytest.fixture
+def guest_fabric(guest_image: tuple[Path, str], tmp_path: Path) -> Iterator[Fabric]:
+    yield from _built(tmp_path, ovs=False, guests=frozenset("ab"), rate_bps=GUEST_RATE_BPS)
+
+
+@pytest.mark.testbed
+def test_hygenicc_agents_give_a_real_guests_tcp_its_share_next_to_a_guests_udp(
+        guest_fabric: Fabric, guest_image: tuple[Path, str], tmp_path: Path) -> None:
+    """The first test's case with VMs a and b as real guests under qemu: Debian's kernel,
+    its own TCP (Cubic) and a UDP source at line rate, each on a tap of its hypervisor's
+    bridge as libvirt attaches them. The agents know nothing of the guests but their taps
+    and their traffic; HyGenICC gives the guest's TCP its half as between namespaces."""
+    fabric = guest_fabric
+    fabric.start_guests(*guest_image)
+    base = fabric.traffic("none")
+    states = [tmp_path / f"state-h{j}" for j in range(3)]
+    agents = [fabric.start_agent(hv, bridged(GUEST_RATE_BPS, GUEST_TIMERS), state)
+              for hv, state in zip(fabric.hvs, states)]
+    with_agents = fabric.traffic("hygenicc")
+    status = [json.loads((state / "status.json").read_text()) for state in states]
+    for agent in agents:
+        assert agent.poll() is None, agent.communicate()[1]
+        agent.send_signal(signal.SIGTERM)
+        assert agent.communicate(timeout=10) is not None and agent.returncode == 0
+    consoles = {vm: path.read_text(errors="replace") for vm, path in
+                fabric.guest_consoles.items()}
+    print(f"guests ({guest_image[1]}): no mechanism: {base}; HyGenICC: {with_agents}; "
+          f"TCP bins from 2 s: {[round(b, 1) for b in fabric.last_bins['tcp'][20:60]]}; "
+          f"UDP: {[round(b, 1) for b in fabric.last_bins['udp'][20:60]]}; consoles: {consoles}")
+    # The guests ran Debian's kernel and its default congestion control, not the host's.
+    assert all(f"tacc-guest: up 10.77.0.{k + 1}/24 " in consoles[vm] and " cubic" in consoles[vm]
+               for k, vm in enumerate("ab")), consoles
+    ideal = GUEST_RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
+    assert base["tcp"] < 0.15 * ideal, base
+    assert with_agents["tcp"] >= 0.8 * ideal, with_agents
+    assert with_agents["udp"] <= 1.2 * ideal, with_agents
+    assert with_agents["tcp"] + with_agents["udp"] >= 0.9 * 2 * ideal, with_agents
+    # Each guest's hypervisor found it on its tap, from its traffic.
+    for j, vm in enumerate("ab"):
+        assert [(v["address"], v["port"], v["learned"]) for v in status[j]["vms"]] == [
+            (f"10.77.0.{j + 1}", f"tap{vm}", True)]
+    assert status[2]["counters"]["ce_cleared"] > 0, status[2]["counters"]
 
 
 SDN_GCC = """\
