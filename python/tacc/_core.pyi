@@ -94,11 +94,13 @@ def agent_run(role: str, config: str) -> None:
     """Run a testbed agent ("host" or "switch") with its JSON configuration until the
     process is killed; OSError if it cannot start."""
 
-def controller_config(text: str, file: str, *, keys: bool = True) -> str:
+def controller_config(text: str, file: str, *, keys: bool = True,
+                      switch: str | None = None) -> str:
     """`tacc controller --config`: the fabric config `text` checked (ScenarioError, one line
     per mistake, naming `file`), as the JSON the controller daemon runs with: the fabric's
     plan, its listening addresses, the hosts' keys (hex; `keys=False` leaves the key files
-    unread), the switches' datapath ids and OpenFlow port numbers."""
+    unread but for switch `switch`'s stats key), the switches' datapath ids, OpenFlow port
+    numbers and stats sockets (`stats`, with `stats_key` over UDP)."""
 
 def agent_available() -> bool:
     """True if this build carries the testbed's eBPF programs (clang was there)."""

@@ -873,7 +873,7 @@ vms = [{{ name = "c", address = "10.77.0.3" }}]
 [[switches]]
 name = "sw0"
 datapath_id = 1
-stats = "{state}/sw0.sock"
+{stats}
 
 [[switches.ports]]
 number = 1
@@ -906,18 +906,26 @@ on_shortage = "queue"
 class SdnGccDaemons:
     """`tacc switch-agent` and `tacc controller` in the OVS switch's namespace, `tacc agent`
     on the senders' hypervisors (h0: the TCP VM's, h1: the UDP VM's), each started by its
-    command line with its config file."""
+    command line with its config file. The switch agent serves its stats on a Unix socket,
+    or with `stats_over_udp` on the switch's address over UDP, signed with its key, as for
+    a controller on another machine."""
 
-    def __init__(self, fabric: Fabric, tmp_path: Path) -> None:
+    def __init__(self, fabric: Fabric, tmp_path: Path, *, stats_over_udp: bool = False) -> None:
         self.fabric = fabric
         keys = tmp_path / "keys"
         keys.mkdir(mode=0o700)
-        for h in ("h0", "h1"):
+        for h in ("h0", "h1", "sw0"):
             (keys / f"{h}.key").write_bytes(os.urandom(32))
             (keys / f"{h}.key").chmod(0o600)
         self.state = tmp_path / "controller"
         self.config = tmp_path / "fabric.toml"
-        self.config.write_text(FABRIC.format(state=self.state, keys=keys), encoding="utf-8")
+        from tacc.testbed import ovs
+
+        stats = (f'stats = "{ovs.controller_address(0)}:7401"\n'
+                 f'stats_key_file = "{keys}/sw0.key"' if stats_over_udp else
+                 f'stats = "{self.state}/sw0.sock"')
+        self.config.write_text(FABRIC.format(state=self.state, keys=keys, stats=stats),
+                               encoding="utf-8")
         self.switch_agent = fabric._start(fabric.sw, ["-m", "tacc", "switch-agent", "--config",
                                                       str(self.config), "--switch", "sw0"])
         fabric._wait_for(self.state / "switch-sw0.ready", "the switch agent", self.switch_agent)
@@ -971,10 +979,11 @@ class SdnGccDaemons:
 @pytest.mark.testbed
 def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
         ovs_fabric: Fabric, tmp_path: Path) -> None:
-    """The controller reads the bottleneck's ECN marks from the switch agent and notifies
-    the UDP VM's hypervisor, whose limiter then leaves the TCP VM its share of the port."""
+    """The controller reads the bottleneck's ECN marks from the switch agent (over UDP,
+    signed) and notifies the UDP VM's hypervisor, whose limiter then leaves the TCP VM its
+    share of the port."""
     fabric = ovs_fabric
-    daemons = SdnGccDaemons(fabric, tmp_path)
+    daemons = SdnGccDaemons(fabric, tmp_path, stats_over_udp=True)
     shares = fabric.traffic("sdn-gcc")
     status = daemons.status()
     udp_agent = daemons.agent_status(fabric.hvs[1])
@@ -995,6 +1004,11 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
     assert shares["udp"] <= 1.25 * half, shares
     assert shares["tcp"] + shares["udp"] >= 0.85 * 2 * half, shares
     assert status["messages"].get("host_message", 0) > 0, status
+    # Every reading came back signed for its request (SDN-GCC asks each interval), but one
+    # the status may have caught on its way.
+    sent, answered = status["messages"]["stats_request"], status["messages"]["stats_reply"]
+    assert sent > 0 and sent - answered in (0, 1), status
+    assert not {"stats_replies_refused", "stats_timeouts"} & status["events"].keys(), status
     assert udp_agent["counters"]["control_notify"] > 0, udp_agent["counters"]
     assert "tacc_controller_switches_connected 1" in scraped, scraped
     assert "tacc_controller_agents_connected 2" in scraped, scraped
@@ -1184,6 +1198,87 @@ kind = "sdn-gcc"
     proc = _controller_cli("--config", str(path), "--check")
     assert proc.returncode == 2
     assert "agents: expected the address the hosts' agents connect to" in proc.stderr
+
+
+@pytest.mark.parametrize(("stats", "key", "line"), [
+    ('stats = "tor:7401"\nstats_key_file = "{keys}/sw0.key"', "stats",
+     "expected a Unix socket's absolute path, or the UDP address"),
+    ('stats = "198.18.0.1:7401"', "stats_key_file", "the stats of a switch agent reached over "
+                                                    "UDP are signed"),
+    ('stats = "/run/sw0.sock"\nstats_key_file = "{keys}/sw0.key"', "stats_key_file",
+     "expected none with a Unix socket"),
+    ('stats = "198.18.0.1:7401"\nstats_key_file = "{keys}/h0.key.open"', "stats_key_file",
+     "readable or writable by others than its owner"),
+])
+def test_a_switch_agents_stats_over_udp_need_an_address_and_a_key_of_its_own(
+        engine: None, tmp_path: Path, stats: str, key: str, line: str) -> None:
+    keys = tmp_path / "keys"
+    keys.mkdir()
+    for name in ("h0", "h1", "sw0"):
+        (keys / f"{name}.key").write_bytes(os.urandom(32))
+        (keys / f"{name}.key").chmod(0o600)
+    (keys / "h0.key.open").write_bytes(os.urandom(32))
+    (keys / "h0.key.open").chmod(0o644)
+    path = tmp_path / "fabric.toml"
+    path.write_text(FABRIC.format(state=tmp_path / "state", keys=keys,
+                                  stats=stats.format(keys=keys)), encoding="utf-8")
+    proc = _controller_cli("--config", str(path), "--check")
+    assert proc.returncode == 2, proc
+    (error,) = proc.stderr.splitlines()
+    assert f": switches[0].{key}: " in error and line in error, error
+    # With the address and a key of its own the switch is read, and its switch agent,
+    # which reads no other key, finds it too.
+    path.write_text(FABRIC.format(state=tmp_path / "state", keys=keys,
+                                  stats=f'stats = "198.18.0.1:7401"\n'
+                                        f'stats_key_file = "{keys}/sw0.key"'), encoding="utf-8")
+    assert _controller_cli("--config", str(path), "--check").returncode == 0
+    from tacc.deploy import controller
+
+    (keys / "h0.key").unlink()
+    sw = controller.read(path, keys=False, switch="sw0")["switches"][0]
+    assert (sw["stats"], sw["stats_key"]) == ("198.18.0.1:7401", (keys / "sw0.key").read_bytes().hex())
+
+
+def test_the_controller_takes_only_the_signed_reply_to_its_own_request(engine: None) -> None:
+    """The controller's end of the signed stats over UDP, against a switch agent written
+    here from the protocol: a reply recorded earlier (another nonce), one signed with
+    another key and one changed on the way are each refused, and the true one is taken."""
+    import hashlib
+    import hmac
+    import socket
+    import threading
+
+    from tacc.testbed.controller import _UdpStats
+
+    key = os.urandom(32)
+    agent = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    agent.bind(("127.0.0.1", 0))
+
+    def signed(k: bytes, nonce: bytes, body: bytes) -> bytes:
+        return nonce + hmac.new(k, b"reply" + nonce + body, hashlib.sha256).digest() + body
+
+    def serve() -> None:
+        data, peer = agent.recvfrom(4096)
+        magic, nonce, tag, body = data[:6], data[6:22], data[22:54], data[54:]
+        assert magic == b"TACCS1" and hmac.compare_digest(
+            tag, hmac.new(key, b"request" + nonce + body, hashlib.sha256).digest())
+        reply = b'{"QueueLength": {"switch": 0, "port": 2, "pkts": 7}}'
+        agent.sendto(signed(key, os.urandom(16), reply), peer)
+        agent.sendto(signed(os.urandom(32), nonce, reply), peer)
+        agent.sendto(signed(key, nonce, reply)[:-2] + b"9}", peer)
+        agent.sendto(signed(key, nonce, reply), peer)
+
+    thread = threading.Thread(target=serve)
+    thread.start()
+    refused: list[int] = []
+    stats = _UdpStats(f"127.0.0.1:{agent.getsockname()[1]}", key.hex())
+    reply = stats.ask(b'{"QueueLength": {"switch": 0, "port": 2}}', lambda: refused.append(1))
+    thread.join()
+    assert reply == b'{"QueueLength": {"switch": 0, "port": 2, "pkts": 7}}'
+    assert len(refused) == 3
+    # No answer at all: the wait ends at the stats timeout.
+    with pytest.raises(TimeoutError):
+        stats.ask(b"{}", lambda: None)
 
 
 def test_the_example_fabric_configs_pass_the_check(engine: None, tmp_path: Path) -> None:

@@ -34,8 +34,8 @@ use tacc_mech::control::HostMessage;
 use crate::control::{Rejected, Verifier, KEY_LEN};
 
 const MAGIC: &[u8; 5] = b"TACC1";
-const NONCE_LEN: usize = 16;
-const MAC_LEN: usize = 32;
+pub(crate) const NONCE_LEN: usize = 16;
+pub(crate) const MAC_LEN: usize = 32;
 /// The largest frame taken: a HostMessage's JSON is under 200 bytes.
 const MAX_FRAME: u32 = 4096;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -181,7 +181,7 @@ enum Ended {
     Handshake,
 }
 
-fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
+pub(crate) fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
     let mut m = Hmac::<Sha256>::new_from_slice(key).expect("any key length");
     for p in parts {
         m.update(p);
@@ -189,7 +189,7 @@ fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
     m.finalize().into_bytes().into()
 }
 
-fn nonce() -> [u8; NONCE_LEN] {
+pub(crate) fn nonce() -> [u8; NONCE_LEN] {
     let mut n = [0u8; NONCE_LEN];
     // SAFETY: getrandom writes at most the buffer's length.
     let got = unsafe { libc::getrandom(n.as_mut_ptr().cast(), NONCE_LEN, 0) };
@@ -280,7 +280,7 @@ fn session(
     }
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
 use aya::maps::{Array, HashMap as BpfHashMap, MapData};
@@ -541,7 +542,10 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
             }
             next_counts = elapsed + COUNTS_EVERY_NS;
         }
-        wait_readable(control.as_ref().map(|c| c.socket()), driver.wait_ns(&clock));
+        wait_readable(
+            control.as_ref().map(|c| c.socket().as_raw_fd()),
+            driver.wait_ns(&clock),
+        );
     }
 }
 

@@ -135,14 +135,13 @@ fn sleep_ns(ns: u64) {
 }
 
 /// Sleeps until `sock` (if any) has a datagram or `ns` have passed; true if it has one.
-fn wait_readable(sock: Option<&std::os::unix::net::UnixDatagram>, ns: u64) -> bool {
-    use std::os::fd::AsRawFd;
+fn wait_readable(sock: Option<std::os::fd::RawFd>, ns: u64) -> bool {
     let Some(sock) = sock else {
         sleep_ns(ns);
         return false;
     };
     let mut fd = libc::pollfd {
-        fd: sock.as_raw_fd(),
+        fd: sock,
         events: libc::POLLIN,
         revents: 0,
     };

@@ -8,6 +8,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::net::UdpSocket;
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 
@@ -21,6 +23,7 @@ use tacc_mech::roles::SwitchHook;
 use tacc_mech::units::Size;
 use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
+use crate::channel::{constant_time_eq, mac, MAC_LEN, NONCE_LEN};
 use crate::tc::{attach, load};
 use crate::{
     default_scale, ifindex, monotonic_ns, signal_ready, take_map, wait_readable, Clock, Plan,
@@ -44,11 +47,110 @@ pub struct SwitchConfig {
     /// The hook's time runs at this times real time ([`Clock`]).
     #[serde(default = "default_scale")]
     pub time_scale: f64,
-    /// What OpenFlow cannot give a controller: a Unix datagram socket that takes a
-    /// `StatsRequest` (JSON) for a port of this switch and answers the sender with the
-    /// `StatsReply`: the port's count of ECN marks, or its queue in full-size packets.
+    /// What OpenFlow cannot give a controller: a socket that takes a `StatsRequest` (JSON)
+    /// for a port of this switch and answers the sender with the `StatsReply`: the port's
+    /// count of ECN marks, or its queue in full-size packets. A Unix datagram socket's path,
+    /// or with `stats_key` the address and port of a UDP socket ([`StatsSocket`]).
     #[serde(default)]
-    pub stats: Option<PathBuf>,
+    pub stats: Option<String>,
+    /// The switch's key (hex, 32 bytes) that signs the requests and replies over UDP.
+    #[serde(default)]
+    pub stats_key: Option<String>,
+}
+
+/// The stats socket. Over UDP (a controller on another machine) each datagram is signed
+/// with the switch's key, and the controller's nonce ties a reply to its request:
+///
+/// ```text
+/// controller -> agent   "TACCS1" || nonce (16) || HMAC(key, "request" || nonce || JSON) || JSON
+/// agent -> controller   nonce (16) || HMAC(key, "reply" || nonce || JSON) || JSON
+/// ```
+///
+/// A request that does not verify gets no answer; a reply recorded earlier carries an old
+/// nonce, which the controller no longer waits for. (A recorded request replayed only has
+/// the counters read again, signed for a nonce nobody waits for.)
+pub enum StatsSocket {
+    Unix(UnixDatagram),
+    Udp(UdpSocket, Vec<u8>),
+}
+
+pub const STATS_MAGIC: &[u8] = b"TACCS1";
+
+impl StatsSocket {
+    fn open(cfg: &SwitchConfig) -> Result<Option<StatsSocket>, String> {
+        let Some(at) = &cfg.stats else {
+            return Ok(None);
+        };
+        let sock = match &cfg.stats_key {
+            None => StatsSocket::Unix(
+                UnixDatagram::bind(at).map_err(|e| format!("stats socket {at}: {e}"))?,
+            ),
+            Some(hex) => {
+                let key = unhex(hex)
+                    .filter(|k| k.len() == 32)
+                    .ok_or("stats_key: expected 64 hex digits")?;
+                let sock = UdpSocket::bind(at).map_err(|e| format!("stats address {at}: {e}"))?;
+                StatsSocket::Udp(sock, key)
+            }
+        };
+        match &sock {
+            StatsSocket::Unix(s) => s.set_nonblocking(true),
+            StatsSocket::Udp(s, _) => s.set_nonblocking(true),
+        }
+        .map_err(|e| e.to_string())?;
+        Ok(Some(sock))
+    }
+
+    fn fd(&self) -> RawFd {
+        match self {
+            StatsSocket::Unix(s) => s.as_raw_fd(),
+            StatsSocket::Udp(s, _) => s.as_raw_fd(),
+        }
+    }
+
+    /// Answers every waiting request with `answer`'s reply, if it has one.
+    fn serve(&self, answer: &dyn Fn(&[u8]) -> Option<Vec<u8>>) {
+        let mut buf = [0u8; 2048];
+        match self {
+            StatsSocket::Unix(sock) => {
+                while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    if let (Some(path), Some(reply)) = (from.as_pathname(), answer(&buf[..n])) {
+                        let _ = sock.send_to(&reply, path);
+                    }
+                }
+            }
+            StatsSocket::Udp(sock, key) => {
+                while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    let Some((nonce, request)) = open_request(key, &buf[..n]) else {
+                        continue;
+                    };
+                    if let Some(reply) = answer(request) {
+                        let tag = mac(key, &[b"reply", nonce, &reply]);
+                        let _ = sock.send_to(&[nonce, &tag[..], &reply].concat(), from);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The nonce and JSON of a signed request, if its tag verifies under `key`.
+fn open_request<'a>(key: &[u8], datagram: &'a [u8]) -> Option<(&'a [u8], &'a [u8])> {
+    let rest = datagram.strip_prefix(STATS_MAGIC)?;
+    if rest.len() < NONCE_LEN + MAC_LEN {
+        return None;
+    }
+    let (nonce, rest) = rest.split_at(NONCE_LEN);
+    let (tag, request) = rest.split_at(MAC_LEN);
+    constant_time_eq(tag, &mac(key, &[b"request", nonce, request])).then_some((nonce, request))
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    (text.len() % 2 == 0).then_some(())?;
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
 }
 
 /// Bytes per packet where the scenario sizes a queue in packets: a full packet's IP bytes,
@@ -132,16 +234,7 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,queue_bytes"
     )
     .map_err(|e| e.to_string())?;
-    let stats = cfg
-        .stats
-        .as_ref()
-        .map(|path| {
-            let sock = UnixDatagram::bind(path)
-                .map_err(|e| format!("stats socket {}: {e}", path.display()))?;
-            sock.set_nonblocking(true).map_err(|e| e.to_string())?;
-            Ok::<_, String>(sock)
-        })
-        .transpose()?;
+    let stats = StatsSocket::open(&cfg)?;
     signal_ready(&cfg.ready)?;
 
     let mut hook: Option<Box<dyn SwitchHook<Ipv4Packet<Vec<u8>>>>> = plan
@@ -214,8 +307,11 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             .and_then(|h| h.poll_at())
             .map_or(u64::MAX, |t| clock.real(t.saturating_sub(now)));
         let nap = timer.min(next_sample.saturating_sub(elapsed)).max(10_000);
-        if let (true, Some(sock)) = (wait_readable(stats.as_ref(), nap), &stats) {
-            answer_stats(sock, &cfg, &ports, &drains, &state);
+        if let (true, Some(sock)) = (
+            wait_readable(stats.as_ref().map(StatsSocket::fd), nap),
+            &stats,
+        ) {
+            sock.serve(&|request| answer_stats(request, &cfg, &ports, &drains, &state));
         }
     }
 }
@@ -229,50 +325,41 @@ fn queue_now(s: &PortState, drain_bytes_per_sec: u64) -> u64 {
         .saturating_sub(drained.min(u64::MAX as u128) as u64)
 }
 
-/// Answers every waiting request. A request that cannot be answered (not JSON, another
-/// switch's port) is dropped: the controller times out and carries on.
+/// The reply (JSON) to a request (JSON). A request that cannot be answered (not JSON,
+/// another switch's port) gets none: the controller times out and carries on.
 fn answer_stats(
-    sock: &UnixDatagram,
+    request: &[u8],
     cfg: &SwitchConfig,
     ports: &[(u32, u32, String)],
     drains: &HashMap<u32, u64>,
     state: &BpfHashMap<MapData, u32, PortState>,
-) {
-    let mut buf = [0u8; 2048];
-    while let Ok((n, from)) = sock.recv_from(&mut buf) {
-        let Ok(request) = serde_json::from_slice::<StatsRequest>(&buf[..n]) else {
-            continue;
-        };
-        let (switch, port) = match request {
-            StatsRequest::PortMarks { switch, port }
-            | StatsRequest::QueueLength { switch, port } => (switch, port),
-            StatsRequest::Switch { .. } => continue,
-        };
-        let Some(&(ifx, ..)) = ports
-            .iter()
-            .find(|p| p.1 == port)
-            .filter(|_| switch == cfg.switch)
-        else {
-            continue;
-        };
-        let Ok(s) = state.get(&ifx, 0) else { continue };
-        let queue = queue_now(&s, drains[&ifx]);
-        let reply = match request {
-            StatsRequest::PortMarks { .. } => StatsReply::PortMarks {
-                switch,
-                port,
-                marks: s.marks,
-            },
-            _ => StatsReply::QueueLength {
-                switch,
-                port,
-                pkts: queue.div_ceil(PACKET_BYTES) as u32,
-            },
-        };
-        if let (Some(path), Ok(bytes)) = (from.as_pathname(), serde_json::to_vec(&reply)) {
-            let _ = sock.send_to(&bytes, path);
+) -> Option<Vec<u8>> {
+    let request = serde_json::from_slice::<StatsRequest>(request).ok()?;
+    let (switch, port) = match request {
+        StatsRequest::PortMarks { switch, port } | StatsRequest::QueueLength { switch, port } => {
+            (switch, port)
         }
-    }
+        StatsRequest::Switch { .. } => return None,
+    };
+    let &(ifx, ..) = ports
+        .iter()
+        .find(|p| p.1 == port)
+        .filter(|_| switch == cfg.switch)?;
+    let s = state.get(&ifx, 0).ok()?;
+    let queue = queue_now(&s, drains[&ifx]);
+    let reply = match request {
+        StatsRequest::PortMarks { .. } => StatsReply::PortMarks {
+            switch,
+            port,
+            marks: s.marks,
+        },
+        _ => StatsReply::QueueLength {
+            switch,
+            port,
+            pkts: queue.div_ceil(PACKET_BYTES) as u32,
+        },
+    };
+    serde_json::to_vec(&reply).ok()
 }
 
 const SEEN_SYN: u32 = 1 << 0;
@@ -379,6 +466,49 @@ mod tests {
 
     /// BPF_PROG_TEST_RUN runs a frame on the loopback device.
     const LOOPBACK: u32 = 1;
+
+    /// Sends `request` signed with `key` (or `tamper`ed after signing) to a UDP stats
+    /// socket of key [7; 32] and returns the reply's nonce, tag and JSON, if any came.
+    fn ask_udp(key: [u8; 32], request: &[u8], tamper: bool) -> Option<(Vec<u8>, Vec<u8>, Vec<u8>)> {
+        let served = StatsSocket::Udp(UdpSocket::bind("127.0.0.1:0").unwrap(), vec![7; 32]);
+        let StatsSocket::Udp(sock, _) = &served else {
+            unreachable!()
+        };
+        sock.set_nonblocking(true).unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        client
+            .set_read_timeout(Some(std::time::Duration::from_millis(200)))
+            .unwrap();
+        let nonce = [3u8; NONCE_LEN];
+        let tag = mac(&key, &[b"request", &nonce, request]);
+        let mut datagram = [STATS_MAGIC, &nonce, &tag, request].concat();
+        if tamper {
+            *datagram.last_mut().unwrap() ^= 1;
+        }
+        client
+            .send_to(&datagram, sock.local_addr().unwrap())
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        served.serve(&|json| Some([b"re: ", json].concat()));
+        let mut buf = [0u8; 2048];
+        let n = client.recv(&mut buf).ok()?;
+        let (nonce, rest) = buf[..n].split_at(NONCE_LEN);
+        let (tag, json) = rest.split_at(MAC_LEN);
+        Some((nonce.to_vec(), tag.to_vec(), json.to_vec()))
+    }
+
+    #[test]
+    fn a_signed_request_over_udp_gets_a_reply_signed_for_its_nonce_and_no_other_does() {
+        let (nonce, tag, json) = ask_udp([7; 32], b"{}", false).expect("a reply");
+        assert_eq!(
+            (nonce.as_slice(), json.as_slice()),
+            (&[3u8; NONCE_LEN][..], &b"re: {}"[..])
+        );
+        assert_eq!(tag, mac(&[7; 32], &[b"reply", &nonce, &json]).to_vec());
+        // Another key, or a request changed after it was signed: no answer.
+        assert!(ask_udp([8; 32], b"{}", false).is_none());
+        assert!(ask_udp([7; 32], b"{}", true).is_none());
+    }
 
     fn full_frame(ecn: Ecn) -> Vec<u8> {
         frame(&emit(

@@ -19,7 +19,9 @@
 //! [[switches]]
 //! name = "tor1"
 //! datapath_id = 1                  # as OVS gives it (other-config:datapath-id)
-//! stats = "/run/tacc-switch/tor1.sock"  # its switch agent's stats socket (ECN marks, queues)
+//! stats = "/run/tacc-switch/tor1.sock"  # its switch agent's stats socket (ECN marks, queues),
+//!                                  # or "ADDRESS:PORT" (UDP) for an agent on another machine,
+//! # stats_key_file = "/etc/tacc/keys/tor1.key"  # which then signs each request and reply
 //! ports = [                        # OpenFlow port number, what it is cabled to
 //!   { number = 1, to = "hv1", rate = "10Gbps", buffer = "100pkt", marking = "20pkt", device = "p1" },
 //!   { number = 9, to = "spine1:3", rate = "40Gbps", buffer = "200pkt", device = "p9" },
@@ -78,7 +80,9 @@ struct SwitchTable {
     name: String,
     datapath_id: u64,
     #[serde(default)]
-    stats: Option<PathBuf>,
+    stats: Option<String>,
+    #[serde(default)]
+    stats_key_file: Option<PathBuf>,
     #[serde(default)]
     ports: Vec<PortTable>,
 }
@@ -116,7 +120,10 @@ pub struct ControllerDaemon {
 pub struct DaemonSwitch {
     pub name: String,
     pub datapath_id: u64,
-    pub stats: Option<PathBuf>,
+    /// A Unix socket's path, or a UDP address and port (with `stats_key`).
+    pub stats: Option<String>,
+    /// The key that signs the stats over UDP, hex (read where the keys are).
+    pub stats_key: Option<String>,
     /// Plan port -> its OpenFlow port number.
     pub ofports: BTreeMap<u32, u32>,
     /// Plan port -> its interface, for the switch agent (ports with a `device`).
@@ -130,8 +137,14 @@ enum End {
 }
 
 /// Reads and checks a fabric config; `file` names it in errors. `keys_read`: read the hosts'
-/// key files (the controller does); without, only their presence is checked.
-pub fn read(text: &str, file: &str, keys_read: bool) -> Result<ControllerDaemon, ScenarioErrors> {
+/// and the switches' key files (the controller does); without, only their presence is
+/// checked, but for the key of switch `switch` (its switch agent's).
+pub fn read(
+    text: &str,
+    file: &str,
+    keys_read: bool,
+    switch: Option<&str>,
+) -> Result<ControllerDaemon, ScenarioErrors> {
     let mut r = ConfigReader::new(text, file)?;
     let openflow: Option<String> = r.optional("openflow");
     let agents: Option<String> = r.optional("agents");
@@ -231,6 +244,39 @@ pub fn read(text: &str, file: &str, keys_read: bool) -> Result<ControllerDaemon,
                 "expected a datapath id above 0 that no other switch has",
             );
         }
+        let at = |key: &str| format!("switches[{i}].{key}");
+        match (&s.stats, &s.stats_key_file) {
+            (Some(path), Some(_)) if path.starts_with('/') => r.error(
+                &at("stats_key_file"),
+                "expected none with a Unix socket, which its file's mode guards: the key \
+                 signs the stats of a switch agent reached over UDP",
+            ),
+            (Some(path), None) if path.starts_with('/') => {}
+            (Some(address), key) => {
+                if address.parse::<SocketAddr>().is_err() {
+                    r.error(
+                        &at("stats"),
+                        format!(
+                            "expected a Unix socket's absolute path, or the UDP address and \
+                             port of a switch agent on another machine such as \
+                             \"10.0.0.254:7401\", got {address:?}"
+                        ),
+                    );
+                }
+                if key.is_none() {
+                    r.error(
+                        &at("stats_key_file"),
+                        "expected the switch's key file (32 bytes, mode 600): the stats of a \
+                         switch agent reached over UDP are signed",
+                    );
+                }
+            }
+            (None, Some(_)) => r.error(
+                &at("stats_key_file"),
+                "expected `stats` as well: the key signs the stats of its switch agent",
+            ),
+            (None, None) => {}
+        }
     }
     let mut ends: Vec<Vec<Option<End>>> = Vec::new();
     for (n, (i, s)) in switches.iter().enumerate() {
@@ -300,7 +346,7 @@ pub fn read(text: &str, file: &str, keys_read: bool) -> Result<ControllerDaemon,
     let mut ports = Vec::new();
     let mut port_of = HashMap::new(); // (switch, number) -> plan port
     let mut daemon_switches = Vec::new();
-    for (n, (_, s)) in switches.iter().enumerate() {
+    for (n, (i, s)) in switches.iter().enumerate() {
         let mut ofports = BTreeMap::new();
         let mut devices = BTreeMap::new();
         for (k, p) in s.ports.iter().enumerate() {
@@ -338,10 +384,21 @@ pub fn read(text: &str, file: &str, keys_read: bool) -> Result<ControllerDaemon,
                 devices.insert(index, d.clone());
             }
         }
+        let stats_key = match &s.stats_key_file {
+            Some(path) if keys_read || switch == Some(s.name.as_str()) => match read_key(path) {
+                Ok(key) => Some(hex(&key)),
+                Err(e) => {
+                    r.error(&format!("switches[{i}].stats_key_file"), e);
+                    None
+                }
+            },
+            _ => None,
+        };
         daemon_switches.push(DaemonSwitch {
             name: s.name.clone(),
             datapath_id: s.datapath_id,
             stats: s.stats.clone(),
+            stats_key,
             ofports,
             devices,
         });

@@ -214,11 +214,12 @@ fn agent_daemon(py: Python<'_>, text: &str, file: &str, check: bool) -> PyResult
 /// `tacc controller --config`: reads and checks the fabric config `text` (named `file` in
 /// errors, which are a ScenarioError of one line each); returns what the controller daemon
 /// runs with as JSON: the fabric's plan, its listening addresses, the hosts' keys (hex;
-/// `keys=False` leaves the key files unread), the switches' datapath ids and port numbers.
+/// `keys=False` leaves the key files unread but for the stats key of switch `switch`), the
+/// switches' datapath ids, port numbers and stats sockets.
 #[pyfunction]
-#[pyo3(signature = (text, file, *, keys=true))]
-fn controller_config(text: &str, file: &str, keys: bool) -> PyResult<String> {
-    let cfg = fabric_config::read(text, file, keys).map_err(scenario_err)?;
+#[pyo3(signature = (text, file, *, keys=true, switch=None))]
+fn controller_config(text: &str, file: &str, keys: bool, switch: Option<&str>) -> PyResult<String> {
+    let cfg = fabric_config::read(text, file, keys, switch).map_err(scenario_err)?;
     serde_json::to_string(&cfg).map_err(scenario_err)
 }
 

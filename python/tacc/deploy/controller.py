@@ -31,14 +31,20 @@ class ControllerError(RuntimeError):
     """The controller or switch agent could not run (exit status 3)."""
 
 
-def read(config: Path, *, keys: bool = True) -> dict[str, Any]:
-    """The checked fabric config (ScenarioError on a mistake); `keys=False` leaves the
-    hosts' key files unread (a switch agent has no use for them)."""
+def read(config: Path, *, keys: bool = True, switch: str | None = None) -> dict[str, Any]:
+    """The checked fabric config (ScenarioError on a mistake); `keys=False` leaves the key
+    files unread but for switch `switch`'s stats key (a switch agent needs its own alone)."""
     from tacc import _core
 
     text = config.read_text(encoding="utf-8")  # OSError: exit status 2, as a config error
-    daemon: dict[str, Any] = json.loads(_core.controller_config(text, str(config), keys=keys))
+    daemon: dict[str, Any] = json.loads(
+        _core.controller_config(text, str(config), keys=keys, switch=switch))
     return daemon
+
+
+def _unix_socket(stats: str | None) -> Path | None:
+    """A switch's `stats` if it is a Unix socket's path (else a UDP address, or none)."""
+    return Path(stats) if stats and stats.startswith("/") else None
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -96,7 +102,9 @@ def run(config: Path, *, check: bool = False) -> None:
         "ready": str(state / "ready"),
         "reply_socket": str(state / "stats-reply.sock"),
         "listen": openflow_port,
-        "switch_stats": {str(i): s["stats"] for i, s in enumerate(switches) if s["stats"]},
+        "switch_stats": {str(i): s["stats"] if _unix_socket(s["stats"]) else
+                         {"address": s["stats"], "key": s["stats_key"]}
+                         for i, s in enumerate(switches) if s["stats"]},
         "datapath_ids": {str(s["datapath_id"]): i for i, s in enumerate(switches)},
         "ofports": {p: o for s in switches for p, o in s["ofports"].items()},
         "reverse": daemon["reverse"],
@@ -120,7 +128,7 @@ def run_switch_agent(config: Path, switch: str, *, check: bool = False) -> None:
     """Runs the switch agent of switch `switch` of the fabric in `config` until stopped."""
     from tacc import _core
 
-    daemon = read(config, keys=False)
+    daemon = read(config, keys=False, switch=switch)
     names = [s["name"] for s in daemon["switches"]]
     if switch not in names:
         raise ControllerError(f"{config}: no switch {switch!r} (switches: {', '.join(names)})")
@@ -134,14 +142,15 @@ def run_switch_agent(config: Path, switch: str, *, check: bool = False) -> None:
     if os.geteuid() != 0:
         raise ControllerError("the switch agent attaches eBPF programs: run it as root")
     state, pid_file = _state_dir(daemon, f"switch-{switch}.pid")
-    if sw["stats"]:
-        Path(sw["stats"]).unlink(missing_ok=True)
+    unix = _unix_socket(sw["stats"])
+    if unix:
+        unix.unlink(missing_ok=True)
     ready = state / f"switch-{switch}.ready"
     # The port counters it can sample to a file are the testbed's: a daemon's would grow
     # without end, and the controller asks for what it needs.
     agent = {"plan": daemon["plan"], "switch": index, "ports": sw["devices"],
              "start_mono_ns": time.monotonic_ns(), "sample_ns": 3600 * 10**9, "out": os.devnull,
-             "ready": str(ready), "stats": sw["stats"]}
+             "ready": str(ready), "stats": sw["stats"], "stats_key": sw["stats_key"]}
     # The agent runs until its process ends: a thread of its own runs it, and this one waits
     # for the signal that stops it, then takes down what it set up.
     stopping = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
@@ -161,7 +170,7 @@ def run_switch_agent(config: Path, switch: str, *, check: bool = False) -> None:
     for device in sw["devices"].values():  # the programs went with the qdisc the agent added
         subprocess.run(["tc", "qdisc", "del", "dev", device, "clsact"], capture_output=True,
                        check=False)
-    for path in (pid_file, ready, *([Path(sw["stats"])] if sw["stats"] else [])):
+    for path in (pid_file, ready, *([unix] if unix else [])):
         path.unlink(missing_ok=True)
     if failed:
         raise ControllerError(f"switch agent {switch}: {failed[0]}")

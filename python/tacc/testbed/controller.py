@@ -31,6 +31,8 @@ when the controller restarts.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import logging
 import os
@@ -131,7 +133,10 @@ if app_manager is not None:
             self.counts = Counts(Path(cfg["counts"]))
             self.counts.latency_s = self.latency_s
             self.hosts = _host_delivery(cfg, self.plan)
-            self.switch_stats = {int(i): p for i, p in cfg["switch_stats"].items()}
+            # Switch -> its agent's stats: a Unix socket's path, or a signed UDP address.
+            self.switch_stats: dict[int, str | _UdpStats] = {
+                int(i): _UdpStats(p["address"], p["key"]) if isinstance(p, dict) else p
+                for i, p in cfg["switch_stats"].items()}
             # Datapath id -> switch, plan port <-> OpenFlow port: a fabric config gives them;
             # the testbed numbers switch i as datapath i + 1 and plan port p as port p + 1.
             self.switch_of_dpid = {int(d): s for d, s in cfg.get("datapath_ids", {}).items()}
@@ -396,14 +401,17 @@ if app_manager is not None:
                     dp, 0, ACCOUNTING, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE_ACCOUNT,
                     COOKIE_ACCOUNT), "stats_request")
                 return
-            path = self.switch_stats.get(switch)
-            if path is None:
+            agent = self.switch_stats.get(switch)
+            if agent is None:
                 return
             request = json.dumps(body).encode()
             try:
-                self.stats_sock.sendto(request, path)
                 self.counts.add("stats_request", len(request))
-                reply = self.stats_sock.recv(4096)
+                if isinstance(agent, _UdpStats):
+                    reply = agent.ask(request, lambda: self.counts.event("stats_replies_refused"))
+                else:
+                    self.stats_sock.sendto(request, agent)
+                    reply = self.stats_sock.recv(4096)
             except (OSError, socket.timeout) as exc:
                 LOG.warning("switch agent %d: no answer (%s)", switch, exc)
                 self.counts.event("stats_timeouts")
@@ -641,6 +649,41 @@ if app_manager is not None:
                     "agents_connected": sorted(channel.sessions) if channel else [],
                     "agents_refused": channel.refused if channel else 0,
                     "agents_refused_recently": list(channel.recent_refusals) if channel else []}
+
+
+class _UdpStats:
+    """A switch agent on another machine: its stats over UDP, each request and reply signed
+    with the switch's key (the protocol is `StatsSocket`'s, crates/tacc-agent/src/switch.rs),
+    a reply taken only with the nonce of the request it answers."""
+
+    MAGIC = b"TACCS1"
+    NONCE = 16
+
+    def __init__(self, address: str, key_hex: str) -> None:
+        host, _, port = address.rpartition(":")
+        family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
+        self.address = (host.strip("[]"), int(port))
+        self.key = bytes.fromhex(key_hex)
+        self.sock = socket.socket(family, socket.SOCK_DGRAM)
+
+    def _mac(self, *parts: bytes) -> bytes:
+        return hmac.new(self.key, b"".join(parts), hashlib.sha256).digest()
+
+    def ask(self, request: bytes, refused: Any) -> bytes:
+        """The reply to `request` within STATS_TIMEOUT_S (socket.timeout otherwise); a
+        datagram that is not it (late, replayed, forged) is dropped and `refused()` called."""
+        nonce = os.urandom(self.NONCE)
+        self.sock.sendto(self.MAGIC + nonce + self._mac(b"request", nonce, request) + request,
+                         self.address)
+        deadline = time.monotonic() + STATS_TIMEOUT_S
+        while True:
+            self.sock.settimeout(max(1e-4, deadline - time.monotonic()))
+            data = self.sock.recv(4096)
+            head, tag, reply = data[:self.NONCE], data[self.NONCE:self.NONCE + 32], \
+                data[self.NONCE + 32:]
+            if head == nonce and hmac.compare_digest(tag, self._mac(b"reply", nonce, reply)):
+                return reply
+            refused()
 
 
 class _UnixAgents:
