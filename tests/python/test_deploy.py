@@ -47,11 +47,14 @@ class Fabric:
     is the bottleneck; addresses 10.77.0.0/24."""
 
     def __init__(self, names: Names, workdir: Path, *, ovs: bool = False,
-                 guests: frozenset[str] = frozenset(), rate_bps: int = RATE_BPS) -> None:
+                 guests: frozenset[str] = frozenset(), rate_bps: int = RATE_BPS,
+                 ovs_hypervisors: frozenset[int] = frozenset()) -> None:
         self.names, self.workdir, self.ovs = names, workdir, ovs
         self.guests, self.rate_bps = guests, rate_bps  # VMs run by qemu; the bottleneck's rate
         self.sw = names.switch(0)
         self.hvs = [names.host(j) for j in range(3)]
+        # Hypervisors whose VMs sit on an Open vSwitch bridge (the userspace datapath).
+        self.ovs_hvs = {self.hvs[j] for j in ovs_hypervisors}
         self.vms = {vm: (names.vm(k), self.hvs[k], f"10.77.0.{k + 1}")
                     for k, vm in enumerate("abc")}
         self.children: list[subprocess.Popen[str]] = []
@@ -68,7 +71,8 @@ class Fabric:
                    *(v[0] for vm, v in self.vms.items() if vm not in self.guests)):
             sh("ip", "netns", "add", ns)
             sh("ip", "-n", ns, "link", "set", "lo", "up")
-        for ns in (self.hvs if self.ovs else (self.sw, *self.hvs)):
+        for ns in [n for n in (self.sw, *self.hvs)
+                   if not (n == self.sw and self.ovs) and n not in self.ovs_hvs]:
             sh("ip", "-n", ns, "link", "add", "br0", "type", "bridge")
             sh("ip", "-n", ns, "link", "set", "br0", "up")
         for i, hv in enumerate(self.hvs):
@@ -88,8 +92,10 @@ class Fabric:
                f"tap{name}", "netns", hv)
             sh("ip", "-n", ns, "addr", "add", f"{address}/24", "dev", "eth0")
             sh("ip", "-n", ns, "link", "set", "eth0", "up")
-            sh("ip", "-n", hv, "link", "set", f"tap{name}", "master", "br0", "up")
-            if self.ovs:
+            sh("ip", "-n", hv, "link", "set", f"tap{name}", "up")
+            if hv not in self.ovs_hvs:
+                sh("ip", "-n", hv, "link", "set", f"tap{name}", "master", "br0")
+            if self.ovs or self.ovs_hvs:
                 # OVS's userspace datapath reads the ports with packet sockets: a VM's
                 # segments must be frames, with their checksums filled in.
                 sh("ip", "netns", "exec", ns, "ethtool", "-K", "eth0", "tso", "off", "gso",
@@ -108,7 +114,7 @@ class Fabric:
         sh("ip", "link", "add", dev_a, "netns", ns_a, "type", "veth", "peer", "name", dev_b,
            "netns", ns_b)
         for ns, dev in ((ns_a, dev_a), (ns_b, dev_b)):
-            if self.ovs and ns == self.sw:  # an OVS port: the switch takes it
+            if (self.ovs and ns == self.sw) or ns in self.ovs_hvs:  # an OVS port: taken later
                 sh("ip", "-n", ns, "link", "set", dev, "up")
             else:
                 sh("ip", "-n", ns, "link", "set", dev, "master", "br0", "up")
@@ -139,6 +145,25 @@ class Fabric:
         sh("ip", "-n", self.sw, "addr", "add", f"{ovs.controller_address(0)}/32", "dev", "lo")
         topo = SimpleNamespace(names=self.names, switch_ports={0: {i: f"p{i}" for i in range(3)}})
         ovs.Switches(topo, self.workdir).start()  # type: ignore[arg-type]
+
+    def start_hypervisor_ovs(self) -> None:
+        """Each OVS hypervisor's bridge: its uplink and VMs' ports on an Open vSwitch bridge
+        with the userspace datapath, as the testbed's switches are built, but a plain
+        learning switch (no controller, fail mode standalone), as a hypervisor's is."""
+        from types import SimpleNamespace
+
+        from tacc.testbed import ovs
+
+        for j, hv in enumerate(self.hvs):
+            if hv not in self.ovs_hvs:
+                continue
+            taps = [f"tap{vm}" for vm, v in self.vms.items() if v[1] == hv]
+            topo = SimpleNamespace(names=SimpleNamespace(switch=lambda _, hv=hv: hv),
+                                   switch_ports={j: dict(enumerate(["up0", *taps]))})
+            (self.workdir / hv).mkdir()
+            bridge = ovs.Switches(topo, self.workdir / hv)  # type: ignore[arg-type]
+            bridge.start()
+            bridge._vsctl(j, ["del-controller", f"sw{j}", "--", "del-fail-mode", f"sw{j}"])
 
     def start_switch_agent(self) -> None:
         """Marks CE on p2 above K, as a star scenario's switch port to its receiver does."""
@@ -307,6 +332,7 @@ def _built(tmp_path: Path, *, ovs: bool, **options: Any) -> Iterator[Fabric]:
     made = Fabric(names, tmp_path, ovs=ovs, **options)
     try:
         made.build()
+        made.start_hypervisor_ovs()
         if ovs:
             made.start_ovs()
         else:
@@ -555,6 +581,76 @@ def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
             assert agent.communicate(timeout=10)[0] is not None
 
 
+def on_ovs(vm: str) -> str:
+    """A host config for a hypervisor whose VM `vm` (address learned) and uplink are ports
+    of an Open vSwitch bridge with the userspace datapath."""
+    return f"""\
+uplink = "up0"
+uplink_rate = "100Mbps"
+ovs_userspace = true
+
+[[vms]]
+name = "{vm}"
+port = "tap{vm}"
+
+[mechanism]
+kind = "hygenicc"
+on_shortage = "queue"
+"""
+
+
+@pytest.fixture
+def ovs_hypervisors(ovs_machine: None, tmp_path: Path) -> Iterator[Fabric]:
+    yield from _built(tmp_path, ovs=False, ovs_hypervisors=frozenset({1, 2}))
+
+
+@pytest.mark.testbed
+def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
+        ovs_hypervisors: Fabric, tmp_path: Path) -> None:
+    """The first test's case with the UDP VM's hypervisor and the receiver's on Open vSwitch
+    bridges (the userspace datapath, as a DPDK or AF_XDP deployment runs it), the TCP VM's on
+    a Linux bridge. OVS reads its ports with packet sockets, before tc ingress, so there the
+    agent (`ovs_userspace = true`) handles what arrives for a VM on its port's egress, and
+    scrubs what the VMs send on the uplink's egress, which OVS's packets cross."""
+    fabric = ovs_hypervisors
+    base = fabric.traffic("none")
+    states = [tmp_path / f"state-h{j}" for j in range(3)]
+    configs = (BRIDGED, on_ovs("b"), on_ovs("c"))
+    agents = [fabric.start_agent(hv, config, state)
+              for hv, config, state in zip(fabric.hvs, configs, states)]
+    with_agents = fabric.traffic("hygenicc")
+    # VM b forges a feedback packet (protocol 143), which would have c's hypervisor cut c's
+    # rate towards b: b's hypervisor drops it on its uplink.
+    forge = ("import socket; s = socket.socket(socket.AF_INET, socket.SOCK_RAW, 143); "
+             "s.sendto(b'\\x00\\x01', ('10.77.0.3', 0))")
+    sh("ip", "netns", "exec", fabric.vms["b"][0], sys.executable, "-c", forge)
+    time.sleep(1.2)  # the status is written every second
+    status = [json.loads((state / "status.json").read_text()) for state in states]
+    programs = {hv: _bpf_filters(hv, "tap" + vm) for hv, vm in zip(fabric.hvs[1:], "bc")}
+    for agent in agents:
+        assert agent.poll() is None, agent.communicate()[1]
+        agent.send_signal(signal.SIGTERM)
+        _, err = agent.communicate(timeout=10)
+        assert agent.returncode == 0, err
+    print(f"OVS hypervisors: no mechanism: {base}; HyGenICC: {with_agents}; "
+          f"counters: {[s['counters'] for s in status]}")
+    ideal = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
+    assert base["tcp"] < 0.15 * ideal, base
+    assert with_agents["tcp"] >= 0.8 * ideal, with_agents
+    assert with_agents["udp"] <= 1.2 * ideal, with_agents
+    assert with_agents["tcp"] + with_agents["udp"] >= 0.9 * 2 * ideal, with_agents
+    counters = [s["counters"] for s in status]
+    # c's hypervisor cleared the marks on c's port and sent them back; b's consumed them on
+    # b's port, and dropped b's forgery on its uplink.
+    assert counters[2]["ce_cleared"] > 0 and counters[2]["feedback_packets_sent"] > 0, counters
+    assert counters[1]["feedback_marks_received"] > 0, counters[1]
+    assert counters[1]["scrubbed_feedback"] == 1, counters[1]
+    assert [(v["address"], v["learned"]) for v in status[1]["vms"]] == [("10.77.0.2", True)]
+    # Each VM port carries the learning program on ingress and the arrivals' on egress.
+    for hv, filters in programs.items():
+        assert len(filters) == 2, (hv, filters)
+
+
 # Real guests: a TCG guest's UDP source kept 52-148 Mb/s in each second beside a TCP guest
 # on the 2-core machine (docs/deploy.md): line rate is half its worst second.
 GUEST_RATE_BPS = 25_000_000
@@ -771,6 +867,19 @@ def test_a_mechanism_in_the_switches_or_without_its_controller_is_refused(engine
         assert proc.returncode == 2, proc.stderr
         assert proc.stderr.startswith(f"tacc: error: {path}:4: mechanism.kind: kind \"{kind}\" "
                                       f"{why}"), proc.stderr
+
+
+def test_an_ovs_hypervisors_vms_are_named_by_port_not_found_by_bridge(engine: None,
+                                                                      tmp_path: Path) -> None:
+    path = tmp_path / "host.toml"
+    path.write_text(BRIDGED.replace('bridges = ["br0"]', 'bridges = ["br0"]\novs_userspace = true'))
+    proc = _agent_cli("--config", str(path), "--check")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"tacc: error: {path}:3: bridges: expected none with ovs_userspace: "
+                           "`bridges` lists Linux bridges' ports; name the VMs' ports of an "
+                           "Open vSwitch bridge in [[vms]]\n")
+    path.write_text(on_ovs("b"))
+    assert _agent_cli("--config", str(path), "--check").returncode == 0
 
 
 def test_check_accepts_a_good_config_and_status_says_when_no_agent_runs(engine: None,

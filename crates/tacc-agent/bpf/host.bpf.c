@@ -9,6 +9,9 @@
  * - uplink_ingress(tc ingress of the NIC): what arrives for a VM. Consumes feedback packets,
  *                 counts and clears IPR bits and CE marks, clamps the window of ACKs of pairs
  *                 the agent flagged (SICC), with incremental checksum updates.
+ * Where a switch takes the packets before tc ingress (Open vSwitch's userspace datapath
+ * reads its ports with packet sockets), uplink_ingress runs on the tc egress of each VM's
+ * port instead, and uplink_egress scrubs (F_SCRUB_EGRESS); vm_ingress then only learns.
  * The user-space agent reads the counters and runs the mechanism's state machine; this code
  * keeps no policy of its own beyond what the maps tell it. */
 #include "common.h"
@@ -34,6 +37,12 @@
 #define F_BUCKET (1 << 6)
 #define F_ADMISSION (1 << 7)
 #define F_LEARN (1 << 8) /* VMs' addresses by port, remotes' MACs: tacc agent only */
+/* The VMs' packets reach the uplink unscrubbed (a switch that takes them before tc ingress,
+ * as Open vSwitch's userspace datapath does): scrub them there. */
+#define F_SCRUB_EGRESS (1 << 9)
+
+/* skb->mark of the agent's own feedback packets (SO_MARK on its socket). */
+#define FEEDBACK_MARK 0x7acc0fb0
 
 /* Addresses in network byte order. */
 struct pair_key {
@@ -291,9 +300,21 @@ SEC("classifier")
 int uplink_egress(struct __sk_buff *skb)
 {
 	struct iphdr *ip = ipv4_of(skb);
-	if (!ip || ip->protocol == FEEDBACK_PROTO)
-		return TC_ACT_OK; /* the agent's own feedback goes out as it is */
+	if (!ip)
+		return TC_ACT_OK;
 	__u32 f = flags();
+	if (ip->protocol == FEEDBACK_PROTO) {
+		/* The agent's own feedback goes out as it is, a VM's not. */
+		if ((f & F_SCRUB_EGRESS) && skb->mark != FEEDBACK_MARK) {
+			count(C_SCRUB_FEEDBACK);
+			return TC_ACT_SHOT;
+		}
+		return TC_ACT_OK;
+	}
+	if ((f & F_SCRUB_EGRESS) && reserved_bit(ip)) {
+		set_reserved_bit(ip, 0);
+		count(C_SCRUB_IPR);
+	}
 	if ((f & F_ADMISSION) && bpf_map_lookup_elem(&refused, &ip->daddr)) {
 		struct tcphdr *tcp = tcp_of(skb, ip);
 		if (tcp && tcp->syn && !tcp->ack) {

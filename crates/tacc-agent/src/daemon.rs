@@ -25,6 +25,7 @@ use tacc_mech::wire::Ipv4Packet;
 use crate::channel::{Channel, ChannelConfig};
 use crate::host::{
     flags, load_pinned, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver, F_LEARN,
+    F_SCRUB, F_SCRUB_EGRESS,
 };
 use crate::metrics::{Exposition, Text};
 use crate::tc::attach;
@@ -47,6 +48,10 @@ pub struct DaemonConfig {
     pub uplink_rate_bps: u64,
     /// Every port of these bridges except the uplink is a VM's.
     pub bridges: Vec<String>,
+    /// The VMs and the uplink are ports of an Open vSwitch bridge with the userspace
+    /// datapath, which reads its ports with packet sockets, before tc ingress: what arrives
+    /// for a VM is then seen on the tc egress of its port, and the scrub is on the uplink's.
+    pub ovs_userspace: bool,
     pub vms: Vec<VmEntry>,
     pub mechanism: MechanismConfig,
     pub state_dir: PathBuf,
@@ -281,11 +286,27 @@ struct Attached {
     /// VM ports with our program.
     ports: BTreeSet<String>,
     htb_root: bool,
+    /// What arrives for a VM is handled on its port's egress ([`DaemonConfig::ovs_userspace`]).
+    ovs_userspace: bool,
 }
 
 impl Attached {
+    /// The programs on a VM's port.
+    fn port_programs(&self) -> &'static [(TcAttachType, &'static str)] {
+        if self.ovs_userspace {
+            &[
+                (TcAttachType::Ingress, "vm_ingress"),
+                (TcAttachType::Egress, "uplink_ingress"),
+            ]
+        } else {
+            &[(TcAttachType::Ingress, "vm_ingress")]
+        }
+    }
+
     fn attach_port(&mut self, bpf: &mut aya::Ebpf, port: &str) -> Result<(), String> {
-        attach_fresh(bpf, "vm_ingress", port, TcAttachType::Ingress)?;
+        for &(hook, name) in self.port_programs() {
+            attach_fresh(bpf, name, port, hook)?;
+        }
         self.ports.insert(port.to_string());
         Ok(())
     }
@@ -301,10 +322,11 @@ impl Attached {
                 "uplink_ingress",
             ),
         ];
-        let ports = self
-            .ports
-            .iter()
-            .map(|p| (p.as_str(), TcAttachType::Ingress, "vm_ingress"));
+        let ports = self.ports.iter().flat_map(|p| {
+            self.port_programs()
+                .iter()
+                .map(move |&(hook, name)| (p.as_str(), hook, name))
+        });
         for (dev, hook, name) in ours.into_iter().chain(ports) {
             let _ = aya::programs::tc::qdisc_detach_program(dev, hook, name);
         }
@@ -493,12 +515,17 @@ pub fn run(cfg: DaemonConfig) -> Result<(), String> {
         .map(|s| s.datapath())
         .unwrap_or_default();
     let resumed = pins(&cfg.pin_dir)?;
-    let flags = flags(datapath, datapath.scrub) | F_LEARN;
+    let mut flags = flags(datapath, datapath.scrub) | F_LEARN;
+    if cfg.ovs_userspace && datapath.scrub {
+        // Dropped at a VM's port, a packet would still be OVS's: scrubbed where it leaves.
+        flags = flags & !F_SCRUB | F_SCRUB_EGRESS;
+    }
     let (mut bpf, mut maps) = load_pinned(flags, &cfg.pin_dir)?;
     let mut attached = Attached {
         uplink: cfg.uplink.clone(),
         ports: BTreeSet::new(),
         htb_root: false,
+        ovs_userspace: cfg.ovs_userspace,
     };
     let result = serve(&cfg, &mut bpf, &mut maps, &mut attached, datapath, resumed);
     attached.detach();
@@ -542,7 +569,9 @@ fn serve(
 ) -> Result<(), String> {
     let log = Log { json: cfg.log_json };
     attach_fresh(bpf, "uplink_egress", &cfg.uplink, TcAttachType::Egress)?;
-    attach_fresh(bpf, "uplink_ingress", &cfg.uplink, TcAttachType::Ingress)?;
+    if !cfg.ovs_userspace {
+        attach_fresh(bpf, "uplink_ingress", &cfg.uplink, TcAttachType::Ingress)?;
+    }
     if datapath
         .limiter
         .is_some_and(|b| b.on_shortage == ShortagePolicy::Queue)

@@ -91,13 +91,16 @@ const F_SET_ECT: u32 = 1 << 0;
 const F_COUNT_CE: u32 = 1 << 1;
 const F_IPR: u32 = 1 << 2;
 const F_FEEDBACK: u32 = 1 << 3;
-const F_SCRUB: u32 = 1 << 4;
+pub(crate) const F_SCRUB: u32 = 1 << 4;
 const F_CLAMP: u32 = 1 << 5;
 const F_BUCKET: u32 = 1 << 6;
 const F_ADMISSION: u32 = 1 << 7;
 /// Learn the VMs' addresses by port and the remotes' MACs (`tacc agent`: the testbed knows
 /// both, and its datapath spares the lookups).
 pub(crate) const F_LEARN: u32 = 1 << 8;
+pub(crate) const F_SCRUB_EGRESS: u32 = 1 << 9;
+/// skb->mark of the agent's feedback packets: the egress scrub lets them pass.
+const FEEDBACK_MARK: u32 = 0x7acc_0fb0;
 
 pub(crate) fn flags(d: Datapath, scrub: bool) -> u32 {
     let drops = d
@@ -416,6 +419,22 @@ impl LinkSocket {
                 "packet socket: {}",
                 std::io::Error::last_os_error()
             ));
+        }
+        // SAFETY: setsockopt(2) with a u32 it reads.
+        let marked = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_MARK,
+                (&FEEDBACK_MARK as *const u32).cast(),
+                4,
+            )
+        };
+        if marked != 0 {
+            let err = std::io::Error::last_os_error();
+            // SAFETY: our own descriptor.
+            unsafe { libc::close(fd) };
+            return Err(format!("packet socket: SO_MARK: {err}"));
         }
         Ok(LinkSocket { fd, ifindex, mac })
     }
@@ -857,7 +876,7 @@ mod tests {
     //! The programs run by the kernel on real frames (BPF_PROG_TEST_RUN), their rewrites
     //! checked byte for byte against tacc-mech's wire code on the same bytes.
     use super::*;
-    use crate::testrun::{frame, require_root, run, TC_ACT_OK, TC_ACT_SHOT};
+    use crate::testrun::{frame, require_root, run, run_marked, TC_ACT_OK, TC_ACT_SHOT};
     use tacc_mech::headers::{ip_proto, tcp_flags, Ecn, PacketHeaders};
     use tacc_mech::wire::{emit, Ipv4Fields, TcpFields};
 
@@ -1193,6 +1212,32 @@ mod tests {
         assert_eq!(
             run(&mut open, "vm_ingress", &frame(&ipr)).frame,
             frame(&ipr)
+        );
+        // Where the VMs' packets reach the uplink unscrubbed (Open vSwitch's userspace
+        // datapath), the uplink's egress scrubs them: a VM's feedback is dropped, the
+        // agent's own (marked by its socket) leaves, a VM's IPR bit is cleared.
+        let (mut egress, _maps) = load(ALL | F_SCRUB_EGRESS).unwrap();
+        assert_eq!(
+            run(&mut egress, "uplink_egress", &frame(&forged)).verdict,
+            TC_ACT_SHOT
+        );
+        let own = run_marked(
+            &mut egress,
+            "uplink_egress",
+            &frame(&forged),
+            0,
+            FEEDBACK_MARK,
+        );
+        assert_eq!((own.verdict, own.frame), (TC_ACT_OK, frame(&forged)));
+        let out = run(&mut egress, "uplink_egress", &frame(&ipr));
+        assert_eq!(out.verdict, TC_ACT_OK);
+        assert!(!Ipv4Packet::new_checked(&out.frame[14..])
+            .unwrap()
+            .reserved_bit());
+        // Without it (a Linux bridge: vm_ingress scrubbed them), feedback leaves as it is.
+        assert_eq!(
+            run(&mut open, "uplink_egress", &frame(&forged)).verdict,
+            TC_ACT_OK
         );
     }
 }

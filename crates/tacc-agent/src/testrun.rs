@@ -16,6 +16,7 @@ const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const SK_BUFF_BYTES: usize = 192;
 const SK_BUFF_PRIORITY: usize = 32;
 const SK_BUFF_IFINDEX: usize = 40;
+const SK_BUFF_MARK: usize = 8;
 
 #[repr(C)]
 #[derive(Default)]
@@ -59,6 +60,11 @@ pub fn run(bpf: &mut Ebpf, program: &str, frame: &[u8]) -> Outcome {
 
 /// As [`run`], with the packet on interface `ifindex` (0: the loopback).
 pub fn run_on(bpf: &mut Ebpf, program: &str, frame: &[u8], ifindex: u32) -> Outcome {
+    run_marked(bpf, program, frame, ifindex, 0)
+}
+
+/// As [`run_on`], the packet carrying skb->mark `mark`.
+pub fn run_marked(bpf: &mut Ebpf, program: &str, frame: &[u8], ifindex: u32, mark: u32) -> Outcome {
     let prog: &mut SchedClassifier = bpf
         .program_mut(program)
         .unwrap_or_else(|| panic!("no program {program}"))
@@ -68,6 +74,7 @@ pub fn run_on(bpf: &mut Ebpf, program: &str, frame: &[u8], ifindex: u32) -> Outc
     let mut out = vec![0u8; frame.len() + 256];
     let mut ctx_in = [0u8; SK_BUFF_BYTES];
     ctx_in[SK_BUFF_IFINDEX..SK_BUFF_IFINDEX + 4].copy_from_slice(&ifindex.to_ne_bytes());
+    ctx_in[SK_BUFF_MARK..SK_BUFF_MARK + 4].copy_from_slice(&mark.to_ne_bytes());
     let mut ctx_out = [0u8; SK_BUFF_BYTES];
     let mut attr = TestRunAttr {
         prog_fd: fd as u32,

@@ -6,6 +6,7 @@
 //! uplink = "eth0"              # the NIC towards the fabric
 //! uplink_rate = "10Gbps"
 //! bridges = ["br0"]            # every port but the uplink is a VM's; addresses learned
+//! ovs_userspace = false        # true: VMs and uplink on an OVS bridge, datapath_type=netdev
 //! state_dir = "/run/tacc-agent"
 //! rescan = "1s"
 //! limiter_queue = "150KB"
@@ -157,6 +158,7 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     let uplink: Option<String> = r.required("uplink");
     let uplink_rate: Option<Rate> = r.required("uplink_rate");
     let bridges: Vec<String> = r.optional("bridges").unwrap_or_default();
+    let ovs_userspace: Option<bool> = r.optional("ovs_userspace");
     let state_dir: Option<PathBuf> = r.optional("state_dir");
     let rescan: Option<Duration> = r.optional("rescan");
     let limiter_queue: Option<Bytes> = r.optional("limiter_queue");
@@ -178,6 +180,13 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
         if let Some(problem) = interface_name_problem(b) {
             r.error(&format!("bridges[{i}]"), problem);
         }
+    }
+    if ovs_userspace == Some(true) && !bridges.is_empty() {
+        r.error(
+            "bridges",
+            "expected none with ovs_userspace: `bridges` lists Linux bridges' ports; name \
+             the VMs' ports of an Open vSwitch bridge in [[vms]]",
+        );
     }
     if rescan.is_some_and(|d| d.0 < 10_000_000) {
         r.error("rescan", "expected at least 10ms");
@@ -270,6 +279,7 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
         uplink: uplink.expect("checked"),
         uplink_rate_bps: uplink_rate.expect("checked").0,
         bridges,
+        ovs_userspace: ovs_userspace.unwrap_or(false),
         vms,
         mechanism: mechanism.unwrap_or_default(),
         state_dir: state_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
