@@ -55,6 +55,7 @@ class Fabric:
         self.hvs = [names.host(j) for j in range(3)]
         # Hypervisors whose VMs sit on an Open vSwitch bridge (the userspace datapath).
         self.ovs_hvs = {self.hvs[j] for j in ovs_hypervisors}
+        self.ovs_bridges: dict[str, tuple[str, str]] = {}  # hypervisor -> its bridge, its db
         self.vms = {vm: (names.vm(k), self.hvs[k], f"10.77.0.{k + 1}")
                     for k, vm in enumerate("abc")}
         self.children: list[subprocess.Popen[str]] = []
@@ -164,6 +165,7 @@ class Fabric:
             bridge = ovs.Switches(topo, self.workdir / hv)  # type: ignore[arg-type]
             bridge.start()
             bridge._vsctl(j, ["del-controller", f"sw{j}", "--", "del-fail-mode", f"sw{j}"])
+            self.ovs_bridges[hv] = (f"sw{j}", bridge._db(j))
 
     def start_switch_agent(self) -> None:
         """Marks CE on p2 above K, as a star scenario's switch port to its receiver does."""
@@ -581,18 +583,17 @@ def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
             assert agent.communicate(timeout=10)[0] is not None
 
 
-def on_ovs(vm: str) -> str:
+def on_ovs(vm: str, bridge: tuple[str, str] | None = None) -> str:
     """A host config for a hypervisor whose VM `vm` (address learned) and uplink are ports
-    of an Open vSwitch bridge with the userspace datapath."""
+    of an Open vSwitch bridge with the userspace datapath: the VM named by its port, or
+    every port of `bridge` (its name and database)."""
+    vms = (f'bridges = ["{bridge[0]}"]\novs_db = "{bridge[1]}"\n' if bridge else
+           f'[[vms]]\nname = "{vm}"\nport = "tap{vm}"\n')
     return f"""\
 uplink = "up0"
 uplink_rate = "100Mbps"
 ovs_userspace = true
-
-[[vms]]
-name = "{vm}"
-port = "tap{vm}"
-
+{vms}
 [mechanism]
 kind = "hygenicc"
 on_shortage = "queue"
@@ -615,7 +616,7 @@ def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
     fabric = ovs_hypervisors
     base = fabric.traffic("none")
     states = [tmp_path / f"state-h{j}" for j in range(3)]
-    configs = (BRIDGED, on_ovs("b"), on_ovs("c"))
+    configs = (BRIDGED, on_ovs("b", fabric.ovs_bridges[fabric.hvs[1]]), on_ovs("c"))
     agents = [fabric.start_agent(hv, config, state)
               for hv, config, state in zip(fabric.hvs, configs, states)]
     with_agents = fabric.traffic("hygenicc")
@@ -645,7 +646,9 @@ def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
     assert counters[2]["ce_cleared"] > 0 and counters[2]["feedback_packets_sent"] > 0, counters
     assert counters[1]["feedback_marks_received"] > 0, counters[1]
     assert counters[1]["scrubbed_feedback"] == 1, counters[1]
-    assert [(v["address"], v["learned"]) for v in status[1]["vms"]] == [("10.77.0.2", True)]
+    # b's hypervisor found b's port on its OVS bridge, and b's address from its traffic.
+    assert [(v["address"], v["port"], v["learned"]) for v in status[1]["vms"]] == [
+        ("10.77.0.2", "tapb", True)]
     # Each VM port carries the learning program on ingress and the arrivals' on egress.
     for hv, filters in programs.items():
         assert len(filters) == 2, (hv, filters)
@@ -869,17 +872,18 @@ def test_a_mechanism_in_the_switches_or_without_its_controller_is_refused(engine
                                       f"{why}"), proc.stderr
 
 
-def test_an_ovs_hypervisors_vms_are_named_by_port_not_found_by_bridge(engine: None,
-                                                                      tmp_path: Path) -> None:
+def test_an_ovs_hypervisors_database_is_where_ovs_vsctl_reaches_it(engine: None,
+                                                                    tmp_path: Path) -> None:
     path = tmp_path / "host.toml"
-    path.write_text(BRIDGED.replace('bridges = ["br0"]', 'bridges = ["br0"]\novs_userspace = true'))
+    path.write_text(on_ovs("b", ("br0", "/run/openvswitch/db.sock")))
     proc = _agent_cli("--config", str(path), "--check")
     assert proc.returncode == 2
-    assert proc.stderr == (f"tacc: error: {path}:3: bridges: expected none with ovs_userspace: "
-                           "`bridges` lists Linux bridges' ports; name the VMs' ports of an "
-                           "Open vSwitch bridge in [[vms]]\n")
-    path.write_text(on_ovs("b"))
-    assert _agent_cli("--config", str(path), "--check").returncode == 0
+    assert proc.stderr == (f"tacc: error: {path}:5: ovs_db: expected Open vSwitch's database "
+                           "as ovs-vsctl --db takes it: \"unix:/PATH\" or "
+                           "\"tcp:ADDRESS:PORT\"\n")
+    for config in (on_ovs("b"), on_ovs("b", ("br0", "unix:/run/openvswitch/db.sock"))):
+        path.write_text(config)
+        assert _agent_cli("--config", str(path), "--check").returncode == 0
 
 
 def test_check_accepts_a_good_config_and_status_says_when_no_agent_runs(engine: None,

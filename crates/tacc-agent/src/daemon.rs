@@ -46,8 +46,10 @@ pub struct DaemonConfig {
     /// The NIC towards the fabric.
     pub uplink: String,
     pub uplink_rate_bps: u64,
-    /// Every port of these bridges except the uplink is a VM's.
+    /// Every port of these bridges (Linux or Open vSwitch) except the uplink is a VM's.
     pub bridges: Vec<String>,
+    /// Where Open vSwitch's database listens, for its bridges' ports.
+    pub ovs_db: String,
     /// The VMs and the uplink are ports of an Open vSwitch bridge with the userspace
     /// datapath, which reads its ports with packet sockets, before tc ingress: what arrives
     /// for a VM is then seen on the tc egress of its port, and the scrub is on the uplink's.
@@ -236,16 +238,28 @@ fn catch_signals() {
     }
 }
 
-/// The interfaces listed as ports of `bridge` (empty if it has none or is not there).
-fn bridge_ports(bridge: &str) -> Vec<String> {
+/// The interfaces listed as ports of `bridge`: a Linux bridge's from sysfs, else an Open
+/// vSwitch bridge's from the database at `ovs_db` (empty if it has none or is not there).
+fn bridge_ports(bridge: &str, ovs_db: &str) -> Vec<String> {
     let dir = Path::new("/sys/class/net").join(bridge).join("brif");
-    let mut ports: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut ports: Vec<String> = match std::fs::read_dir(dir) {
+        Ok(d) => d
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Command::new("ovs-vsctl")
+            .args([&format!("--db={ovs_db}"), "--timeout=2", "list-ports", bridge])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| {
+                String::from_utf8_lossy(&o.stdout)
+                    .lines()
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default(),
+    };
     ports.sort();
     ports
 }
@@ -643,7 +657,7 @@ fn serve(
         let now = clock.now();
         if now >= next_scan {
             let mut ports: BTreeSet<String> = cfg.vms.iter().map(|v| v.port.clone()).collect();
-            ports.extend(cfg.bridges.iter().flat_map(|b| bridge_ports(b)));
+            ports.extend(cfg.bridges.iter().flat_map(|b| bridge_ports(b, &cfg.ovs_db)));
             ports.remove(&cfg.uplink);
             ports.retain(|p| ifindex(p).is_ok());
             for gone in attached.ports.difference(&ports) {

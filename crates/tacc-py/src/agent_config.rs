@@ -6,6 +6,7 @@
 //! uplink = "eth0"              # the NIC towards the fabric
 //! uplink_rate = "10Gbps"
 //! bridges = ["br0"]            # every port but the uplink is a VM's; addresses learned
+//! ovs_db = "unix:/var/run/openvswitch/db.sock"   # where an OVS bridge's ports are listed
 //! ovs_userspace = false        # true: VMs and uplink on an OVS bridge, datapath_type=netdev
 //! state_dir = "/run/tacc-agent"
 //! rescan = "1s"
@@ -84,6 +85,7 @@ struct VmTable {
 }
 
 const DEFAULT_STATE_DIR: &str = "/run/tacc-agent";
+const DEFAULT_OVS_DB: &str = "unix:/var/run/openvswitch/db.sock";
 const DEFAULT_METRICS: &str = "127.0.0.1:9464";
 const DEFAULT_PIN_DIR: &str = "/sys/fs/bpf/tacc-agent";
 /// A limiter's FIFO: 100 full frames, a switch port's buffer in the papers' experiments.
@@ -159,6 +161,7 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
     let uplink_rate: Option<Rate> = r.required("uplink_rate");
     let bridges: Vec<String> = r.optional("bridges").unwrap_or_default();
     let ovs_userspace: Option<bool> = r.optional("ovs_userspace");
+    let ovs_db: Option<String> = r.optional("ovs_db");
     let state_dir: Option<PathBuf> = r.optional("state_dir");
     let rescan: Option<Duration> = r.optional("rescan");
     let limiter_queue: Option<Bytes> = r.optional("limiter_queue");
@@ -181,11 +184,14 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
             r.error(&format!("bridges[{i}]"), problem);
         }
     }
-    if ovs_userspace == Some(true) && !bridges.is_empty() {
+    if ovs_db
+        .as_deref()
+        .is_some_and(|d| !(d.starts_with("unix:/") || d.starts_with("tcp:")))
+    {
         r.error(
-            "bridges",
-            "expected none with ovs_userspace: `bridges` lists Linux bridges' ports; name \
-             the VMs' ports of an Open vSwitch bridge in [[vms]]",
+            "ovs_db",
+            "expected Open vSwitch's database as ovs-vsctl --db takes it: \
+             \"unix:/PATH\" or \"tcp:ADDRESS:PORT\"",
         );
     }
     if rescan.is_some_and(|d| d.0 < 10_000_000) {
@@ -280,6 +286,7 @@ pub fn read(text: &str, file: &str) -> Result<DaemonConfig, ScenarioErrors> {
         uplink_rate_bps: uplink_rate.expect("checked").0,
         bridges,
         ovs_userspace: ovs_userspace.unwrap_or(false),
+        ovs_db: ovs_db.unwrap_or_else(|| DEFAULT_OVS_DB.into()),
         vms,
         mechanism: mechanism.unwrap_or_default(),
         state_dir: state_dir.unwrap_or_else(|| PathBuf::from(DEFAULT_STATE_DIR)),
