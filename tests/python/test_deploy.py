@@ -903,8 +903,8 @@ def test_the_example_configs_pass_the_check(engine: None, tmp_path: Path) -> Non
     key.write_bytes(os.urandom(32))
     key.chmod(0o600)
     examples = sorted((Path(__file__).resolve().parents[2] / "deploy").glob("*.toml"))
-    assert [p.stem for p in examples] == ["hygenicc-bridge", "hygenicc-named-vms", "sdn-gcc",
-                                          "sicc", "static-rate"]
+    assert [p.stem for p in examples] == ["hygenicc-bridge", "hygenicc-named-vms",
+                                          "hygenicc-ovs", "sdn-gcc", "sicc", "static-rate"]
     for example in examples:
         path = tmp_path / example.name
         path.write_text(example.read_text().replace("/etc/tacc/host.key", str(key)))
