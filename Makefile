@@ -26,7 +26,7 @@ $(DEPS): tools/testbed-deps.sh
 
 # The deploy tests' real guests: Debian's kernel and an initramfs of the project's
 # (tools/guest-image.sh; nothing is built where its tools are missing, and the tests say so).
-GUEST := target/guest/initrd.gz
+GUEST := target/guest/accel
 $(GUEST): $(DEPS) tools/guest-image.sh tools/guest/init tools/guest/traffic.c
 	tools/guest-image.sh target/guest
 

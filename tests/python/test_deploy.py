@@ -609,8 +609,8 @@ def ovs_hypervisors(ovs_machine: None, tmp_path: Path) -> Iterator[Fabric]:
 def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
         ovs_hypervisors: Fabric, tmp_path: Path) -> None:
     """The first test's case with the UDP VM's hypervisor and the receiver's on Open vSwitch
-    bridges (the userspace datapath, as a DPDK or AF_XDP deployment runs it), the TCP VM's on
-    a Linux bridge. OVS reads its ports with packet sockets, before tc ingress, so there the
+    bridges (the userspace datapath, its ports kernel interfaces), the TCP VM's on a Linux
+    bridge. OVS reads its ports with packet sockets, before tc ingress, so there the
     agent (`ovs_userspace = true`) handles what arrives for a VM on its port's egress, and
     scrubs what the VMs send on the uplink's egress, which OVS's packets cross."""
     fabric = ovs_hypervisors
@@ -633,6 +633,8 @@ def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
         agent.send_signal(signal.SIGTERM)
         _, err = agent.communicate(timeout=10)
         assert agent.returncode == 0, err
+    for hv, vm in zip(fabric.hvs[1:], "bc"):  # and each took its programs away
+        assert _bpf_filters(hv, "tap" + vm) == _bpf_filters(hv, "up0") == [], hv
     print(f"OVS hypervisors: no mechanism: {base}; HyGenICC: {with_agents}; "
           f"counters: {[s['counters'] for s in status]}")
     ideal = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
@@ -699,7 +701,8 @@ def test_hygenicc_agents_give_a_real_guests_tcp_its_share_next_to_a_guests_udp(
     for agent in agents:
         assert agent.poll() is None, agent.communicate()[1]
         agent.send_signal(signal.SIGTERM)
-        assert agent.communicate(timeout=10) is not None and agent.returncode == 0
+        _, err = agent.communicate(timeout=10)
+        assert agent.returncode == 0, err
     consoles = {vm: path.read_text(errors="replace") for vm, path in
                 fabric.guest_consoles.items()}
     print(f"guests ({guest_image[1]}): no mechanism: {base}; HyGenICC: {with_agents}; "
@@ -1117,11 +1120,13 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
     assert shares["udp"] <= 1.25 * half, shares
     assert shares["tcp"] + shares["udp"] >= 0.85 * 2 * half, shares
     assert status["messages"].get("host_message", 0) > 0, status
-    # Every reading came back signed for its request (SDN-GCC asks each interval), but one
-    # the status may have caught on its way.
+    # The readings came back signed for their requests (SDN-GCC asks each interval): all
+    # but one the status may have caught on its way, and any that took longer than the
+    # controller waits (50 ms; none in 7 runs here), whose late replies are then refused.
     sent, answered = status["messages"]["stats_request"], status["messages"]["stats_reply"]
-    assert sent > 0 and sent - answered in (0, 1), status
-    assert not {"stats_replies_refused", "stats_timeouts"} & status["events"].keys(), status
+    late = status["events"].get("stats_timeouts", 0)
+    assert sent > 0 and 0 <= sent - answered - late <= 1 and late <= sent // 100, status
+    assert status["events"].get("stats_replies_refused", 0) <= late, status
     assert udp_agent["counters"]["control_notify"] > 0, udp_agent["counters"]
     assert "tacc_controller_switches_connected 1" in scraped, scraped
     assert "tacc_controller_agents_connected 2" in scraped, scraped

@@ -67,7 +67,8 @@ static void tcp(const struct sockaddr_in *dst, uint16_t src_port)
 		}
 		printf("tacc-guest: tcp connected\n");
 		fflush(stdout);
-		while (write(fd, buf, sizeof(buf)) > 0)
+		/* MSG_NOSIGNAL: a reset ends the connection, not the program. */
+		while (send(fd, buf, sizeof(buf), MSG_NOSIGNAL) > 0)
 			;
 		printf("tacc-guest: tcp closed (%s)\n", strerror(errno));
 		fflush(stdout);

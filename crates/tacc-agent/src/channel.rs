@@ -189,7 +189,7 @@ pub(crate) fn mac(key: &[u8], parts: &[&[u8]]) -> [u8; MAC_LEN] {
     m.finalize().into_bytes().into()
 }
 
-pub(crate) fn nonce() -> [u8; NONCE_LEN] {
+fn nonce() -> [u8; NONCE_LEN] {
     let mut n = [0u8; NONCE_LEN];
     // SAFETY: getrandom writes at most the buffer's length.
     let got = unsafe { libc::getrandom(n.as_mut_ptr().cast(), NONCE_LEN, 0) };

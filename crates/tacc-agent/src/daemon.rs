@@ -239,29 +239,38 @@ fn catch_signals() {
 }
 
 /// The interfaces listed as ports of `bridge`: a Linux bridge's from sysfs, else an Open
-/// vSwitch bridge's from the database at `ovs_db` (empty if it has none or is not there).
-fn bridge_ports(bridge: &str, ovs_db: &str) -> Vec<String> {
+/// vSwitch bridge's from the database at `ovs_db`; why not, if neither lists it.
+fn bridge_ports(bridge: &str, ovs_db: &str) -> Result<Vec<String>, String> {
     let dir = Path::new("/sys/class/net").join(bridge).join("brif");
     let mut ports: Vec<String> = match std::fs::read_dir(dir) {
         Ok(d) => d
             .filter_map(Result::ok)
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect(),
-        Err(_) => Command::new("ovs-vsctl")
-            .args([&format!("--db={ovs_db}"), "--timeout=2", "list-ports", bridge])
-            .output()
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| {
-                String::from_utf8_lossy(&o.stdout)
-                    .lines()
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default(),
+        Err(_) => {
+            let out = Command::new("ovs-vsctl")
+                .args([
+                    &format!("--db={ovs_db}"),
+                    "--timeout=2",
+                    "list-ports",
+                    bridge,
+                ])
+                .output()
+                .map_err(|e| format!("not a Linux bridge, and ovs-vsctl: {e}"))?;
+            if !out.status.success() {
+                return Err(format!(
+                    "not a Linux bridge, and ovs-vsctl said: {}",
+                    String::from_utf8_lossy(&out.stderr).trim()
+                ));
+            }
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_string)
+                .collect()
+        }
     };
     ports.sort();
-    ports
+    Ok(ports)
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -323,6 +332,13 @@ impl Attached {
         }
         self.ports.insert(port.to_string());
         Ok(())
+    }
+
+    /// Our programs off a VM's port (one gone with its VM is no error).
+    fn detach_port(&self, port: &str) {
+        for &(hook, name) in self.port_programs() {
+            let _ = aya::programs::tc::qdisc_detach_program(port, hook, name);
+        }
     }
 
     /// Takes everything down: our programs, and the clsact qdiscs left without a filter
@@ -583,7 +599,14 @@ fn serve(
 ) -> Result<(), String> {
     let log = Log { json: cfg.log_json };
     attach_fresh(bpf, "uplink_egress", &cfg.uplink, TcAttachType::Egress)?;
-    if !cfg.ovs_userspace {
+    if cfg.ovs_userspace {
+        // One left by an agent of the other mode would count the arrivals twice.
+        let _ = aya::programs::tc::qdisc_detach_program(
+            &cfg.uplink,
+            TcAttachType::Ingress,
+            "uplink_ingress",
+        );
+    } else {
         attach_fresh(bpf, "uplink_ingress", &cfg.uplink, TcAttachType::Ingress)?;
     }
     if datapath
@@ -652,16 +675,33 @@ fn serve(
     let mut vms: Vec<VmSeen> = Vec::new();
     let mut next_scan = 0;
     let mut last_scan = 0;
+    let mut unreadable = BTreeSet::new(); // bridges whose ports could not be listed
     let mut next_status = 0;
     while !STOP.load(Ordering::SeqCst) {
         let now = clock.now();
         if now >= next_scan {
             let mut ports: BTreeSet<String> = cfg.vms.iter().map(|v| v.port.clone()).collect();
-            ports.extend(cfg.bridges.iter().flat_map(|b| bridge_ports(b, &cfg.ovs_db)));
+            for bridge in &cfg.bridges {
+                match bridge_ports(bridge, &cfg.ovs_db) {
+                    Ok(found) => {
+                        if unreadable.remove(bridge) {
+                            log.event("bridge read", &[("bridge", bridge)]);
+                        }
+                        ports.extend(found);
+                    }
+                    Err(why) => {
+                        if unreadable.insert(bridge.clone()) {
+                            log.event("bridge unreadable", &[("bridge", bridge), ("why", &why)]);
+                        }
+                    }
+                }
+            }
             ports.remove(&cfg.uplink);
             ports.retain(|p| ifindex(p).is_ok());
             for gone in attached.ports.difference(&ports) {
                 log.event("port gone", &[("port", gone)]);
+                // A port that left its bridge but lives on keeps none of our programs.
+                attached.detach_port(gone);
             }
             attached.ports.retain(|p| ports.contains(p));
             for p in &ports {

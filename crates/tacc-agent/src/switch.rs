@@ -76,6 +76,10 @@ pub enum StatsSocket {
 
 pub const STATS_MAGIC: &[u8] = b"TACCS1";
 
+/// Requests answered per wake-up of the agent's loop: a controller asks for a port or two
+/// each interval.
+const SERVED_PER_WAKE: usize = 64;
+
 impl StatsSocket {
     fn open(cfg: &SwitchConfig) -> Result<Option<StatsSocket>, String> {
         let Some(at) = &cfg.stats else {
@@ -108,19 +112,26 @@ impl StatsSocket {
         }
     }
 
-    /// Answers every waiting request with `answer`'s reply, if it has one.
+    /// Answers the waiting requests with `answer`'s reply, if it has one: at most
+    /// [`SERVED_PER_WAKE`], so that a flood of datagrams never holds up the switch hook.
     fn serve(&self, answer: &dyn Fn(&[u8]) -> Option<Vec<u8>>) {
         let mut buf = [0u8; 2048];
         match self {
             StatsSocket::Unix(sock) => {
-                while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                for _ in 0..SERVED_PER_WAKE {
+                    let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                        break;
+                    };
                     if let (Some(path), Some(reply)) = (from.as_pathname(), answer(&buf[..n])) {
                         let _ = sock.send_to(&reply, path);
                     }
                 }
             }
             StatsSocket::Udp(sock, key) => {
-                while let Ok((n, from)) = sock.recv_from(&mut buf) {
+                for _ in 0..SERVED_PER_WAKE {
+                    let Ok((n, from)) = sock.recv_from(&mut buf) else {
+                        break;
+                    };
                     let Some((nonce, request)) = open_request(key, &buf[..n]) else {
                         continue;
                     };
@@ -488,7 +499,10 @@ mod tests {
         client
             .send_to(&datagram, sock.local_addr().unwrap())
             .unwrap();
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert!(
+            wait_readable(Some(served.fd()), 1_000_000_000),
+            "the request arrived"
+        );
         served.serve(&|json| Some([b"re: ", json].concat()));
         let mut buf = [0u8; 2048];
         let n = client.recv(&mut buf).ok()?;

@@ -31,7 +31,6 @@ when the controller restarts.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import logging
@@ -657,33 +656,33 @@ class _UdpStats:
     a reply taken only with the nonce of the request it answers."""
 
     MAGIC = b"TACCS1"
-    NONCE = 16
 
     def __init__(self, address: str, key_hex: str) -> None:
         host, _, port = address.rpartition(":")
         family = socket.AF_INET6 if host.startswith("[") else socket.AF_INET
-        self.address = (host.strip("[]"), int(port))
         self.key = bytes.fromhex(key_hex)
         self.sock = socket.socket(family, socket.SOCK_DGRAM)
-
-    def _mac(self, *parts: bytes) -> bytes:
-        return hmac.new(self.key, b"".join(parts), hashlib.sha256).digest()
+        # Connected: the kernel drops datagrams from anyone but the agent.
+        self.sock.connect((host.strip("[]"), int(port)))
 
     def ask(self, request: bytes, refused: Any) -> bytes:
-        """The reply to `request` within STATS_TIMEOUT_S (socket.timeout otherwise); a
-        datagram that is not it (late, replayed, forged) is dropped and `refused()` called."""
-        nonce = os.urandom(self.NONCE)
-        self.sock.sendto(self.MAGIC + nonce + self._mac(b"request", nonce, request) + request,
-                         self.address)
+        """The reply to `request` within STATS_TIMEOUT_S (socket.timeout otherwise, however
+        many other datagrams come); a datagram that is not it (late, replayed, forged) is
+        dropped and `refused()` called."""
+        from tacc.deploy.channel import NONCE_LEN, _mac
+
+        nonce = os.urandom(NONCE_LEN)
+        self.sock.send(self.MAGIC + nonce + _mac(self.key, b"request", nonce, request) + request)
         deadline = time.monotonic() + STATS_TIMEOUT_S
-        while True:
-            self.sock.settimeout(max(1e-4, deadline - time.monotonic()))
+        while (left := deadline - time.monotonic()) > 0:
+            self.sock.settimeout(left)
             data = self.sock.recv(4096)
-            head, tag, reply = data[:self.NONCE], data[self.NONCE:self.NONCE + 32], \
-                data[self.NONCE + 32:]
-            if head == nonce and hmac.compare_digest(tag, self._mac(b"reply", nonce, reply)):
+            head, tag, reply = data[:NONCE_LEN], data[NONCE_LEN:NONCE_LEN + 32], \
+                data[NONCE_LEN + 32:]
+            if head == nonce and hmac.compare_digest(tag, _mac(self.key, b"reply", nonce, reply)):
                 return reply
             refused()
+        raise TimeoutError("no reply")
 
 
 class _UnixAgents:
