@@ -122,8 +122,10 @@ class Controller:
         """False when the plan's mechanism has no controller app."""
     def has_hook(self, switch: int) -> bool:
         """True if the mechanism has a hook in `switch`: show it every flow's first packet."""
-    def initial_rules(self) -> list[str]:
-        """`FlowMod`s every switch gets when it connects (SICC's SYN/FIN copy rules)."""
+    def initial_rules(self, switch: int, port_copies: bool = False) -> list[str]:
+        """The `FlowMod`s `switch` gets when it connects (SICC's SYN/FIN copy rules); with
+        `port_copies`, less the copy rules that match TCP flags only, whose copies the
+        switch agent's port programs make and report instead."""
     @property
     def latency_ns(self) -> int:
         """The scenario's one-way control latency (`latency` of the mechanism table)."""

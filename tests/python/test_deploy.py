@@ -145,7 +145,8 @@ class Fabric:
 
         sh("ip", "-n", self.sw, "addr", "add", f"{ovs.controller_address(0)}/32", "dev", "lo")
         topo = SimpleNamespace(names=self.names, switch_ports={0: {i: f"p{i}" for i in range(3)}})
-        ovs.Switches(topo, self.workdir).start()  # type: ignore[arg-type]
+        self.switches = ovs.Switches(topo, self.workdir)  # type: ignore[arg-type]
+        self.switches.start()
 
     def start_hypervisor_ovs(self) -> None:
         """Each OVS hypervisor's bridge: its uplink and VMs' ports on an Open vSwitch bridge
@@ -1017,14 +1018,19 @@ on_shortage = "queue"
 """
 
 
-class SdnGccDaemons:
+SDN_GCC_TABLE = 'kind = "sdn-gcc"\non_shortage = "queue"\n'
+
+
+class ControllerDaemons:
     """`tacc switch-agent` and `tacc controller` in the OVS switch's namespace, `tacc agent`
     on the senders' hypervisors (h0: the TCP VM's, h1: the UDP VM's), each started by its
-    command line with its config file. The switch agent serves its stats on a Unix socket,
-    or with `stats_over_udp` on the switch's address over UDP, signed with its key, as for
-    a controller on another machine."""
+    command line with its config file, all running `mechanism` (SDN-GCC's table by
+    default). The switch agent serves its stats on a Unix socket, or with `stats_over_udp`
+    on the switch's address over UDP, signed with its key, as for a controller on another
+    machine."""
 
-    def __init__(self, fabric: Fabric, tmp_path: Path, *, stats_over_udp: bool = False) -> None:
+    def __init__(self, fabric: Fabric, tmp_path: Path, *, stats_over_udp: bool = False,
+                 mechanism: str = SDN_GCC_TABLE) -> None:
         self.fabric = fabric
         keys = tmp_path / "keys"
         keys.mkdir(mode=0o700)
@@ -1038,8 +1044,8 @@ class SdnGccDaemons:
         stats = (f'stats = "{ovs.controller_address(0)}:7401"\n'
                  f'stats_key_file = "{keys}/sw0.key"' if stats_over_udp else
                  f'stats = "{self.state}/sw0.sock"')
-        self.config.write_text(FABRIC.format(state=self.state, keys=keys, stats=stats),
-                               encoding="utf-8")
+        self.config.write_text(FABRIC.format(state=self.state, keys=keys, stats=stats)
+                               .replace(SDN_GCC_TABLE, mechanism), encoding="utf-8")
         self.switch_agent = fabric._start(fabric.sw, ["-m", "tacc", "switch-agent", "--config",
                                                       str(self.config), "--switch", "sw0"])
         fabric._wait_for(self.state / "switch-sw0.ready", "the switch agent", self.switch_agent)
@@ -1049,7 +1055,8 @@ class SdnGccDaemons:
         for j, hv in enumerate(fabric.hvs[:2]):
             address = fabric.management_link(hv, to_switch=True)
             self.agents[hv] = fabric.start_agent(
-                hv, SDN_GCC.replace('name = "h1"', f'name = "h{j}"').format(
+                hv, SDN_GCC.replace('name = "h1"', f'name = "h{j}"')
+                .replace(SDN_GCC_TABLE, mechanism).format(
                     address=f"{address}:7400", key_file=keys / f"h{j}.key"),
                 self.agent_states[hv])
         self.wait_connected()
@@ -1097,7 +1104,7 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
     signed) and notifies the UDP VM's hypervisor, whose limiter then leaves the TCP VM its
     share of the port."""
     fabric = ovs_fabric
-    daemons = SdnGccDaemons(fabric, tmp_path, stats_over_udp=True)
+    daemons = ControllerDaemons(fabric, tmp_path, stats_over_udp=True)
     shares = fabric.traffic("sdn-gcc")
     status = daemons.status()
     udp_agent = daemons.agent_status(fabric.hvs[1])
@@ -1132,6 +1139,30 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
 
 
 @pytest.mark.testbed
+def test_sicc_by_tacc_controller_hears_of_syns_from_the_switch_agent_not_from_open_vswitch(
+        ovs_fabric: Fabric, tmp_path: Path) -> None:
+    """With its switch agent on the controller's machine, SICC's SYN and FIN copies come from
+    the agent's port programs (an OpenFlow copy rule would have Open vSwitch's userspace
+    datapath make each copy in the thread that forwards): the switch holds no copy rule,
+    and the controller hears of the TCP flow's SYN, its SYN-ACK and its FINs."""
+    fabric = ovs_fabric
+    daemons = ControllerDaemons(fabric, tmp_path, mechanism='kind = "sicc"\n')
+    rules = fabric.switches.dump_flows(0)
+    shares = fabric.traffic("sicc")
+    status = daemons.status()
+    daemons.stop()
+    print(f"goodput Mb/s: {shares}; controller: {status}")
+    assert not [r for r in rules if "tcp_flags" in r or "CONTROLLER" in r], rules
+    # The TCP flow from a to c: its SYN, c's SYN-ACK, a FIN each way when it stops (the
+    # status is written every 0.5 s: the last FINs may come after it).
+    assert status["events"].get("port_copies", 0) >= 2, status
+    assert status["messages"]["packet_in"] == status["events"]["port_copies"], status
+    assert "port_copies_ignored" not in status["events"], status
+    # SICC reads the queue of the port the SYN went through, every T.
+    assert status["messages"].get("stats_request", 0) > 0, status
+
+
+@pytest.mark.testbed
 def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switch_and_agents(
         ovs_fabric: Fabric, tmp_path: Path) -> None:
     """Garbage on the controller's ports is refused; then SIGKILL to the controller 3 s
@@ -1142,7 +1173,7 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
     import threading
 
     fabric = ovs_fabric
-    daemons = SdnGccDaemons(fabric, tmp_path)
+    daemons = ControllerDaemons(fabric, tmp_path)
     # Garbage first, on both of the controller's ports: each connection is refused, and
     # the controller goes on with its switch and agents.
     for port, garbage in ((7400, b"GET / HTTP/1.0\r\nHost: x\r\n\r\n"),

@@ -8,6 +8,11 @@
  * switch agent how full the port is (RWNDQ's control loop), so it runs on every port,
  * marking or not.
  *
+ * Where the controller's copy rules match TCP flags only (SICC's SYN and FIN copies), the
+ * port reports the matching packets' headers to the agent in their place: a copy through
+ * Open vSwitch's userspace datapath is an upcall in the thread that forwards, and slows the
+ * switch for milliseconds at each volley of SYNs.
+ *
  * An earlier version kept a phantom queue instead (each packet's bytes in, drained at the
  * port's rate by the clock). It agreed with the qdisc only while the qdisc never paused:
  * each stall of the host let the qdisc keep its packets while the phantom drained, and as
@@ -122,6 +127,81 @@ struct {
 	__type(value, __u64);
 } rwnd_rewrites SEC(".maps");
 
+/* The TCP flags the copy rules match: a packet is reported if flags & mask == value for
+ * one of them (mask 0: no rule). */
+#define COPY_RULES 4
+
+struct copy_rule {
+	__u8 mask;
+	__u8 value;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, COPY_RULES);
+	__type(key, __u32);
+	__type(value, struct copy_rule);
+} copy_rules SEC(".maps");
+
+/* The IPv4 and TCP headers of a reported packet, as the controller's packet-in would carry
+ * them (options included). */
+#define REPORT_MAX 120
+
+struct report {
+	__u32 ifindex;
+	__u32 len;
+	__u8 headers[REPORT_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} reports SEC(".maps");
+
+/* Reports lost to a full ring (the agent fell behind). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} reports_lost SEC(".maps");
+
+static __always_inline int copied(__u8 flags)
+{
+#pragma unroll
+	for (__u32 i = 0; i < COPY_RULES; i++) {
+		__u32 k = i;
+		struct copy_rule *r = bpf_map_lookup_elem(&copy_rules, &k);
+		if (r && r->mask && (flags & r->mask) == r->value)
+			return 1;
+	}
+	return 0;
+}
+
+static __always_inline void report_copy(struct __sk_buff *skb, struct iphdr *ip)
+{
+	struct tcphdr *tcp = tcp_of(skb, ip);
+	if (!tcp || !copied(((__u8 *)tcp)[13]))
+		return;
+	__u32 len = ip->ihl * 4 + tcp->doff * 4;
+	if (len > REPORT_MAX)
+		len = REPORT_MAX;
+	struct report *r = bpf_ringbuf_reserve(&reports, sizeof(*r), 0);
+	if (!r) {
+		__u32 zero = 0;
+		__u64 *lost = bpf_map_lookup_elem(&reports_lost, &zero);
+		if (lost)
+			__sync_fetch_and_add(lost, 1);
+		return;
+	}
+	r->ifindex = skb->ifindex;
+	/* At least the 40 B tcp_of checked are in the packet. */
+	if (len < 40 || bpf_skb_load_bytes(skb, sizeof(struct ethhdr), r->headers, len))
+		len = 0;
+	r->len = len;
+	bpf_ringbuf_submit(r, 0);
+}
+
 /* The longest pure ACK: 20 B of IPv4 and 60 B of TCP header. */
 #define PURE_ACK_MAX 80
 
@@ -180,6 +260,9 @@ int port_egress(struct __sk_buff *skb)
 	if (!cfg || !st)
 		return TC_ACT_OK;
 	struct iphdr *ip = ipv4_of(skb);
+	/* Reported before the marking's drop, as a copy rule sees a packet before its queue. */
+	if (ip)
+		report_copy(skb, ip);
 	/* What the port's htb and bfifo count of a packet: its IP bytes (measured: 1500 B per
 	 * full packet on a veth). */
 	__u64 len = ip ? bpf_ntohs(ip->tot_len) : skb->len;

@@ -561,10 +561,8 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
             }
             next_counts = elapsed + COUNTS_EVERY_NS;
         }
-        wait_readable(
-            control.as_ref().map(|c| c.socket().as_raw_fd()),
-            driver.wait_ns(&clock),
-        );
+        let fds: Vec<_> = control.iter().map(|c| c.socket().as_raw_fd()).collect();
+        wait_readable(&fds, driver.wait_ns(&clock));
     }
 }
 

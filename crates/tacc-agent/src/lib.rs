@@ -134,23 +134,33 @@ fn sleep_ns(ns: u64) {
     std::thread::sleep(Duration::from_nanos(ns));
 }
 
-/// Sleeps until `sock` (if any) has a datagram or `ns` have passed; true if it has one.
-fn wait_readable(sock: Option<std::os::fd::RawFd>, ns: u64) -> bool {
-    let Some(sock) = sock else {
+/// Sleeps until one of `fds` is readable or `ns` have passed; true if one is.
+fn wait_readable(fds: &[std::os::fd::RawFd], ns: u64) -> bool {
+    if fds.is_empty() {
         sleep_ns(ns);
         return false;
-    };
-    let mut fd = libc::pollfd {
-        fd: sock,
-        events: libc::POLLIN,
-        revents: 0,
-    };
+    }
+    let mut polled: Vec<libc::pollfd> = fds
+        .iter()
+        .map(|&fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        })
+        .collect();
     let ts = libc::timespec {
         tv_sec: (ns / 1_000_000_000) as libc::time_t,
         tv_nsec: (ns % 1_000_000_000) as libc::c_long,
     };
-    // SAFETY: one pollfd, a valid timespec, no signal mask.
-    unsafe { libc::ppoll(&mut fd, 1, &ts, std::ptr::null()) > 0 }
+    // SAFETY: `polled` is a valid array of its length, a valid timespec, no signal mask.
+    unsafe {
+        libc::ppoll(
+            polled.as_mut_ptr(),
+            polled.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        ) > 0
+    }
 }
 
 /// Tells the starter that the datapath is in place.

@@ -7,17 +7,17 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
-use std::io::{BufWriter, Write};
+use std::io::{BufWriter, ErrorKind, Write};
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 
-use aya::maps::{HashMap as BpfHashMap, MapData};
+use aya::maps::{Array, HashMap as BpfHashMap, MapData, RingBuf};
 use aya::programs::TcAttachType;
 use aya::Ebpf;
 use serde::Deserialize;
-use tacc_mech::control::{StatsReply, StatsRequest};
+use tacc_mech::control::{FlowMod, StatsReply, StatsRequest};
 use tacc_mech::headers::{ip_proto, tcp_flags, Ecn};
 use tacc_mech::roles::SwitchHook;
 use tacc_mech::units::Size;
@@ -56,7 +56,23 @@ pub struct SwitchConfig {
     /// The switch's key (hex, 32 bytes) that signs the requests and replies over UDP.
     #[serde(default)]
     pub stats_key: Option<String>,
+    /// The controller's Unix datagram socket for the copies the ports make in place of the
+    /// mechanism's flags-only copy rules ([`FlowMod::tcp_flags_copy`]): each datagram is
+    /// [`REPORT_MAGIC`] || switch (u32, big-endian) || output port (u32) || the packet's IPv4
+    /// and TCP headers. Without it the switch makes the copies (OpenFlow packet-ins).
+    #[serde(default)]
+    pub reports: Option<PathBuf>,
 }
+
+pub const REPORT_MAGIC: &[u8] = b"TACCP1";
+
+type Hook = Box<dyn SwitchHook<Ipv4Packet<Vec<u8>>>>;
+
+/// How long the agent waits for room in the controller's socket for a copy.
+const REPORT_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// The copy rules the datapath has room for (`COPY_RULES` in switch.bpf.c).
+const COPY_RULES: u32 = 4;
 
 /// The stats socket. Over UDP (a controller on another machine) each datagram is signed
 /// with the switch's key, and the controller's nonce ties a reply to its request:
@@ -157,7 +173,7 @@ fn open_request<'a>(key: &[u8], datagram: &'a [u8]) -> Option<(&'a [u8], &'a [u8
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
-    (text.len() % 2 == 0).then_some(())?;
+    text.len().is_multiple_of(2).then_some(())?;
     (0..text.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
@@ -193,9 +209,122 @@ struct PortState {
     drops: u64,
 }
 
-// SAFETY: plain C structs of u64 fields, without padding.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct CopyRule {
+    mask: u8,
+    value: u8,
+}
+
+// SAFETY: plain C structs of u64 fields, without padding; CopyRule is two bytes.
 unsafe impl aya::Pod for PortConfig {}
 unsafe impl aya::Pod for PortState {}
+unsafe impl aya::Pod for CopyRule {}
+
+/// The ports' copies on their way to the controller.
+struct Reports {
+    ring: RingBuf<MapData>,
+    lost: Array<MapData, u64>,
+    lost_told: u64,
+    /// Copies the controller's socket had no room for.
+    unsent: u64,
+    unsent_told: u64,
+    sock: UnixDatagram,
+    to: PathBuf,
+    switch: u32,
+}
+
+impl Reports {
+    /// The copies the mechanism's rules ask of `switch`, made by its ports: None where the
+    /// agent has no controller socket or the rules ask for none.
+    fn open(
+        bpf: &mut Ebpf,
+        cfg: &SwitchConfig,
+        rules: &[FlowMod],
+    ) -> Result<Option<Reports>, String> {
+        let copies: Vec<(u8, u8)> = rules
+            .iter()
+            .filter(|r| r.switch == cfg.switch)
+            .filter_map(FlowMod::tcp_flags_copy)
+            .collect();
+        let Some(to) = cfg.reports.clone().filter(|_| !copies.is_empty()) else {
+            return Ok(None);
+        };
+        if copies.len() > COPY_RULES as usize {
+            return Err(format!(
+                "the mechanism asks switch {} for {} copy rules; its ports make at most {COPY_RULES}",
+                cfg.switch,
+                copies.len()
+            ));
+        }
+        let mut map: Array<MapData, CopyRule> = take_map(bpf, "copy_rules")?;
+        for (i, &(mask, value)) in copies.iter().enumerate() {
+            map.set(i as u32, CopyRule { mask, value }, 0)
+                .map_err(|e| format!("copy_rules map: {e}"))?;
+        }
+        let sock = UnixDatagram::unbound().map_err(|e| format!("reports socket: {e}"))?;
+        // A controller's queue holds few datagrams (net.unix.max_dgram_qlen, 10 by default)
+        // and a volley brings dozens of SYNs at once: the agent waits for room, for a while.
+        sock.set_write_timeout(Some(REPORT_SEND_TIMEOUT))
+            .map_err(|e| e.to_string())?;
+        Ok(Some(Reports {
+            ring: take_map(bpf, "reports")?,
+            lost: take_map(bpf, "reports_lost")?,
+            lost_told: 0,
+            unsent: 0,
+            unsent_told: 0,
+            sock,
+            to,
+            switch: cfg.switch,
+        }))
+    }
+
+    /// Sends the controller every copy the ports made since the last call.
+    fn forward(&mut self, port_of: &HashMap<u32, u32>) {
+        while let Some(item) = self.ring.next() {
+            let Some((ifindex, headers)) = parse_report(&item) else {
+                continue;
+            };
+            let Some(&port) = port_of.get(&ifindex) else {
+                continue;
+            };
+            let datagram = [
+                REPORT_MAGIC,
+                &self.switch.to_be_bytes(),
+                &port.to_be_bytes(),
+                headers,
+            ]
+            .concat();
+            // A controller not listening (yet, or any more) misses the copy, as it misses
+            // a packet-in while it is down; one that does not read is counted.
+            if let Err(e) = self.sock.send_to(&datagram, &self.to) {
+                if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
+                    self.unsent += 1;
+                }
+            }
+        }
+        let lost = self.lost.get(&0, 0).unwrap_or(0);
+        if lost > self.lost_told || self.unsent > self.unsent_told {
+            eprintln!(
+                "switch {}: copies lost: {} to a full ring (the agent fell behind), {} to a \
+                 controller that did not read them for {} ms",
+                self.switch,
+                lost - self.lost_told,
+                self.unsent - self.unsent_told,
+                REPORT_SEND_TIMEOUT.as_millis()
+            );
+            (self.lost_told, self.unsent_told) = (lost, self.unsent);
+        }
+    }
+}
+
+/// `struct report` of switch.bpf.c: the output port's ifindex and the headers.
+fn parse_report(item: &[u8]) -> Option<(u32, &[u8])> {
+    let ifindex = u32::from_ne_bytes(item.get(0..4)?.try_into().ok()?);
+    let len = u32::from_ne_bytes(item.get(4..8)?.try_into().ok()?) as usize;
+    let headers = item.get(8..8 + len).filter(|h| !h.is_empty())?;
+    Some((ifindex, headers))
+}
 
 pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     let plan = &cfg.plan;
@@ -246,18 +375,22 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
     )
     .map_err(|e| e.to_string())?;
     let stats = StatsSocket::open(&cfg)?;
-    signal_ready(&cfg.ready)?;
-
-    let mut hook: Option<Box<dyn SwitchHook<Ipv4Packet<Vec<u8>>>>> = plan
-        .mechanism
-        .as_ref()
-        .and_then(|m| {
-            m.build::<Ipv4Packet<Vec<u8>>>(plan)
+    // The mechanism's hook in this switch, and the rules its controller installs.
+    let (mut hook, rules): (Option<Hook>, Vec<FlowMod>) = match &plan.mechanism {
+        Some(m) => {
+            let inst = m.build::<Ipv4Packet<Vec<u8>>>(plan);
+            let hook = inst
                 .switch_hooks
                 .into_iter()
                 .nth(cfg.switch as usize)
-        })
-        .flatten();
+                .flatten();
+            (hook, inst.initial_rules)
+        }
+        None => (None, Vec::new()),
+    };
+    let mut reports = Reports::open(&mut bpf, &cfg, &rules)?;
+    signal_ready(&cfg.ready)?;
+
     let port_of: HashMap<u32, u32> = ports.iter().map(|&(ifx, port, _)| (ifx, port)).collect();
     let clock = Clock::new(cfg.start_mono_ns, cfg.time_scale);
     let sample = cfg.sample_ns.max(1_000_000);
@@ -318,11 +451,18 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             .and_then(|h| h.poll_at())
             .map_or(u64::MAX, |t| clock.real(t.saturating_sub(now)));
         let nap = timer.min(next_sample.saturating_sub(elapsed)).max(10_000);
-        if let (true, Some(sock)) = (
-            wait_readable(stats.as_ref().map(StatsSocket::fd), nap),
-            &stats,
-        ) {
-            sock.serve(&|request| answer_stats(request, &cfg, &ports, &drains, &state));
+        let fds: Vec<RawFd> = stats
+            .iter()
+            .map(StatsSocket::fd)
+            .chain(reports.iter().map(|r| r.ring.as_raw_fd()))
+            .collect();
+        if wait_readable(&fds, nap) {
+            if let Some(r) = reports.as_mut() {
+                r.forward(&port_of);
+            }
+            if let Some(sock) = &stats {
+                sock.serve(&|request| answer_stats(request, &cfg, &ports, &drains, &state));
+            }
         }
     }
 }
@@ -473,7 +613,7 @@ mod tests {
     use super::*;
     use crate::testrun::{frame, require_root, run, run_on, TC_ACT_OK, TC_ACT_SHOT};
     use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
-    use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet};
+    use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
     /// BPF_PROG_TEST_RUN runs a frame on the loopback device.
     const LOOPBACK: u32 = 1;
@@ -500,7 +640,7 @@ mod tests {
             .send_to(&datagram, sock.local_addr().unwrap())
             .unwrap();
         assert!(
-            wait_readable(Some(served.fd()), 1_000_000_000),
+            wait_readable(&[served.fd()], 1_000_000_000),
             "the request arrived"
         );
         served.serve(&|json| Some([b"re: ", json].concat()));
@@ -657,6 +797,107 @@ mod tests {
             .find(|q| q["root"] == true)
             .and_then(|q| q["backlog"].as_u64())
             .unwrap()
+    }
+
+    /// A TCP segment of `len` IPv4 bytes from 10.0.0.1:40000 to 10.0.0.2:5001 with `flags`;
+    /// a SYN carries Linux's 20 B of options (MSS 1460, window scale 7).
+    fn tcp_segment(flags: u8, len: u16) -> Vec<u8> {
+        let mut ip = emit(
+            &Ipv4Fields {
+                src: 0x0a00_0001,
+                dst: 0x0a00_0002,
+                protocol: ip_proto::TCP,
+                ident: 1,
+                ecn: Ecn::NotEct,
+                total_len: len,
+                ttl: 64,
+            },
+            Some(&TcpFields {
+                src_port: 40000,
+                dst_port: 5001,
+                seq: 1,
+                ack: 1,
+                flags,
+                window: 502,
+            }),
+        );
+        if flags & tcp_flags::SYN != 0 {
+            ip[32] = 10 << 4;
+            ip[40..60].copy_from_slice(&[
+                2, 4, 5, 180, 4, 2, 8, 10, 0, 0, 0, 1, 0, 0, 0, 0, 1, 3, 3, 7,
+            ]);
+        }
+        ip
+    }
+
+    #[test]
+    #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
+    fn a_port_reports_the_headers_of_the_segments_a_copy_rule_matches_to_the_controller() {
+        require_root(
+            "a_port_reports_the_headers_of_the_segments_a_copy_rule_matches_to_the_controller",
+        );
+        let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
+        load(&mut bpf, &["port_egress"]).unwrap();
+        let mut config: BpfHashMap<MapData, u32, PortConfig> =
+            take_map(&mut bpf, "port_config").unwrap();
+        let mut state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
+        let pc = PortConfig {
+            k_bytes: u64::MAX,
+            limit_bytes: 100 * PACKET_BYTES,
+        };
+        config.insert(LOOPBACK, pc, 0).unwrap();
+        state.insert(LOOPBACK, PortState::default(), 0).unwrap();
+        let syn = tcp_segment(tcp_flags::SYN, 60);
+        let last = tcp_segment(tcp_flags::FIN | tcp_flags::ACK, 1500);
+        let ack = tcp_segment(tcp_flags::ACK, 40);
+        // No copy rule: no reports.
+        run_on(&mut bpf, "port_egress", &frame(&syn), LOOPBACK);
+        let mut copy_rules: Array<MapData, CopyRule> = take_map(&mut bpf, "copy_rules").unwrap();
+        for (i, (mask, value)) in [
+            (tcp_flags::SYN, tcp_flags::SYN),
+            (tcp_flags::FIN, tcp_flags::FIN),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            copy_rules
+                .set(i as u32, CopyRule { mask, value }, 0)
+                .unwrap();
+        }
+        for ip in [&syn, &ack, &last] {
+            let out = run_on(&mut bpf, "port_egress", &frame(ip), LOOPBACK);
+            assert_eq!(out.verdict, TC_ACT_OK);
+        }
+        let dir = std::env::temp_dir().join(format!("tacc-reports-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let to = dir.join("controller.sock");
+        let _ = std::fs::remove_file(&to);
+        let controller = UnixDatagram::bind(&to).unwrap();
+        controller.set_nonblocking(true).unwrap();
+        let mut reports = Reports {
+            ring: take_map(&mut bpf, "reports").unwrap(),
+            lost: take_map(&mut bpf, "reports_lost").unwrap(),
+            lost_told: 0,
+            unsent: 0,
+            unsent_told: 0,
+            sock: UnixDatagram::unbound().unwrap(),
+            to,
+            switch: 3,
+        };
+        reports.forward(&HashMap::from([(LOOPBACK, 5)]));
+        let mut got = Vec::new();
+        let mut buf = [0u8; 512];
+        while let Ok(n) = controller.recv(&mut buf) {
+            got.push(buf[..n].to_vec());
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+        // The SYN whole (its options too), the last segment's headers alone, no pure ACK;
+        // each with the switch and the port it left by.
+        let head = [REPORT_MAGIC, &3u32.to_be_bytes(), &5u32.to_be_bytes()].concat();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!(got[0], [&head[..], &syn[..]].concat());
+        assert_eq!(got[1], [&head[..], &last[..40]].concat());
+        assert_eq!(reports.lost.get(&0, 0).unwrap(), 0);
     }
 
     #[test]

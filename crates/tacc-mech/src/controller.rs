@@ -83,7 +83,7 @@ impl Controller {
     /// A packet that reached the controller from `switch`: a table miss (`out_port` None; the
     /// switch's mechanism hook decides whether the app hears of it, as it does in the
     /// simulator) or a copy rule's copy (`out_port` the port the switch forwards it to).
-    /// `ip` is the packet from its IPv4 header on.
+    /// `ip` is the packet from its IPv4 header on; a copy's may stop after its headers.
     pub fn packet_in(
         &mut self,
         now: Nanos,
@@ -92,7 +92,10 @@ impl Controller {
         out_port: Option<u32>,
         ip: Vec<u8>,
     ) -> Result<Vec<ControlMessage>, WireError> {
-        let mut pkt = Ipv4Packet::new_checked(ip)?;
+        let mut pkt = match out_port {
+            Some(_) => Ipv4Packet::new_copy(ip)?,
+            None => Ipv4Packet::new_checked(ip)?,
+        };
         let mut out = Vec::new();
         if out_port.is_none() {
             let from_host = self

@@ -321,8 +321,18 @@ impl Controller {
         self.get().has_hook(switch)
     }
 
-    fn initial_rules(&self) -> PyResult<Vec<String>> {
-        to_json(self.get().initial_rules())
+    /// `switch`'s initial rules; with `port_copies`, less the flags-only copy rules its ports'
+    /// programs serve in the switch's place (the switch agent's reports).
+    #[pyo3(signature = (switch, port_copies = false))]
+    fn initial_rules(&self, switch: u32, port_copies: bool) -> PyResult<Vec<String>> {
+        let ctl = self.get();
+        let rules: Vec<_> = ctl
+            .initial_rules()
+            .iter()
+            .filter(|r| r.switch == switch && !(port_copies && r.tcp_flags_copy().is_some()))
+            .cloned()
+            .collect();
+        to_json(&rules)
     }
 
     #[getter]

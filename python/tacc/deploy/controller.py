@@ -61,6 +61,9 @@ def _free(key: str, address: str) -> None:
             from exc
 
 
+REPORTS_SOCKET = "port-copies.sock"
+
+
 def _state_dir(daemon: dict[str, Any], pid_name: str) -> tuple[Path, Path]:
     """The state directory, made if need be, and this daemon's pid file in it; refuses a
     second daemon of the same kind on it."""
@@ -109,7 +112,12 @@ def run(config: Path, *, check: bool = False) -> None:
         "ofports": {p: o for s in switches for p, o in s["ofports"].items()},
         "reverse": daemon["reverse"],
         "l2": True,
-        "remove_on_exit": [str(pid_file), str(state / "ready"), str(state / "stats-reply.sock")],
+        # A switch agent on this machine (its stats on a Unix socket) copies the SYNs and
+        # FINs a mechanism asks for in its ports, in the switch's place.
+        "reports": str(state / REPORTS_SOCKET),
+        "port_copies": [i for i, s in enumerate(switches) if _unix_socket(s["stats"])],
+        "remove_on_exit": [str(pid_file), str(state / "ready"), str(state / "stats-reply.sock"),
+                           str(state / REPORTS_SOCKET)],
     }
     if daemon["agents"]:
         cfg["channel"] = {"listen": daemon["agents"], "keys": daemon["keys"]}
@@ -150,7 +158,8 @@ def run_switch_agent(config: Path, switch: str, *, check: bool = False) -> None:
     # without end, and the controller asks for what it needs.
     agent = {"plan": daemon["plan"], "switch": index, "ports": sw["devices"],
              "start_mono_ns": time.monotonic_ns(), "sample_ns": 3600 * 10**9, "out": os.devnull,
-             "ready": str(ready), "stats": sw["stats"], "stats_key": sw["stats_key"]}
+             "ready": str(ready), "stats": sw["stats"], "stats_key": sw["stats_key"],
+             "reports": str(state / REPORTS_SOCKET) if unix else None}
     # The agent runs until its process ends: a thread of its own runs it, and this one waits
     # for the signal that stops it, then takes down what it set up.
     stopping = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}

@@ -11,7 +11,9 @@ Each switch's tables, installed when it connects (again after a restart of eithe
              flow's first packet misses and reaches the controller (the switch's mechanism
              hook then decides whether the app hears of it, as in the simulator); only in
              switches where the mechanism has a hook; then table 1
-    table 1  the mechanism's rules (SICC's SYN/FIN copies, SDN-ECN's marking rules); then 2
+    table 1  the mechanism's rules (SICC's SYN/FIN copies, SDN-ECN's marking rules); then 2.
+             A copy rule that matches TCP flags only is left out of the switches whose
+             agent's port programs report those packets instead (`reports`, below)
     table 2  routes: a rule per destination VM (next hop's MAC, TTL, output port); where the
              route has equal ports (ECMP), the destination's rule sends a flow's first packet
              to the controller, which installs a rule for the flow's 5-tuple out of the port
@@ -19,7 +21,9 @@ Each switch's tables, installed when it connects (again after a restart of eithe
              path oracle is then the path the packets take
 
 What OpenFlow cannot give (a port's ECN mark count, its queue length) the switch agent serves
-on its stats socket. Port and flow byte counters come from OpenFlow statistics, Ethernet
+on its stats socket. The switch agents of `port_copies` send the copies their ports make to
+the `reports` socket, as packet-ins: Open vSwitch's userspace datapath makes a rule's copy in
+the thread that forwards, which stalls the switch for milliseconds at a volley of SYNs. Port and flow byte counters come from OpenFlow statistics, Ethernet
 headers taken off; they and the mark counts are scaled to the plan's rates over the app's
 time, so that the app sees the counters the simulator would show it. The app's time runs at
 `time_scale` times real time (the agents' Clock: dilated by the rate scale for SDN-GCC), and
@@ -53,6 +57,7 @@ ROUTE_PRIORITY = 10
 COOKIE_ACCOUNT = 1 << 48  # | the flow's output port
 ETH_HEADER = 14
 STATS_TIMEOUT_S = 0.05
+PORT_COPY_MAGIC = b"TACCP1"
 COUNTS_EVERY_S = 0.5
 
 CONFIG: dict[str, Any] = {}
@@ -154,6 +159,12 @@ if app_manager is not None:
             self.stats_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.stats_sock.bind(str(self.reply_path))
             self.stats_sock.settimeout(STATS_TIMEOUT_S)
+            self.port_copies = {int(i) for i in cfg.get("port_copies", [])}
+            self.reports: socket.socket | None = None
+            if "reports" in cfg:
+                Path(cfg["reports"]).unlink(missing_ok=True)
+                self.reports = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+                self.reports.bind(cfg["reports"])
             self.vm_of_ip = {_ip(v["address"]): k for k, v in enumerate(self.plan["vms"])}
             self.routes = {(r["switch"], r["vm"]): r["ports"] for r in self.plan["routes"]}
             # Plan port -> the other direction of its link.
@@ -171,6 +182,8 @@ if app_manager is not None:
             self.rules: dict[tuple[int, str, int], tuple[dict[str, Any], int | None]] = {}
             self.pending_switch_stats: dict[int, dict[str, Any]] = {}
             self.threads = [hub.spawn(self._timer_loop), hub.spawn(self._counts_loop)]
+            if self.reports is not None:
+                self.threads.append(hub.spawn(self._reports_loop))
 
             def stop(*_: object) -> None:
                 self.counts.write()
@@ -254,7 +267,7 @@ if app_manager is not None:
                 self._flow(dp, ROUTES, 0, parser.OFPMatch(), [parser.OFPInstructionActions(
                     ofp.OFPIT_APPLY_ACTIONS, [parser.OFPActionOutput(ofp.OFPP_NORMAL)])],
                     "setup")
-            for text in self.mech.initial_rules():
+            for text in self.mech.initial_rules(switch, switch in self.port_copies):
                 self._flow_mod(dp, json.loads(text), None, "flow_mod")
                 self.counts.event("rules_installed")
             now = self.now()
@@ -311,6 +324,40 @@ if app_manager is not None:
             except ValueError as exc:
                 LOG.warning("switch %d: packet-in not handled: %s", switch, exc)
                 self.counts.event("packet_ins_ignored")
+                return
+            self._dispatch(out)
+
+        def _reports_loop(self) -> None:
+            assert self.reports is not None
+            while True:
+                datagram = self.reports.recv(256)
+                # A copy stands for the packet-in the switch would have sent.
+                self.counts.add("packet_in", len(datagram))
+                self.counts.event("port_copies")
+                self._later(self._port_copy, datagram)
+
+        def _port_copy(self, datagram: bytes) -> None:
+            """A copy from a switch agent: the magic, the switch, the port the packet left
+            by, its IPv4 and TCP headers (crates/tacc-agent/src/switch.rs, `Reports`)."""
+            if len(datagram) < 34 or not datagram.startswith(PORT_COPY_MAGIC):
+                self.counts.event("port_copies_ignored")
+                return
+            switch = int.from_bytes(datagram[6:10])
+            out_port = int.from_bytes(datagram[10:14])
+            ip = datagram[14:]
+            if switch not in self.port_copies or self._is_app_control(ip):
+                self.counts.event("port_copies_ignored")
+                return
+            # The port it came in by is not seen at the output: it is the route back to the
+            # source (a copy rule's app reads where the packet goes, not where it came from).
+            src = self.vm_of_ip.get(int.from_bytes(ip[12:16]))
+            back = self.routes.get((switch, src)) if src is not None else None
+            in_port = self.reverse[back[0]] if back else out_port
+            try:
+                out = self.mech.packet_in(self.now(), switch, in_port, out_port, ip)
+            except ValueError as exc:
+                LOG.warning("switch %d: port copy not handled: %s", switch, exc)
+                self.counts.event("port_copies_ignored")
                 return
             self._dispatch(out)
 

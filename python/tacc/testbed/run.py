@@ -421,6 +421,9 @@ class _Run:
                        for j in range(len(plan["hosts"]))},
             "switch_stats": {str(i): str(workdir / f"agent-sw{i}.stats.sock")
                              for i in range(len(plan["switches"]))},
+            # Every switch agent makes the flags-only copies in its ports.
+            "reports": str(workdir / "reports.sock"),
+            "port_copies": list(range(len(plan["switches"]))),
             "control_key": str(workdir / "control.key"),
             "counts": str(workdir / "controller-counts.json"),
             "ready": str(workdir / "controller.ready"),
@@ -488,6 +491,8 @@ class _Run:
                 "ready": str(workdir / f"agent-sw{i}.ready"),
                 "stats": (str(workdir / f"agent-sw{i}.stats.sock")
                           if self.controller is not None else None),
+                "reports": (str(workdir / "reports.sock")
+                            if self.controller is not None else None),
             }))
         if (plan["mechanism"] or {}).get("kind", "none") != "none":
             for j in range(len(plan["hosts"])):

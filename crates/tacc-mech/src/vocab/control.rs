@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::vocab::headers::FlowKey;
+use crate::vocab::headers::{ip_proto, FlowKey};
 use crate::vocab::units::Nanos;
 
 /// The header fields a switch copies to the controller with a packet-in (the first bytes of
@@ -143,6 +143,30 @@ pub struct FlowMod {
     pub actions: RuleActions,
     /// The rule disappears this long after it is installed.
     pub hard_timeout: Option<Nanos>,
+}
+
+impl FlowMod {
+    /// The TCP flags (mask, value) of a rule that only copies the packets with those flags
+    /// to the controller: a copy a port program can make in the switch's place.
+    pub fn tcp_flags_copy(&self) -> Option<(u8, u8)> {
+        let flags_only = RuleMatch {
+            protocol: Some(ip_proto::TCP),
+            flags_mask: self.rule_match.flags_mask,
+            flags_value: self.rule_match.flags_value,
+            ..RuleMatch::default()
+        };
+        let copy_only = RuleActions {
+            forward: Forward::Normal,
+            set_ce: false,
+            copy_to_controller: true,
+        };
+        (self.command == FlowModCommand::Add
+            && self.rule_match == flags_only
+            && self.rule_match.flags_mask != 0
+            && self.actions == copy_only
+            && self.hard_timeout.is_none())
+        .then_some((self.rule_match.flags_mask, self.rule_match.flags_value))
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -302,6 +326,42 @@ mod tests {
         let text = serde_json::to_string(&msgs).unwrap();
         let back: Vec<ControlMessage> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, msgs);
+    }
+
+    #[test]
+    fn only_a_rule_that_copies_tcp_flags_and_nothing_else_is_a_flags_copy() {
+        let syn = FlowMod {
+            switch: 0,
+            command: FlowModCommand::Add,
+            rule_match: RuleMatch {
+                protocol: Some(ip_proto::TCP),
+                flags_mask: 0x02,
+                flags_value: 0x02,
+                ..RuleMatch::default()
+            },
+            priority: 1000,
+            actions: RuleActions {
+                forward: Forward::Normal,
+                set_ce: false,
+                copy_to_controller: true,
+            },
+            hard_timeout: None,
+        };
+        assert_eq!(syn.tcp_flags_copy(), Some((0x02, 0x02)));
+        let mut to_one_host = syn.clone();
+        to_one_host.rule_match.dst = Some(7);
+        let mut marking = syn.clone();
+        marking.actions.set_ce = true;
+        let mut dropping = syn.clone();
+        dropping.actions.forward = Forward::Drop;
+        let mut expiring = syn.clone();
+        expiring.hard_timeout = Some(1_000_000);
+        let mut every_tcp_packet = syn.clone();
+        every_tcp_packet.rule_match.flags_mask = 0;
+        every_tcp_packet.rule_match.flags_value = 0;
+        for rule in [to_one_host, marking, dropping, expiring, every_tcp_packet] {
+            assert_eq!(rule.tcp_flags_copy(), None, "{rule:?}");
+        }
     }
 
     #[test]

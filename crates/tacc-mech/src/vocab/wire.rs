@@ -106,6 +106,19 @@ pub struct Ipv4Packet<T> {
     buffer: T,
 }
 
+impl Ipv4Packet<Vec<u8>> {
+    /// A copy of a packet's first bytes (a packet-in of its headers) read as a packet that
+    /// ends where the copy does: its total length is lowered to the copy's. Its headers read as
+    /// the packet's; it is never one to forward (its header checksum no longer holds).
+    pub fn new_copy(mut bytes: Vec<u8>) -> Result<Ipv4Packet<Vec<u8>>, WireError> {
+        if bytes.len() >= IPV4_MIN_HEADER && read_u16(&bytes, 2) as usize > bytes.len() {
+            let copied = bytes.len() as u16; // below a u16 total length
+            write_u16(&mut bytes, 2, copied);
+        }
+        Ipv4Packet::new_checked(bytes)
+    }
+}
+
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Wraps `buffer` after checking that it holds the IPv4 header and the total length it
     /// announces.
@@ -620,6 +633,40 @@ mod tests {
         assert_eq!(
             Ipv4Packet::new_checked(&short[..]).unwrap().udp_ports(),
             None
+        );
+    }
+
+    #[test]
+    fn a_copy_of_the_headers_of_a_data_segment_reads_as_that_segment() {
+        // The last segment of a flow, 1460 B of data with its FIN: a port copies 52 B of it
+        // (IPv4, TCP with timestamps).
+        let mut b = emit(&ip(ip_proto::TCP, 1512), Some(&ack(501)));
+        b[32] = 8 << 4;
+        b[33] = tcp_flags::FIN | tcp_flags::ACK;
+        let copy = b[..52].to_vec();
+        assert_eq!(
+            Ipv4Packet::new_checked(&copy[..]).unwrap_err(),
+            WireError::Truncated
+        );
+        let p = Ipv4Packet::new_copy(copy).unwrap();
+        let h = p.packet_in_headers();
+        assert_eq!(
+            (h.src, h.dst, h.src_port, h.dst_port, h.tcp_flags),
+            (
+                0x0a00_0001,
+                0x0a00_0002,
+                5001,
+                40000,
+                tcp_flags::FIN | tcp_flags::ACK
+            )
+        );
+        // A copy cut inside the TCP header has no TCP fields, and one inside the IPv4 header
+        // is refused.
+        let cut = Ipv4Packet::new_copy(b[..30].to_vec()).unwrap();
+        assert_eq!((cut.tcp_ports(), cut.tcp_flags()), (None, None));
+        assert_eq!(
+            Ipv4Packet::new_copy(b[..12].to_vec()).unwrap_err(),
+            WireError::Truncated
         );
     }
 
