@@ -33,8 +33,7 @@ the cost of load from that of size); it prints wall time, events, events/s and p
 bench/scaling.json and plots bench/scaling.png.
 
 --all runs, in one invocation, everything the speed goals are judged by: the suite with htsim
-and ns-3, then --mechanisms, --scaling and bench/decomposition.py (k = 8, and k = 16 over 0.2 s);
-each part writes its own files as it does alone.
+and ns-3, then --mechanisms and --scaling; each part writes its own files as it does alone.
 
 --memory runs dumbbell-4-newreno.toml for 60 s simulated (--memory-duration) and samples the
 child's resident set (VmRSS in /proc/PID/status) every 0.5 s of wall time; it prints the
@@ -495,7 +494,7 @@ def main() -> None:
     ap.add_argument("--memory-duration", default="60s", help="simulated time of the --memory run (default 60s)")
     ap.add_argument("--mechanisms", action="store_true", help="events per second with each mechanism against the same paper scenario without it, instead of the suite; writes bench/mechanisms.json")
     ap.add_argument("--profiles", action="store_true", help="events per second of the suite's scenarios with tcp.profile = \"linux\" against the classic profile, instead of the suite; writes bench/profiles.json")
-    ap.add_argument("--all", action="store_true", help="every figure the speed goals are judged by, in one run: the suite with htsim and ns-3, then --mechanisms, --scaling and the link decomposition (bench/decomposition.py: k = 8, and k = 16 over 0.2 s)")
+    ap.add_argument("--all", action="store_true", help="every figure the speed goals are judged by, in one run: the suite with htsim and ns-3, then --mechanisms and --scaling")
     ap.add_argument("scenarios", nargs="*", type=Path)
     args = ap.parse_args()
     if args.all:
@@ -539,16 +538,6 @@ def main() -> None:
         run_mechanisms(args.runs)
         run_profiles(args.runs, scenarios)
         run_scaling(args.runs)
-        run_decomposition()
-
-
-def run_decomposition() -> None:
-    """bench/decomposition.py as documented in docs/approx.md: k = 8 over the scenario's second
-    with the load sweep, then k = 16 over 0.2 s."""
-    script = str(HERE / "decomposition.py")
-    subprocess.run([sys.executable, script, "--k", "8"], check=True)
-    subprocess.run([sys.executable, script, "--k", "16", "--duration", "0.2s", "--loads",
-                    "--out", str(HERE / "decomposition-k16.json")], check=True)
 
 if __name__ == "__main__":
     main()

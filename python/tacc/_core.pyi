@@ -38,17 +38,6 @@ def run(
     simulated time reached and the run's end. The first exception it raises stops the
     calls and is raised when the run is over (the run itself goes on to the end)."""
 
-def run_summary(
-    path: str,
-    *,
-    seed: int | None = None,
-    sets: list[tuple[str, str]] = ...,
-    ports: list[str] = ...,
-) -> str:
-    """Run the scenario as `run` does without writing a result directory; returns the JSON
-    its summary.json would hold (per-flow results included), `ports` narrowed to those
-    named."""
-
 def keys(name: str | None = None) -> list[dict[str, Any]]:
     """The documented scenario tables `name` picks ("tcp", "tcp.rto_min", "mechanism.sicc"),
     every table when None: dicts of table, tag, array, doc and keys (key, unit, default, range,

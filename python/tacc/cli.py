@@ -62,24 +62,6 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
     _add_pcap_option(run)
-    run.add_argument("--approx", choices=("link-decomposition",), metavar="METHOD",
-                     help="approximate instead of a packet-level run of the whole fabric: "
-                          "link-decomposition (each loaded link simulated alone, delays "
-                          "summed along paths; open-loop traffic on a fat tree)")
-    run.add_argument("--engine", choices=("local", "ray"),
-                     help="with --approx: where the link simulations run, a local process "
-                          "pool (default) or a ray cluster (RAY_ADDRESS, else a local one)")
-    run.add_argument("--jobs", type=int, metavar="N",
-                     help="with --approx --engine local: parallel link simulations "
-                          "(default: CPU count)")
-    run.add_argument("--cluster-tolerance", type=float, metavar="X",
-                     help="with --approx: links whose load and flow sizes differ by at most X "
-                          "from a simulated link's take their delays from it (default 0.1; "
-                          "0 simulates every link)")
-    run.add_argument("--passes", type=int, choices=(1, 2), metavar="N",
-                     help="with --approx: 2 (default) simulates the links again where a "
-                          "long flow is held to its rate at its other links; 1 once, each "
-                          "flow free to fill each link alone")
     run.set_defaults(command=_run)
 
     validate = commands.add_parser("validate", help="check a scenario without running it")
@@ -304,14 +286,6 @@ def _rate(text: str) -> float:
 
 def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
-    if args.approx:
-        if args.pcap:
-            return _fail_lines(["--pcap: a link decomposition has no packets of the whole "
-                                "fabric to capture; run without --approx"], 2)
-        return _run_approx(args, out)
-    if args.engine or args.jobs or args.cluster_tolerance is not None or args.passes:
-        return _fail_lines(["--engine, --jobs, --cluster-tolerance and --passes apply only "
-                            "with --approx"], 2)
     _pcap_sets(args)
     # The plotting libraries take most of a second to import: a thread imports them while
     # the engine, which lets go of the interpreter, simulates.
@@ -327,26 +301,6 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         if plotting is not None:
             plotting.join()
-    return _present(written, args)
-
-
-def _run_approx(args: argparse.Namespace, out: Path) -> int:
-    from tacc.approx import Options, run_link_decomposition
-
-    jobs = max(1, os.cpu_count() or 1) if args.jobs is None else args.jobs
-    if jobs < 1:
-        return _fail_lines([f"--jobs: expected a positive number, got {jobs}"], 2)
-    tolerance = (Options().cluster_tolerance if args.cluster_tolerance is None
-                 else args.cluster_tolerance)
-    if not 0 <= tolerance <= 1:
-        return _fail_lines([f"--cluster-tolerance: expected a number from 0 to 1, got "
-                            f"{tolerance}"], 2)
-    written = run_link_decomposition(
-        args.scenario, seed=args.seed, sets=args.sets, out=out,
-        options=Options(engine=args.engine or "local", jobs=jobs,
-                        cluster_tolerance=tolerance, passes=args.passes or Options().passes),
-        progress=not args.quiet,
-    )
     return _present(written, args)
 
 

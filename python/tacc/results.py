@@ -1,6 +1,6 @@
 """Read a tacc result directory into pandas DataFrames (`load`); pandas is imported when a
 directory is loaded, not with this module. Writers that produce such a directory outside the
-engine (the testbed, the link decomposition) write it in the engine's format here
+engine (the testbed) write it in the engine's format here
 (`write_table`, `write_atomic`).
 """
 

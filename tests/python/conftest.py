@@ -1,5 +1,5 @@
 """Synthetic result directories in the engine's output format, written with the result writer
-the testbed and the link decomposition use (tacc.results.write_table)."""
+the testbed uses (tacc.results.write_table)."""
 
 from __future__ import annotations
 

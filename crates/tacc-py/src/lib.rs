@@ -63,27 +63,6 @@ fn run(
     })
 }
 
-/// Runs the scenario without writing a result directory and returns what its summary.json
-/// would hold, `ports` narrowed to those named: for many small runs (the link tasks of
-/// `--approx`), whose result files would cost more to write and read back than the run.
-#[pyfunction]
-#[pyo3(signature = (path, *, seed=None, sets=Vec::new(), ports=Vec::new()))]
-fn run_summary(
-    py: Python<'_>,
-    path: &str,
-    seed: Option<u64>,
-    sets: Vec<(String, String)>,
-    ports: Vec<String>,
-) -> PyResult<String> {
-    let prepared = prepare(path, seed, &sets)?;
-    py.detach(move || {
-        let (_, mut summary) = tacc_sim::run(prepared, &mut |_, _| {});
-        summary.ports.retain(|p| ports.contains(&p.name));
-        serde_json::to_string(&summary)
-            .map_err(|e| PyOSError::new_err(format!("cannot encode the summary: {e}")))
-    })
-}
-
 #[pyfunction]
 #[pyo3(signature = (path, *, sets=Vec::new()))]
 fn validate<'py>(
@@ -399,7 +378,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("TCP_DPORT", tacc_sim::model::TCP_DPORT)?;
     m.add("PCAP_SNAPLEN", tacc_sim::output::PCAP_SNAPLEN)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
-    m.add_function(wrap_pyfunction!(run_summary, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(plan, m)?)?;
     m.add_function(wrap_pyfunction!(workload, m)?)?;

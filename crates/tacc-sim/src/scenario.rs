@@ -378,8 +378,8 @@ pub struct FlowCfg {
     pub drop_segments: Vec<u64>,
     /// TCP: the receiver's packets (its ACKs) skip its vNIC and the network (its NIC's
     /// queue and random loss included) and reach the sender this long after leaving its
-    /// stack, plus its host's transmit timing noise: a path whose way back is of no interest
-    /// (a link decomposition's task), one event a packet instead of one a hop.
+    /// stack, plus its host's transmit timing noise: a path whose way back is of no interest,
+    /// one event a packet instead of one a hop.
     pub return_delay: Option<Duration>,
     /// UDP: the packets carry a signal only a shim may send (an attack on the mechanism).
     pub forge: Option<Forge>,
