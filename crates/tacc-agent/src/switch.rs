@@ -71,8 +71,9 @@ type Hook = Box<dyn SwitchHook<Ipv4Packet<Vec<u8>>>>;
 /// How long the agent waits for room in the controller's socket for a copy.
 const REPORT_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// The copy rules the datapath has room for (`COPY_RULES` in switch.bpf.c).
-const COPY_RULES: u32 = 4;
+/// Copies sent per wake-up of the agent's loop: the rest wait in the ring, so that a slow
+/// controller never holds up the stats it asks for.
+const COPIES_PER_WAKE: usize = 64;
 
 /// The stats socket. Over UDP (a controller on another machine) each datagram is signed
 /// with the switch's key, and the controller's nonce ties a reply to its request:
@@ -250,14 +251,15 @@ impl Reports {
         let Some(to) = cfg.reports.clone().filter(|_| !copies.is_empty()) else {
             return Ok(None);
         };
-        if copies.len() > COPY_RULES as usize {
+        let mut map: Array<MapData, CopyRule> = take_map(bpf, "copy_rules")?;
+        if copies.len() > map.len() as usize {
             return Err(format!(
-                "the mechanism asks switch {} for {} copy rules; its ports make at most {COPY_RULES}",
+                "the mechanism asks switch {} for {} copy rules; its ports make at most {}",
                 cfg.switch,
-                copies.len()
+                copies.len(),
+                map.len()
             ));
         }
-        let mut map: Array<MapData, CopyRule> = take_map(bpf, "copy_rules")?;
         for (i, &(mask, value)) in copies.iter().enumerate() {
             map.set(i as u32, CopyRule { mask, value }, 0)
                 .map_err(|e| format!("copy_rules map: {e}"))?;
@@ -279,9 +281,13 @@ impl Reports {
         }))
     }
 
-    /// Sends the controller every copy the ports made since the last call.
+    /// Sends the controller the copies the ports made since the last call: at most
+    /// [`COPIES_PER_WAKE`], and none more once one found no room in the controller's socket.
     fn forward(&mut self, port_of: &HashMap<u32, u32>) {
-        while let Some(item) = self.ring.next() {
+        for _ in 0..COPIES_PER_WAKE {
+            let Some(item) = self.ring.next() else {
+                break;
+            };
             let Some((ifindex, headers)) = parse_report(&item) else {
                 continue;
             };
@@ -300,6 +306,7 @@ impl Reports {
             if let Err(e) = self.sock.send_to(&datagram, &self.to) {
                 if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
                     self.unsent += 1;
+                    break;
                 }
             }
         }
@@ -457,11 +464,11 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
             .chain(reports.iter().map(|r| r.ring.as_raw_fd()))
             .collect();
         if wait_readable(&fds, nap) {
-            if let Some(r) = reports.as_mut() {
-                r.forward(&port_of);
-            }
             if let Some(sock) = &stats {
                 sock.serve(&|request| answer_stats(request, &cfg, &ports, &drains, &state));
+            }
+            if let Some(r) = reports.as_mut() {
+                r.forward(&port_of);
             }
         }
     }
@@ -613,7 +620,7 @@ mod tests {
     use super::*;
     use crate::testrun::{frame, require_root, run, run_on, TC_ACT_OK, TC_ACT_SHOT};
     use tacc_mech::headers::{ip_proto, Ecn, PacketHeaders};
-    use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
+    use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet};
 
     /// BPF_PROG_TEST_RUN runs a frame on the loopback device.
     const LOOPBACK: u32 = 1;
@@ -802,25 +809,13 @@ mod tests {
     /// A TCP segment of `len` IPv4 bytes from 10.0.0.1:40000 to 10.0.0.2:5001 with `flags`;
     /// a SYN carries Linux's 20 B of options (MSS 1460, window scale 7).
     fn tcp_segment(flags: u8, len: u16) -> Vec<u8> {
-        let mut ip = emit(
-            &Ipv4Fields {
-                src: 0x0a00_0001,
-                dst: 0x0a00_0002,
-                protocol: ip_proto::TCP,
-                ident: 1,
-                ecn: Ecn::NotEct,
-                total_len: len,
-                ttl: 64,
-            },
-            Some(&TcpFields {
-                src_port: 40000,
-                dst_port: 5001,
-                seq: 1,
-                ack: 1,
-                flags,
-                window: 502,
-            }),
-        );
+        let key = FlowKey {
+            saddr: 0x0a00_0001u32.to_be(),
+            daddr: 0x0a00_0002u32.to_be(),
+            sport: 40000u16.to_be(),
+            dport: 5001u16.to_be(),
+        };
+        let mut ip = segment(key, flags, len).into_inner();
         if flags & tcp_flags::SYN != 0 {
             ip[32] = 10 << 4;
             ip[40..60].copy_from_slice(&[

@@ -21,16 +21,17 @@ Each switch's tables, installed when it connects (again after a restart of eithe
              path oracle is then the path the packets take
 
 What OpenFlow cannot give (a port's ECN mark count, its queue length) the switch agent serves
-on its stats socket. The switch agents of `port_copies` send the copies their ports make to
-the `reports` socket, as packet-ins: Open vSwitch's userspace datapath makes a rule's copy in
-the thread that forwards, which stalls the switch for milliseconds at a volley of SYNs. Port and flow byte counters come from OpenFlow statistics, Ethernet
-headers taken off; they and the mark counts are scaled to the plan's rates over the app's
-time, so that the app sees the counters the simulator would show it. The app's time runs at
-`time_scale` times real time (the agents' Clock: dilated by the rate scale for SDN-GCC), and
-its timers, rule timeouts and the scenario's `latency` (one way, on every message in and
-out) with it. Rules with a hard timeout of whole seconds (of real time) get it from the
-switch; others are deleted by the controller when they expire. Message and byte counts go to `counts` (JSON), carried over
-when the controller restarts.
+on its stats socket. The switch agents of `port_copies` send the copies their ports make to the
+`reports` socket, as packet-ins: Open vSwitch's userspace datapath makes a rule's copy in the
+thread that forwards, which stalls the switch for milliseconds at a volley of SYNs. Port and
+flow byte counters come from OpenFlow statistics, Ethernet headers taken off; they and the mark
+counts are scaled to the plan's rates over the app's time, so that the app sees the counters
+the simulator would show it. The app's time runs at `time_scale` times real time (the agents'
+Clock: dilated by the rate scale for SDN-GCC), and its timers, rule timeouts and the scenario's
+`latency` (one way, on every message in and out) with it. Rules with a hard timeout of whole
+seconds (of real time) get it from the switch; others are deleted by the controller when they
+expire. Message and byte counts go to `counts` (JSON), carried over when the controller
+restarts.
 """
 
 from __future__ import annotations
@@ -159,7 +160,10 @@ if app_manager is not None:
             self.stats_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.stats_sock.bind(str(self.reply_path))
             self.stats_sock.settimeout(STATS_TIMEOUT_S)
-            self.port_copies = {int(i) for i in cfg.get("port_copies", [])}
+            # Switches whose agents copy in their ports: only where the copies have a socket
+            # to come to (else the copy rules stay).
+            self.port_copies = {int(i) for i in cfg.get("port_copies", [])
+                                if "reports" in cfg}
             self.reports: socket.socket | None = None
             if "reports" in cfg:
                 Path(cfg["reports"]).unlink(missing_ok=True)
@@ -319,18 +323,29 @@ if app_manager is not None:
                 return
             else:
                 out_port = self._route_port(switch, ip)
+            self._to_app(switch, in_port, out_port, ip, "packet_ins_ignored")
+
+        def _to_app(self, switch: int, in_port: int, out_port: int | None, ip: bytes,
+                    ignored: str) -> None:
+            """A packet-in (or a port's copy) to the mechanism, and its outputs on."""
             try:
                 out = self.mech.packet_in(self.now(), switch, in_port, out_port, ip)
             except ValueError as exc:
-                LOG.warning("switch %d: packet-in not handled: %s", switch, exc)
-                self.counts.event("packet_ins_ignored")
+                LOG.warning("switch %d: %s: not handled: %s", switch, ignored, exc)
+                self.counts.event(ignored)
                 return
             self._dispatch(out)
 
         def _reports_loop(self) -> None:
             assert self.reports is not None
             while True:
-                datagram = self.reports.recv(256)
+                try:
+                    datagram = self.reports.recv(256)
+                except OSError:  # the loop must outlive a bad moment: copies keep coming
+                    LOG.exception("reading the switch agents' copies")
+                    self.counts.event("handler_errors")
+                    hub.sleep(0.01)
+                    continue
                 # A copy stands for the packet-in the switch would have sent.
                 self.counts.add("packet_in", len(datagram))
                 self.counts.event("port_copies")
@@ -345,21 +360,18 @@ if app_manager is not None:
             switch = int.from_bytes(datagram[6:10])
             out_port = int.from_bytes(datagram[10:14])
             ip = datagram[14:]
-            if switch not in self.port_copies or self._is_app_control(ip):
-                self.counts.event("port_copies_ignored")
+            if self._is_app_control(ip):
+                self.counts.event("packet_ins_of_app_control")
                 return
             # The port it came in by is not seen at the output: it is the route back to the
-            # source (a copy rule's app reads where the packet goes, not where it came from).
+            # source (a copy rule's app reads where the packet goes, not where it came from;
+            # under ECMP, the first of the equal ports).
             src = self.vm_of_ip.get(int.from_bytes(ip[12:16]))
             back = self.routes.get((switch, src)) if src is not None else None
-            in_port = self.reverse[back[0]] if back else out_port
-            try:
-                out = self.mech.packet_in(self.now(), switch, in_port, out_port, ip)
-            except ValueError as exc:
-                LOG.warning("switch %d: port copy not handled: %s", switch, exc)
+            if switch not in self.port_copies or not back:
                 self.counts.event("port_copies_ignored")
                 return
-            self._dispatch(out)
+            self._to_app(switch, self.reverse[back[0]], out_port, ip, "port_copies_ignored")
 
         def _is_app_control(self, ip: bytes) -> bool:
             """A TCP packet to or from an incast's control port."""
