@@ -737,6 +737,19 @@ mod tests {
         }
     }
 
+    /// `port_egress` loaded, with port `port` configured as `pc` and its state zeroed; the
+    /// port's state map.
+    fn egress_on(port: u32, pc: PortConfig) -> (Ebpf, BpfHashMap<MapData, u32, PortState>) {
+        let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
+        load(&mut bpf, &["port_egress"]).unwrap();
+        let mut config: BpfHashMap<MapData, u32, PortConfig> =
+            take_map(&mut bpf, "port_config").unwrap();
+        let mut state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
+        config.insert(port, pc, 0).unwrap();
+        state.insert(port, PortState::default(), 0).unwrap();
+        (bpf, state)
+    }
+
     #[test]
     #[ignore = "needs root (BPF_PROG_TEST_RUN): make test runs it as root"]
     fn at_k_in_the_ports_own_queue_ect_frames_are_marked_and_not_ect_frames_dropped() {
@@ -744,17 +757,11 @@ mod tests {
             "at_k_in_the_ports_own_queue_ect_frames_are_marked_and_not_ect_frames_dropped",
         );
         let port = held_port();
-        let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
-        load(&mut bpf, &["port_egress"]).unwrap();
-        let mut config: BpfHashMap<MapData, u32, PortConfig> =
-            take_map(&mut bpf, "port_config").unwrap();
-        let mut state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
         let pc = PortConfig {
             k_bytes: 2 * PACKET_BYTES,
             limit_bytes: 10 * PACKET_BYTES,
         };
-        config.insert(port, pc, 0).unwrap();
-        state.insert(port, PortState::default(), 0).unwrap();
+        let (mut bpf, state) = egress_on(port, pc);
 
         let ect = full_frame(Ecn::Ect0);
         // The first frame leaves on the class's burst; the next waits: one packet queued.
@@ -831,17 +838,13 @@ mod tests {
         require_root(
             "a_port_reports_the_headers_of_the_segments_a_copy_rule_matches_to_the_controller",
         );
-        let mut bpf = Ebpf::load(SWITCH_OBJECT).unwrap();
-        load(&mut bpf, &["port_egress"]).unwrap();
-        let mut config: BpfHashMap<MapData, u32, PortConfig> =
-            take_map(&mut bpf, "port_config").unwrap();
-        let mut state: BpfHashMap<MapData, u32, PortState> = take_map(&mut bpf, "ports").unwrap();
-        let pc = PortConfig {
-            k_bytes: u64::MAX,
-            limit_bytes: 100 * PACKET_BYTES,
-        };
-        config.insert(LOOPBACK, pc, 0).unwrap();
-        state.insert(LOOPBACK, PortState::default(), 0).unwrap();
+        let (mut bpf, _) = egress_on(
+            LOOPBACK,
+            PortConfig {
+                k_bytes: u64::MAX,
+                limit_bytes: 100 * PACKET_BYTES,
+            },
+        );
         let syn = tcp_segment(tcp_flags::SYN, 60);
         let last = tcp_segment(tcp_flags::FIN | tcp_flags::ACK, 1500);
         let ack = tcp_segment(tcp_flags::ACK, 40);
