@@ -128,7 +128,8 @@ struct {
 } rwnd_rewrites SEC(".maps");
 
 /* The TCP flags the copy rules match: a packet is reported if flags & mask == value for
- * one of them (mask 0: no rule). */
+ * one of them. The agent fills them from index 0; the first with mask 0 ends the list, so
+ * a port without copy rules pays one lookup a TCP packet. */
 #define COPY_RULES 4
 
 struct copy_rule {
@@ -172,7 +173,9 @@ static __always_inline int copied(__u8 flags)
 	for (__u32 i = 0; i < COPY_RULES; i++) {
 		__u32 k = i;
 		struct copy_rule *r = bpf_map_lookup_elem(&copy_rules, &k);
-		if (r && r->mask && (flags & r->mask) == r->value)
+		if (!r || !r->mask)
+			return 0;
+		if ((flags & r->mask) == r->value)
 			return 1;
 	}
 	return 0;
