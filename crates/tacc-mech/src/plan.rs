@@ -226,6 +226,8 @@ pub struct PlanTcp {
     pub hystart: bool,
     /// Linux's floor on Cubic's growth before its first loss.
     pub cubic_clamp: bool,
+    /// Segments cut short by the window go out under Minshall's rule.
+    pub minshall: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -167,6 +167,7 @@ impl Model {
                 .map_or(d.rto_linux, |f| f == RtoFormula::Linux),
             hystart: base.hystart.unwrap_or(d.hystart),
             cubic_clamp: base.cubic_clamp.unwrap_or(d.cubic_clamp),
+            minshall: base.minshall.unwrap_or(d.minshall),
             rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
             cc,
             dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),

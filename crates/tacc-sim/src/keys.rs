@@ -624,6 +624,16 @@ const TCP: &[KeyDoc] = &[
         HyStart ends slow start. Cubic only.",
     ),
     key!(
+        "minshall",
+        "bool",
+        "false (linux: true)",
+        "",
+        "A segment cut short by the peer's window goes out unless a short segment sent before \
+        is unacknowledged (Linux's Nagle with Minshall's rule); off, only when nothing is in \
+        flight (sender SWS avoidance). Under a window of a segment and a few bytes (SICC's \
+        clamp) a sender then sends both each round trip.",
+    ),
+    key!(
         "rcv_buf",
         "bytes",
         "2MB",

@@ -198,6 +198,7 @@ pub fn plan_tcp(tcp: &TcpConfig) -> PlanTcp {
         rto_linux: tcp.rto_linux,
         hystart: tcp.hystart,
         cubic_clamp: tcp.cubic_clamp,
+        minshall: tcp.minshall,
     }
 }
 

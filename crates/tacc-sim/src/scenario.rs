@@ -328,6 +328,7 @@ pub struct TcpCfg {
     pub rto_formula: Option<RtoFormula>,
     pub hystart: Option<bool>,
     pub cubic_clamp: Option<bool>,
+    pub minshall: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,

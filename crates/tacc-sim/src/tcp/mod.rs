@@ -83,6 +83,13 @@ pub struct TcpConfig {
     /// (Linux's bictcp_update, ns-3's CntClamp); off, RFC 9438's curve alone, which is flat
     /// for seconds where HyStart ended slow start.
     pub cubic_clamp: bool,
+    /// A segment cut short by the peer's window goes out unless a short segment sent before
+    /// is unacknowledged (Linux's tcp_mss_split_point under Nagle with Minshall's rule,
+    /// tcp_nagle_check); off, only when nothing is in flight (sender SWS avoidance, RFC 1122
+    /// 4.2.3.4). A window clamped to a segment and a few bytes (SICC) then carries the two
+    /// each round trip, which the receiver ACKs at once, where one full segment a round trip
+    /// waits for the delayed ACK.
+    pub minshall: bool,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
@@ -105,6 +112,7 @@ impl TcpConfig {
             rto_linux: true,
             hystart: true,
             cubic_clamp: true,
+            minshall: true,
             ..TcpConfig::default()
         }
     }
@@ -133,6 +141,7 @@ impl Default for TcpConfig {
             rto_linux: false,
             hystart: false,
             cubic_clamp: false,
+            minshall: false,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -329,6 +338,9 @@ pub struct TcpEndpoint {
     dsack: Option<(u64, u64)>,
     // --- rarely read ---
     ctrl_sent_at: u64,
+    /// The end of the last new segment shorter than the MSS (Linux's snd_sml): read only
+    /// when the window cuts a segment short.
+    short_end: u64,
     last_ooo: Option<(u64, u64)>,
 }
 
@@ -386,6 +398,7 @@ impl TcpEndpoint {
             una: 0,
             nxt: 0,
             app_limit: 0,
+            short_end: 0,
             close_requested: false,
             fin_sent: false,
             fin_acked: false,
@@ -1403,5 +1416,38 @@ mod tests {
         });
         assert_eq!(pair.b.delivered(), 20 * mss);
         assert_eq!(pair.a.stats.timeouts, 1);
+    }
+
+    /// A window of a segment and 12 bytes (SICC's clamp of one MSS, rounded up by the window
+    /// scale): under Minshall's rule the sender sends both each round trip and the receiver
+    /// ACKs the two at once; with sender SWS avoidance alone the 12 bytes wait while the
+    /// segment is out, and each segment waits for the delayed ACK.
+    #[test]
+    fn a_window_cut_short_goes_out_under_minshalls_rule() {
+        let transfer = |minshall: bool| {
+            let cfg = TcpConfig {
+                rcv_buf: 1472,
+                minshall,
+                ..TcpConfig::linux()
+            };
+            let rounds = 20;
+            let mut pair = Pair::new(cfg, rounds * 1472);
+            let mut sizes = std::collections::BTreeSet::new();
+            let done = delivered_at(&mut pair, rounds * 1472, &mut |p| {
+                if p.payload() > 0 {
+                    sizes.insert(p.payload());
+                }
+                false
+            });
+            (done, sizes)
+        };
+        let rtt = 100_000;
+        // The handshake, then 20 rounds of 1,472 B.
+        let (done, sizes) = transfer(true);
+        assert!(done <= 22 * rtt, "{done} ns");
+        assert_eq!(sizes.into_iter().collect::<Vec<_>>(), [12, 1460]);
+        // A segment a round trip, ACKed after 40 ms but for the first two (quick-ACKed).
+        let (done, _) = transfer(false);
+        assert!(done >= 18 * 40_000_000, "{done} ns");
     }
 }

@@ -800,8 +800,12 @@ impl TcpEndpoint {
         if len == 0 {
             return None;
         }
-        // Sender SWS avoidance: a window-limited runt only when nothing is in flight.
-        if len < (self.cfg.mss as u64).min(avail) && self.una != self.nxt {
+        // A window-limited runt: with nothing in flight (sender SWS avoidance), or under
+        // Minshall's rule with no short segment unacknowledged.
+        if len < (self.cfg.mss as u64).min(avail)
+            && self.una != self.nxt
+            && (!self.cfg.minshall || self.short_end > self.una)
+        {
             return None;
         }
         if pipe + len > cwnd && pipe > 0 {
@@ -846,6 +850,9 @@ impl TcpEndpoint {
             });
             self.pipe += len as u64;
             self.nxt = start + len as u64;
+            if len < self.cfg.mss {
+                self.short_end = self.nxt;
+            }
         }
         self.max_pipe = self.max_pipe.max(self.pipe);
         if self.prr_active() {
