@@ -51,11 +51,9 @@ def plan(
     *,
     seed: int | None = None,
     sets: list[tuple[str, str]] = ...,
-    routes: bool = True,
 ) -> str:
     """The scenario's built world as JSON (`tacc_mech::plan::Plan`): what `tacc testbed`
-    builds from namespaces and veths, and what its agents build the mechanism from.
-    `routes=False` leaves `routes` empty (most of a large fabric's plan)."""
+    builds from namespaces and veths, and what its agents build the mechanism from."""
 
 class _WorkloadFlow(TypedDict):
     name: str

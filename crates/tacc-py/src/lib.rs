@@ -145,22 +145,12 @@ fn pcap_to_pcapng(src: &str, dst: &str, port: &str) -> PyResult<(usize, bool)> {
     Ok((pcap.packets.len(), pcap.cut_short))
 }
 
-/// The built world as JSON (`tacc_mech::plan::Plan`), for the testbed and its agents;
-/// `routes=False` leaves the routes out (most of a large fabric's plan).
+/// The built world as JSON (`tacc_mech::plan::Plan`), for the testbed and its agents.
 #[pyfunction]
-#[pyo3(signature = (path, *, seed=None, sets=Vec::new(), routes=true))]
-fn plan(
-    path: &str,
-    seed: Option<u64>,
-    sets: Vec<(String, String)>,
-    routes: bool,
-) -> PyResult<String> {
+#[pyo3(signature = (path, *, seed=None, sets=Vec::new()))]
+fn plan(path: &str, seed: Option<u64>, sets: Vec<(String, String)>) -> PyResult<String> {
     let p = prepare(path, seed, &sets)?;
-    let mut plan = tacc_sim::plan::plan(&p);
-    if !routes {
-        plan.routes.clear();
-    }
-    serde_json::to_string(&plan).map_err(scenario_err)
+    serde_json::to_string(&tacc_sim::plan::plan(&p)).map_err(scenario_err)
 }
 
 /// Runs a testbed agent ("host" or "switch") until the process is killed.
