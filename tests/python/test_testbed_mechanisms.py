@@ -20,12 +20,14 @@ import signal
 import socket
 import subprocess
 import sys
+import statistics
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import tacc
 from tacc.summary import read_summary
 from tacc.testbed import control, repeat, run, shell
 from tacc.testbed.control import ControlSender
@@ -33,6 +35,7 @@ from tacc.testbed.topology import Names
 
 SCENARIO = Path(__file__).parent / "data" / "tagged-vs-udp.toml"
 HYGENICC = ("mechanism", '{kind="hygenicc",on_shortage="queue"}')
+LINUX_TCP = ("tcp.profile", '"linux"')
 STATIC_500 = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="queue"}')
 STATIC_500_DROP = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="drop"}')
 PACKET = 1500  # what htb counts of a full packet on a veth: its IP bytes
@@ -57,8 +60,9 @@ def assert_checksums_correct(out: Path) -> None:
 
 
 def goodput_bins(out: Path, flow: str, start: float, end: float) -> list[float]:
-    """The goodput of `flow` in each bin of [start, end) s, at the scenario's rates (Mb/s)."""
-    scale = read_summary(out)["testbed"]["rate_scale"]
+    """The goodput of `flow` in each bin of [start, end) s, at the scenario's rates (Mb/s), of
+    a testbed run or a simulator run."""
+    scale = read_summary(out).get("testbed", {}).get("rate_scale", 1.0)
     with (out / "goodput.csv").open(newline="") as f:
         bins = [float(r["goodput_mbps"]) / scale for r in csv.DictReader(f)
                 if r["flow"] == flow and start <= float(r["time_s"]) < end]
@@ -112,15 +116,36 @@ def test_without_a_mechanism_the_tagged_flow_starves(testbed_machine: None,
     assert both < 50.0, f"tagged {both:.0f} Mb/s next to line-rate UDP"
 
 
-def test_hygenicc_gives_the_tagged_flow_its_share(testbed_machine: None,
-                                                  tmp_path: Path) -> None:
-    out = run_on_testbed(tmp_path, [HYGENICC])
-    both = goodput(out, "tagged", 3.0, 6.0)
-    alone = goodput(out, "tagged", 6.5, 9.0)
-    assert both >= 400.0, f"tagged {both:.0f} Mb/s next to UDP (ideal 487)"
-    assert alone >= 850.0, f"tagged {alone:.0f} Mb/s alone"
-    agents = read_summary(out)["testbed"]["agents"]
-    assert agents, "the host agents' rates reached the result"
+def test_hygenicc_gives_the_tagged_flow_the_share_the_simulators_linux_tcp_gets(
+        testbed_machine: None, tmp_path: Path) -> None:
+    """HyGenICC with queueing limiters, its clock dilated by the rate scale (its 500 us ticks
+    then span as many packets and marks as in the simulator): the tagged flow's goodput next
+    to the UDP flow (3-6 s), the median of three runs, within 50 Mb/s (0.05 of the port) of
+    the simulator's with the Linux profile, and alone (6.5-9 s) near the line rate.
+
+    Next to UDP both get about a third of the port, not the paper's half: Linux ACKs every
+    second segment, the receiver's shim echoes one mark per ACK in an IPR bit and sends the
+    rest in feedback packets only once the echoes pause, so the TCP pair's marks reach its
+    sender later and keep cutting its rate after the queue has drained. The simulator shows
+    the same split with the Linux profile (327 Mb/s against 565) and an even one with an ACK
+    per segment (460 against 462, `tcp.delayed_ack = false`, or the classic profile). Six
+    testbed runs gave 329-359 Mb/s, three more 0.323-0.341 of the port (docs/testbed.md).
+    With the mechanism's clock in real time (`auto`), a tenth as many marks arrive per tick
+    and each cut is a tenth as deep: the tagged flow then gets more than the simulator's."""
+    sim = tacc.run(SCENARIO, sets=[HYGENICC, LINUX_TCP], out=tmp_path / "sim",
+                   progress=False).dir
+    expected = goodput(sim, "tagged", 3.0, 6.0)
+    runs = repeat.run_repeated(SCENARIO, [HYGENICC], run.Options(
+        out=tmp_path / "tb", quiet=True, mechanism_clock="dilated"), 3)
+    dirs = repeat.run_dirs(runs)
+    for out in dirs:
+        assert_checksums_correct(out)
+        assert read_summary(out)["testbed"]["agents"], "the host agents' rates reached the result"
+    both = [goodput(out, "tagged", 3.0, 6.0) for out in dirs]
+    alone = [goodput(out, "tagged", 6.5, 9.0) for out in dirs]
+    seen = f"testbed {[round(b) for b in both]} Mb/s, simulator {expected:.0f}"
+    assert abs(statistics.median(both) - expected) <= 50.0, seen
+    assert statistics.median(alone) >= 850.0, f"tagged alone {[round(a) for a in alone]} Mb/s"
 
 
 def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Path) -> None:

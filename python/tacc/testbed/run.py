@@ -823,7 +823,8 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
     fills and drains ten times slower than the scenario's, read a tenth of the marks a poll,
     and held rates twice the simulator's (docs/testbed.md, "SDN-GCC"). The other mechanisms
     keep real time, the timing their testbed results were measured with (docs/testbed.md:
-    HyGenICC dilated held the simulator's queue but split the link unevenly)."""
+    HyGenICC dilated splits the link as the simulator's Linux TCP does with queueing
+    limiters, but its TCP flows time out at dropping ones)."""
     if clock not in ("auto", "real", "dilated"):
         raise TestbedError(f"mechanism clock: expected auto, real or dilated, got {clock!r}")
     if clock == "auto":
