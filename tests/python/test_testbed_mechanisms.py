@@ -129,7 +129,7 @@ def test_hygenicc_gives_the_tagged_flow_the_share_the_simulators_linux_tcp_gets(
     sender later and keep cutting its rate after the queue has drained. The simulator shows
     the same split with the Linux profile (327 Mb/s against 565) and an even one with an ACK
     per segment (460 against 462, `tcp.delayed_ack = false`, or the classic profile). Six
-    testbed runs gave 329-359 Mb/s, three more 0.323-0.341 of the port (docs/testbed.md).
+    testbed runs gave 329-359 Mb/s, three more 320-344 (docs/testbed.md).
     With the mechanism's clock in real time (`auto`), a tenth as many marks arrive per tick
     and each cut is a tenth as deep: the tagged flow then gets more than the simulator's."""
     sim = tacc.run(SCENARIO, sets=[HYGENICC, LINUX_TCP], out=tmp_path / "sim",

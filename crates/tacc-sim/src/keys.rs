@@ -470,7 +470,8 @@ const TCP: &[KeyDoc] = &[
         "\"classic\" or \"linux\"",
         "Whose defaults the keys left out take: \"classic\", the papers' simulators' TCP (ns-2: \
         RFC 6675 recovery, initial window 2, an ACK per segment); \"linux\", Linux 6.x's (RACK-TLP, \
-        PRR, initial window 10, quick-ACK then delayed ACKs, HyStart). A key given wins.",
+        PRR, initial window 10, quick-ACK then delayed ACKs, HyStart, Cubic's clamp, Minshall's \
+        rule). A key given wins.",
     ),
     key!(
         "cc",
@@ -628,10 +629,11 @@ const TCP: &[KeyDoc] = &[
         "bool",
         "false (linux: true)",
         "",
-        "A segment cut short by the peer's window goes out unless a short segment sent before \
-        is unacknowledged (Linux's Nagle with Minshall's rule); off, only when nothing is in \
-        flight (sender SWS avoidance). Under a window of a segment and a few bytes (SICC's \
-        clamp) a sender then sends both each round trip.",
+        "A segment cut short by the peer's window goes out as the tail of new data that began \
+        with room for a full segment, unless a short segment sent before is unacknowledged \
+        (Linux's Nagle with Minshall's rule); off, only when nothing is in flight (sender SWS \
+        avoidance). Under a window of a segment and a few bytes (SICC's clamp) a sender then \
+        sends both each round trip.",
     ),
     key!(
         "rcv_buf",

@@ -286,7 +286,8 @@ pub enum TcpProfile {
     /// The papers' simulators' TCP (ns-2): RFC 6675 recovery, no probes, initial window 2.
     #[default]
     Classic,
-    /// Linux 6.x: RACK-TLP, PRR, initial window 10, quick-ACK then delayed ACKs, HyStart.
+    /// Linux 6.x: RACK-TLP, PRR, initial window 10, quick-ACK then delayed ACKs, HyStart,
+    /// Cubic's clamp, Minshall's rule.
     Linux,
 }
 

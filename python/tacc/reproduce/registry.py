@@ -139,8 +139,8 @@ class Experiment:
     # marks tacc's own experiments (sensitivity, attacks), judged with tacc's settings only.
     published: tuple[Setting, ...] | None = ()
     # Claims about short flows, whose FCTs turn on how TCP repairs a loss: tacc's variants
-    # also run with Linux's TCP (RACK-TLP, D-SACK, quick-ACK, its RTO, HyStart; the
-    # scenario's own TCP keys kept), and every claim gets that verdict too.
+    # also run with Linux's TCP (RACK-TLP, D-SACK, quick-ACK, its RTO, HyStart, Minshall's
+    # rule; the scenario's own TCP keys kept), and every claim gets that verdict too.
     linux_tcp: bool = False
 
     @property

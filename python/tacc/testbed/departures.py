@@ -136,7 +136,7 @@ DEPARTURES: list[Departure] = [
     Departure("tcp.prr", _is(False), "Linux always uses proportional rate reduction "
               "(RFC 6937)"),
     Departure("tcp.profile", _is("classic"), "Linux's TCP is Linux's: RACK-TLP, D-SACK, "
-              "quick-ACK, its RTO, HyStart and Minshall's Nagle, not the classic profile's"),
+              "quick-ACK, its RTO, HyStart and Minshall's rule, not the classic profile's"),
     Departure("tcp.rack", _is(False), "Linux always detects losses with RACK (RFC 8985)"),
     Departure("tcp.tlp", _is(False), "Linux always sends tail loss probes (RFC 8985)"),
     Departure("tcp.dsack", _is(False), "Linux receivers always send D-SACKs (RFC 2883)"),

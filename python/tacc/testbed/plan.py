@@ -289,7 +289,7 @@ def plan_notes(plan: Plan, link_delays: bool, departed: Collection[str] = ()) ->
     if classic and "tcp.profile" not in departed:
         notes.append("loss detection, probes, ACKs, RTO, slow start and short segments are "
                      "Linux's own (RACK-TLP, D-SACK, quick-ACK, its RTO, HyStart, Cubic's clamp, "
-                     f"Minshall's Nagle), not the scenario's ({', '.join(classic)}; "
+                     f"Minshall's rule), not the scenario's ({', '.join(classic)}; "
                      "tcp.profile=\"linux\" simulates Linux's)")
     notes.append("VM vNIC queues: a VM's veth has none; its host's NIC queue is the first")
     notes.append("per-flow fast retransmits and ECN window reductions: Linux's tcp_info has no "

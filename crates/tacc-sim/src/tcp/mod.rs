@@ -83,10 +83,11 @@ pub struct TcpConfig {
     /// (Linux's bictcp_update, ns-3's CntClamp); off, RFC 9438's curve alone, which is flat
     /// for seconds where HyStart ended slow start.
     pub cubic_clamp: bool,
-    /// A segment cut short by the peer's window goes out unless a short segment sent before
-    /// is unacknowledged (Linux's tcp_mss_split_point under Nagle with Minshall's rule,
-    /// tcp_nagle_check); off, only when nothing is in flight (sender SWS avoidance, RFC 1122
-    /// 4.2.3.4). A window clamped to a segment and a few bytes (SICC) then carries the two
+    /// A segment cut short by the peer's window goes out as the tail of new data that began
+    /// with room for a full segment, unless a short segment sent before is unacknowledged
+    /// (Linux's tcp_mss_split_point under Nagle with Minshall's rule, tcp_nagle_check); off,
+    /// only when nothing is in flight (sender SWS avoidance, RFC 1122 4.2.3.4). Linux's
+    /// Nagle also holds a short tail of the application's data; this rule does not. A window clamped to a segment and a few bytes (SICC) then carries the two
     /// each round trip, which the receiver ACKs at once, where one full segment a round trip
     /// waits for the delayed ACK.
     pub minshall: bool,
@@ -1421,13 +1422,16 @@ mod tests {
     /// A window of a segment and 12 bytes (SICC's clamp of one MSS, rounded up by the window
     /// scale): under Minshall's rule the sender sends both each round trip and the receiver
     /// ACKs the two at once; with sender SWS avoidance alone the 12 bytes wait while the
-    /// segment is out, and each segment waits for the delayed ACK.
+    /// segment is out, and each segment waits for the delayed ACK. Without quick ACKs: the
+    /// connection's first segments, each ACKed at once, would split a pair once (the runt's
+    /// room opens while the next full segment is out) and cost one delayed ACK, as on Linux.
     #[test]
     fn a_window_cut_short_goes_out_under_minshalls_rule() {
         let transfer = |minshall: bool| {
             let cfg = TcpConfig {
                 rcv_buf: 1472,
                 minshall,
+                quickack: false,
                 ..TcpConfig::linux()
             };
             let rounds = 20;
@@ -1446,8 +1450,35 @@ mod tests {
         let (done, sizes) = transfer(true);
         assert!(done <= 22 * rtt, "{done} ns");
         assert_eq!(sizes.into_iter().collect::<Vec<_>>(), [12, 1460]);
-        // A segment a round trip, ACKed after 40 ms but for the first two (quick-ACKed).
+        // A segment a round trip, each ACKed after 40 ms.
         let (done, _) = transfer(false);
-        assert!(done >= 18 * 40_000_000, "{done} ns");
+        assert!(done >= 20 * 40_000_000, "{done} ns");
+    }
+
+    /// Minshall's rule case by case: a window of 12 B left, the first segment of a 1,472 B
+    /// window out.
+    #[test]
+    fn a_runt_waits_for_a_full_segment_before_it_and_for_the_last_runts_ack() {
+        let runt = |minshall: bool, una: u64, pass_start: u64, short_end: u64| {
+            let cfg = TcpConfig {
+                minshall,
+                ..TcpConfig::linux()
+            };
+            let mut ep = TcpEndpoint::client(cfg, (1, 1), (2, 2), 0, 0);
+            (ep.una, ep.nxt, ep.snd_wnd, ep.app_limit) = (una, una + 1460, 1472, 1 << 20);
+            (ep.pipe, ep.short_end) = (1460, short_end);
+            ep.next_segment(1 << 20, pass_start)
+                .map(|(start, len, _)| (start, len))
+        };
+        let tail = Some((1460, 12));
+        // The full segment went out in this round, no runt is unacknowledged: the tail too.
+        assert_eq!(runt(true, 0, 0, 0), tail);
+        // The round began with only the runt's room: it waits for the full segment's ACK.
+        assert_eq!(runt(true, 0, 1460, 0), None);
+        // The last runt is unacknowledged (it ends beyond una): Nagle holds this one.
+        assert_eq!(runt(true, 10_000, 10_000, 10_012), None);
+        assert_eq!(runt(true, 10_000, 10_000, 10_000).map(|(_, l)| l), Some(12));
+        // Sender SWS avoidance alone: never while a segment is out.
+        assert_eq!(runt(false, 0, 0, 0), None);
     }
 }

@@ -688,7 +688,7 @@ impl TcpEndpoint {
             // Sending does not change the window.
             let cwnd = self.win.cwnd.max(self.win.mss) as u64;
             for _ in 0..budget {
-                let Some(seg) = self.next_segment(cwnd) else {
+                let Some(seg) = self.next_segment(cwnd, nxt) else {
                     break;
                 };
                 self.emit(now, seg, out);
@@ -770,9 +770,9 @@ impl TcpEndpoint {
     }
 
     /// RFC 6675 NextSeg: lost holes first, then new data, within `cwnd` bytes (and rwnd for new
-    /// data).
+    /// data). `pass_start` is `nxt` when this round of sending began.
     #[inline]
-    pub(super) fn next_segment(&self, cwnd: u64) -> Option<(u64, u32, bool)> {
+    pub(super) fn next_segment(&self, cwnd: u64, pass_start: u64) -> Option<(u64, u32, bool)> {
         let pipe = self.pipe.saturating_sub(self.dup_left);
         if pipe >= cwnd {
             return None;
@@ -801,10 +801,12 @@ impl TcpEndpoint {
             return None;
         }
         // A window-limited runt: with nothing in flight (sender SWS avoidance), or under
-        // Minshall's rule with no short segment unacknowledged.
+        // Minshall's rule as the tail of this round's new data, which began with room for a
+        // full segment (Linux's tcp_snd_wnd_test, then tcp_mss_split_point), when no short
+        // segment is unacknowledged (tcp_nagle_check).
         if len < (self.cfg.mss as u64).min(avail)
             && self.una != self.nxt
-            && (!self.cfg.minshall || self.short_end > self.una)
+            && !(self.cfg.minshall && self.nxt > pass_start && self.short_end <= self.una)
         {
             return None;
         }
