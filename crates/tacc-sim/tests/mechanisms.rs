@@ -319,6 +319,77 @@ fn sicc_clamps_windows_during_incast_so_mice_finish_sooner_without_hurting_eleph
     );
 }
 
+/// Two racks of four servers send one elephant each to the third rack's servers through one
+/// aggregation switch: the bottleneck is agg0 -> tor2, between switches, where a volley of 8
+/// mice (20 KB each, from the same servers to h2_0) meets the elephants' full 100-packet
+/// buffer; the ToRs' ports to the hosts carry two elephants each and hold no queue.
+fn incast_behind_a_core_bottleneck(mechanism: &str) -> String {
+    let racks = "[topology]\nkind = \"racks\"\nracks = 3\nservers_per_rack = 4\naggs = 1\n\
+                 cores = 1\nhost_rate = \"1Gbps\"\ntor_rate = \"1Gbps\"\nagg_rate = \"1Gbps\"\n\
+                 link_delay = \"25us\"\n[queue]\nkind = \"droptail\"\nlimit = \"150000B\"\n\
+                 [tcp]\nprofile = \"linux\"\n";
+    let mut text = format!("name = \"core\"\nduration = \"1.2s\"\n{racks}");
+    for r in 0..2 {
+        text += &format!(
+            "[[flows]]\nname = \"elephant_r{r}\"\ncount = 4\nsrc = \"h{r}_{{i}}\"\n\
+             dst = \"h2_{{i}}\"\n[[incast]]\nname = \"mice_r{r}\"\naggregator = \"h2_0\"\n\
+             workers = \"h{r}_{{i}}\"\ncount = 4\nbytes = \"20KB\"\nepochs = 5\n\
+             start = \"300ms\"\ninterval = \"150ms\"\n"
+        );
+    }
+    text + &format!("[mechanism]\n{mechanism}\n")
+}
+
+#[test]
+fn sicc_sees_a_bottleneck_between_switches_only_with_copies_at_every_switch() {
+    let sicc = |copy_at: &str| {
+        run(&incast_behind_a_core_bottleneck(&format!(
+            "kind = \"sicc\"\ninitial_window = 10.0\nevaluate_on_syn = true\n\
+             copy_at = \"{copy_at}\""
+        )))
+        .1
+    };
+    let (tors, all) = (sicc("tors"), sicc("all"));
+    let sum = |s: &tacc_sim::output::Summary,
+               prefix: &str,
+               f: &dyn Fn(&tacc_sim::output::FlowSummary) -> f64| {
+        s.flows
+            .iter()
+            .filter(|x| x.group.starts_with(prefix))
+            .map(f)
+            .sum::<f64>()
+    };
+    let retx = |s| sum(s, "mice", &|f| f.retransmits as f64);
+    let fct = |s| sum(s, "mice", &|f| f.fct.unwrap_or(2.0)) / 40.0;
+    let elephants = |s| sum(s, "elephant", &|f| f.goodput_mbps);
+    // At the ToRs the controller counts the SYNs at tor2's port to h2_0, whose queue is
+    // empty: 8 SYNs x IW 10 stay under its 100 packets, and the volley meets the full
+    // buffer of agg0 unclamped and loses segments. Copied at agg0 too, the SYNs and that
+    // port's full queue turn the incast on before the mice's data leave.
+    assert!(retx(&tors) > 0.0, "mice retransmissions at the ToRs alone");
+    assert_eq!(
+        retx(&all),
+        0.0,
+        "mice retransmissions with copies everywhere"
+    );
+    assert!(
+        fct(&all) < 0.5 * fct(&tors),
+        "mice mean FCT {:.4} s (ToRs) -> {:.4} s (every switch)",
+        fct(&tors),
+        fct(&all)
+    );
+    assert!(all.mechanism.counters["incast_on_received"] > 0.0);
+    assert!(
+        elephants(&all) >= 0.9 * elephants(&tors),
+        "elephants {:.0} -> {:.0} Mb/s",
+        elephants(&tors),
+        elephants(&all)
+    );
+    // A copy rule per flag in every switch: 5 switches, against the ToRs' 3.
+    assert_eq!(tors.mechanism.control_messages["flow_mod"], 6);
+    assert_eq!(all.mechanism.control_messages["flow_mod"], 10);
+}
+
 /// The same incast behind a drop-tail buffer, as the authors' in-switch module ran: with
 /// RED-ECN at K = 20 the elephants hold the queue near K and it seldom reaches the module's
 /// 95% trigger.

@@ -1,8 +1,10 @@
-//! `kind = "sicc"` built for a fabric: the SICC controller app, rules at every ToR that copy
-//! SYN and FIN to it, and the hypervisor module of every host; or, with `mode = "switch"`, the
-//! authors' ns-2 module in every switch alone.
+//! `kind = "sicc"` built for a fabric: the SICC controller app, rules at every ToR (or every
+//! switch, `copy_at`) that copy SYN and FIN to it, and the hypervisor module of every host;
+//! or, with `mode = "switch"`, the authors' ns-2 module in every switch alone.
 
-use crate::mechanisms::sicc::{SiccConfig, SiccController, SiccHypervisor, SiccMode, SiccSwitch};
+use crate::mechanisms::sicc::{
+    SiccConfig, SiccController, SiccCopyAt, SiccHypervisor, SiccMode, SiccSwitch,
+};
 use crate::vocab::control::{
     ControlMessage, FlowMod, FlowModCommand, Forward, HostMessage, PacketIn, RuleActions,
     RuleMatch, StatsReply, StatsRequest,
@@ -35,7 +37,11 @@ impl Mechanism for SiccConfig {
         for shim in inst.shims.iter_mut() {
             *shim = Some(Box::new(SiccHypervisor::new(&cfg)));
         }
-        for switch in fabric.tors() {
+        let copying = match cfg.copy_at {
+            SiccCopyAt::Tors => fabric.tors(),
+            SiccCopyAt::All => (0..fabric.switches()).collect(),
+        };
+        for switch in copying {
             // SYNs and SYN-ACKs (the responder's window scale), and FINs.
             for (mask, value) in [
                 (tcp_flags::SYN, tcp_flags::SYN),

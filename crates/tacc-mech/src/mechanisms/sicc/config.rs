@@ -17,6 +17,18 @@ pub enum SiccMode {
     Switch,
 }
 
+/// Which switches copy SYNs and FINs to the controller: the ports a copy leaves by are the
+/// ports the controller watches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SiccCopyAt {
+    /// Algorithm 1: the ToRs, whose ports towards the hosts meet an incast at its receiver.
+    #[default]
+    Tors,
+    /// Every switch: a bottleneck between switches is watched too.
+    All,
+}
+
 table! {
     /// SICC's parameters.
     #[derive(Copy)]
@@ -44,6 +56,7 @@ table! {
         /// volley's first windows leave before the next reading unless the controller reacts
         /// to the SYNs themselves, as the authors' ns-2 module (inside the switch) does.
         pub evaluate_on_syn: bool = EVALUATE_ON_SYN.default_flag(),
+        pub copy_at: SiccCopyAt = SiccCopyAt::Tors,
         /// B, packets: buffer of ports not given one by
         /// [`SiccController::set_port_buffer`](super::SiccController::set_port_buffer). The
         /// simulations: 83 packets (125 KB).
@@ -141,6 +154,17 @@ const EVALUATE_ON_SYN: KeyDoc = KeyDoc {
          1), as the authors' in-switch module does.",
 };
 
+const COPY_AT: KeyDoc = KeyDoc {
+    key: "copy_at",
+    unit: "string",
+    default: "\"tors\"",
+    range: "\"tors\" or \"all\"",
+    doc: "The switches whose rules copy SYNs and FINs to the controller, and so the ports it \
+         watches: tors, as Algorithm 1 (an incast meets its receiver's ToR port); all, every \
+         switch, as on the authors' testbed, whose copies came from its software core switch \
+         in front of the bottleneck (its hardware ToRs could not match TCP flags).",
+};
+
 /// The kind's own keys.
 const KEYS: &[KeyDoc] = &[
     MODE,
@@ -151,6 +175,7 @@ const KEYS: &[KeyDoc] = &[
     INCAST_DURATION,
     INITIAL_WINDOW,
     EVALUATE_ON_SYN,
+    COPY_AT,
 ];
 
 impl Table for SiccConfig {
@@ -178,6 +203,7 @@ impl Table for SiccConfig {
                     EVALUATE_ON_SYN.key,
                     self.evaluate_on_syn != d.evaluate_on_syn,
                 ),
+                (COPY_AT.key, self.copy_at != d.copy_at),
             ] {
                 if set {
                     ck.problem(

@@ -17,7 +17,7 @@
 mod build;
 pub mod config;
 
-pub use config::{SiccConfig, SiccMode};
+pub use config::{SiccConfig, SiccCopyAt, SiccMode};
 
 use std::collections::{BTreeMap, BTreeSet};
 
