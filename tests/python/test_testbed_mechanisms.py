@@ -361,6 +361,10 @@ def test_the_agent_refuses_forged_replayed_and_truncated_messages(testbed_machin
         "control_accepted": 3, "control_forged": 2, "control_replayed": 2,
         "control_malformed": 0}, counts
     assert (counts["incast_on_received"], counts["incast_off_received"]) == (1, 2), counts
+    # The scenario's SICC has a controller, which Linux switches do not run: the run says so.
+    assert "the sicc controller: not run (Linux switches have no controller; --switches ovs " \
+        "or auto runs it), the host agents run alone" in \
+        read_summary(out)["testbed"]["not_emulated"]
 
 
 FOUR_FLOWS = Path(__file__).parent / "data" / "four-flows.toml"

@@ -337,6 +337,7 @@ class _Run:
         self.stack_rtt_us: float | None = None
         self.controller: Child | None = None
         self.switches: ovs.Switches | None = None
+        self.switch_kind = "linux"  # or "ovs": resolve_switches
         self.captures: list[Child] = []  # tcpdump per port of output.pcap
 
     def say(self, text: str) -> None:
@@ -367,7 +368,7 @@ class _Run:
         self.say(f"testbed {self.names.run_id}: {len(plan['switches'])} switches, "
                  f"{len(plan['hosts'])} hosts, {len(plan['vms'])} VMs, "
                  f"{len(plan['flows'])} flows, {duration_ns / 1e9:g}s")
-        switches = resolve_switches(plan, options.switches)
+        switches = self.switch_kind = resolve_switches(plan, options.switches)
         topo = topology.build(plan, self.names, scale, switches, options.link_delays)
         agents_start = time.monotonic_ns()
         if switches == "ovs":
@@ -768,7 +769,8 @@ class _Run:
             "not_emulated": [*(message for message, _ in self.departures),
                              *plan_notes(plan, self.options.link_delays,
                                          {d.pattern for _, d in self.departures}),
-                             *found.notes, *disagreements],
+                             *switch_notes(plan, self.switch_kind), *found.notes,
+                             *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
                 "every_s": self.sample_interval_ns / 1e9,
@@ -794,10 +796,23 @@ def resolve_switches(plan: Plan, switches: str) -> str:
     if switches not in ("auto", "linux", "ovs"):
         raise TestbedError(f"switches: expected auto, linux or ovs, got {switches!r}")
     if switches == "auto":
-        from tacc import _core
-
-        switches = "ovs" if _core.Controller(json.dumps(plan)).has_app() else "linux"
+        switches = "ovs" if has_controller_app(plan) else "linux"
     return switches
+
+
+def has_controller_app(plan: Plan) -> bool:
+    from tacc import _core
+
+    return bool(_core.Controller(json.dumps(plan)).has_app())
+
+
+def switch_notes(plan: Plan, switches: str) -> list[str]:
+    """What the switches chosen leave out of the mechanism: Linux switches run no
+    controller, so a mechanism's controller app does not run (its host agents do)."""
+    if switches == "linux" and has_controller_app(plan):
+        return [f"the {plan['mechanism']['kind']} controller: not run (Linux switches have no "
+                "controller; --switches ovs or auto runs it), the host agents run alone"]
+    return []
 
 
 LIMITER_KINDS = ("static-rate", "hygenicc", "sdn-gcc")
