@@ -203,6 +203,11 @@ def _testbed_lines(summary: dict[str, Any]) -> list[str]:
         f"the scenario's, base RTT {'-' if rtt is None else f'{rtt:.0f}us'}"
     ]
     lines += [f"  not emulated: {note}" for note in tb.get("not_emulated", [])]
+    cpu = tb.get("cpu") or {}
+    if cpu.get("saturated_s"):
+        lines.append(f"  CPU saturated: {cpu['saturated_s']:g}s of the traffic with no core "
+                     f"left idle (least idle {100 * cpu['idle_min']:.0f}%): packets waited "
+                     f"for a core, the results measure the machine as well as the network")
     lines += [f"  failed: {failure}" for failure in tb.get("failures", [])]
     return lines
 

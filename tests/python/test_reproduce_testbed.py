@@ -124,7 +124,10 @@ def test_the_testbeds_verdicts_stand_beside_the_simulators(
     runs = sorted((tmp_path / on_testbed.RUNS_DIR / STATIC).iterdir())
     assert len(runs) == 6
     for d in runs:
-        assert json.loads((d / "summary.json").read_text())["testbed"]["rate_scale"] == 0.1
+        tb = json.loads((d / "summary.json").read_text())["testbed"]
+        assert tb["rate_scale"] == 0.1
+        # the machine's idle share, every second of the 3 s of traffic
+        assert 0.0 <= tb["cpu"]["idle_min"] <= tb["cpu"]["idle_mean"] <= 1.0, tb["cpu"]
 
     # A second reproduction takes every testbed run from the cache.
     def no_run(*_args: object, **_kwargs: object) -> Path:
@@ -134,6 +137,29 @@ def test_the_testbeds_verdicts_stand_beside_the_simulators(
     _md, again = reproduce.reproduce([STATIC], quick=True, out=tmp_path, testbed=True)
     assert [r.testbed.shown for r in again[0].rows if r.testbed] == \
         [r.testbed.shown for r in results[0].rows if r.testbed]
+
+
+def test_a_second_with_no_idle_core_counts_as_saturated_and_the_report_says_where(
+        tmp_path: Path) -> None:
+    from tacc.reproduce.report import _testbed_runs
+    from tacc.testbed.collect import cpu_summary
+
+    assert cpu_summary([0.40, 0.04, 0.0, 0.30]) == {
+        "every_s": 1.0, "idle_min": 0.0, "idle_mean": pytest.approx(0.185), "saturated_s": 2.0}
+    assert cpu_summary([])["saturated_s"] == 0
+    dirs: dict[str, list[Path]] = {}
+    for variant, idle in (("tcp", [[0.3, 0.4], [0.2, 0.5]]), ("sicc", [[0.3, 0.01], [0.2]])):
+        for i, seconds in enumerate(idle):
+            d = tmp_path / f"{variant}-{i}"
+            d.mkdir()
+            (d / "summary.json").write_text(json.dumps(
+                {"testbed": {"rate_scale": 0.1, "cpu": cpu_summary(seconds)}}))
+            dirs.setdefault(variant, []).append(d)
+    text = _testbed_runs(on_testbed.Runs(on_testbed.Fit(reproduce.BY_ID[STATIC]), dirs))
+    assert text == ("Testbed: 4 runs of 2 variant(s). The machine's CPU was saturated (no core "
+                    "idle for seconds of the traffic) in runs of sicc (1 of 2 runs, up to 1 s): "
+                    "packets waited for a core there, so their numbers measure the machine as "
+                    "well as the mechanism.")
 
 
 def test_testbed_unavailable_is_what_check_raises(tmp_path: Path,

@@ -324,7 +324,9 @@ def _testbed_paragraph(results: Sequence[ExperimentResult]) -> str:
             "queues, the kernel's own TCP, the mechanisms' eBPF shims and agents; rates "
             f"scaled so that the fastest link runs at 100 Mb/s: {shown} here; no link "
             "delays but the veths' own; a scenario with applications at a scaled rate runs "
-            "that many times slower, its times put back in the scenario's), each variant "
+            "that many times slower, its times put back in the scenario's; every variant of "
+            "an experiment on Open vSwitch switches where one of them has a controller, its "
+            "baselines too), each variant "
             "run as many times as the experiment has seeds, one run after another. Goodputs "
             "and rates are shown at the scenario's rates (measured / scale); queue lengths, "
             "times and packet counts as measured. A row whose variants the testbed cannot "
@@ -344,9 +346,25 @@ def _rate_scale(d: Path) -> float | None:
     return json.loads(path.read_text())["testbed"]["rate_scale"]
 
 
+def _saturated_s(d: Path) -> float:
+    path = d / "summary.json"
+    if not path.is_file():
+        return 0.0
+    return float((json.loads(path.read_text())["testbed"].get("cpu") or {})
+                 .get("saturated_s") or 0.0)
+
+
 def _testbed_runs(runs: on_testbed.Runs) -> str:
     n = sum(len(ds) for ds in runs.dirs.values())
     text = f"Testbed: {n} runs of {len(runs.dirs)} variant(s)."
+    saturated = {v: [s for d in ds if (s := _saturated_s(d))] for v, ds in runs.dirs.items()}
+    saturated = {v: s for v, s in saturated.items() if s}
+    if saturated:
+        text += (" The machine's CPU was saturated (no core idle for seconds of the traffic) "
+                 "in runs of " + ", ".join(f"{v} ({len(s)} of {len(runs.dirs[v])} runs, up "
+                                             f"to {max(s):g} s)" for v, s in saturated.items())
+                 + ": packets waited for a core there, so their numbers measure the machine "
+                 "as well as the mechanism.")
     for reason, names in runs.fit.refused.items():
         text += f" Not on the testbed: {', '.join(names)} ({reason})."
     for reason, names in runs.fit.approximated.items():

@@ -688,9 +688,16 @@ class _Run:
         counted_from = time.monotonic_ns()
         end = t0 + m.duration_ns
         bar = None if self.options.quiet else simulation_bar(desc="emulating")
+        cpu_every = round(collect.CPU_EVERY_S * 1e9)
+        cpu_last, next_cpu = collect.cpu_times(), t0 + cpu_every
         try:
             next_sample = t0
             while (now := time.monotonic_ns()) < end:
+                if now >= next_cpu:
+                    cpu = collect.cpu_times()
+                    if cpu[1] > cpu_last[1]:
+                        m.cpu_idle.append((cpu[0] - cpu_last[0]) / (cpu[1] - cpu_last[1]))
+                    cpu_last, next_cpu = cpu, next_cpu + cpu_every
                 if now >= next_sample:
                     ports = topo.port_devices if tick % OTHERS_EVERY == 0 else sampled
                     for port, c in collect.port_counters(ports).items():
@@ -703,7 +710,7 @@ class _Run:
                 self._watch(watched, t0, end)
                 if bar is not None:
                     bar(now - t0, m.duration_ns)
-                _sleep_until(min(next_sample, end))
+                _sleep_until(min(next_sample, next_cpu, end))
         finally:
             if bar is not None:
                 bar.close()
@@ -764,6 +771,7 @@ class _Run:
             "time_dilation": self.dilation,
             "base_rtt_us": rtts and rtts[0], "scenario_base_rtt_us": rtts and rtts[1],
             "stack_rtt_us": self.stack_rtt_us,
+            "cpu": collect.cpu_summary(m.cpu_idle),
             "limiter": limiter_of(plan),
             "link_delays": self.options.link_delays,
             "not_emulated": [*(message for message, _ in self.departures),
