@@ -22,8 +22,8 @@ from tacc.reproduce.runner import Task, cache_key, engine_version, slug
 
 RUNS_DIR = "testbed-runs"
 # Part of every testbed run's cache key: the testbed's settings a reproduction uses.
-SETTINGS = ("testbed: default options (rates capped at 100Mbps, switches auto, no link "
-            "delays), run i with seed i")
+SETTINGS = ("testbed: default options (rates capped at 100Mbps, no link delays), run i with "
+            "seed i")
 # A run's setting up and tearing down, beside its duration, for the estimates of --list.
 OVERHEAD_S = 6.0
 
@@ -40,6 +40,10 @@ class Fit:
     # the departures, joined, with the variants that run without those keys
     approximated: dict[str, list[str]] = field(default_factory=dict)
     duration_s: float = 0.0  # the longest variant's, dilated where the run is
+    # Every variant on one kind of switch: Open vSwitch where one of them has a controller
+    # app (`tacc testbed --switches`), so that a baseline is not judged on Linux's cheaper
+    # forwarding against the mechanism on OVS's userspace datapath.
+    switches: str = "auto"
 
     def line(self, runs: int) -> str:
         """One line for --list: what runs and how long it takes, or why nothing does."""
@@ -48,7 +52,8 @@ class Fit:
             return f"{self.exp.id:19} does not fit: {' / '.join(self.refused)}"
         minutes = len(self.variants) * runs * (self.duration_s + OVERHEAD_S) / 60
         out = (f"{self.exp.id:19} fits: {len(self.variants)} of {total} variants x {runs} "
-               f"runs, about {minutes:.0f} min")
+               f"runs, about {minutes:.0f} min"
+               + (", every variant on Open vSwitch switches" if self.switches == "ovs" else ""))
         for reason, names in self.refused.items():
             out += f"\n{'':22}not {', '.join(names)}: {reason}"
         for reason, names in self.approximated.items():
@@ -63,6 +68,7 @@ class Admission:
     refused: list[str]  # what the testbed cannot build at all
     departures: list[str]  # the keys it does not honour ("KEYS: REASON")
     duration_s: float  # dilated, with applications at a scaled rate
+    controller: bool = False  # the mechanism has a controller app (it runs on OVS)
 
 
 def admission(scenario: Path, sets: Sequence[tuple[str, str]]) -> Admission:
@@ -74,6 +80,7 @@ def admission(scenario: Path, sets: Sequence[tuple[str, str]]) -> Admission:
         rate_scale,
         time_dilation,
     )
+    from tacc.testbed.run import has_controller_app
 
     try:
         plan = load_plan(scenario, sets)
@@ -87,7 +94,7 @@ def admission(scenario: Path, sets: Sequence[tuple[str, str]]) -> Admission:
             reasons.setdefault(d.reason, []).append(key)
     dilation = time_dilation(plan, rate_scale(plan, DEFAULT_RATE_CAP_BPS))
     return Admission([], [f"{', '.join(keys)}: {reason}" for reason, keys in reasons.items()],
-                   plan["duration_ns"] * dilation / 1e9)
+                     plan["duration_ns"] * dilation / 1e9, has_controller_app(plan))
 
 
 def fit(exp: Experiment, scale: float, approximate: bool = False) -> Fit:
@@ -103,6 +110,8 @@ def fit(exp: Experiment, scale: float, approximate: bool = False) -> Fit:
             continue
         found.variants.append(v)
         found.duration_s = max(found.duration_s, checked.duration_s)
+        if checked.controller:
+            found.switches = "ovs"
         if departures:
             found.approximated.setdefault(departures, []).append(v.name)
     return found
@@ -120,11 +129,12 @@ def plan(fits: Sequence[Fit], out: Path, runs: Mapping[str, int]
         dirs[f.exp.id] = {}
         for v in f.variants:
             for i in range(1, runs[f.exp.id] + 1):
-                key = cache_key(f.exp.scenario_path, (*v.sets, ("", SETTINGS)), i, version)
+                settings = f"{SETTINGS}, switches {f.switches}"
+                key = cache_key(f.exp.scenario_path, (*v.sets, ("", settings)), i, version)
                 d = out / RUNS_DIR / f.exp.id / f"{slug(v.name)}-r{i}-{key}"
                 dirs[f.exp.id].setdefault(v.name, []).append(d)
                 tasks.append(Task(f.exp.id, v.name, str(f.exp.scenario_path), v.sets, i,
-                                  str(d)))
+                                  str(d), f.switches))
     return tasks, dirs
 
 
@@ -164,7 +174,8 @@ def execute(tasks: Sequence[Task]) -> int:
             tmp = Path(t.out + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
             run_testbed(t.scenario, (*t.sets, ("seed", str(t.seed))),
-                        Options(out=tmp, quiet=True, approximate=True))
+                        Options(out=tmp, quiet=True, approximate=True,
+                                    switches=t.switches))
             tmp.rename(t.out)
             step(1)
     return len(todo)

@@ -29,6 +29,7 @@ class Task:
     sets: tuple[tuple[str, str], ...]
     seed: int
     out: str
+    switches: str = "auto"  # a testbed run's (`tacc testbed --switches`)
 
 
 @functools.cache
