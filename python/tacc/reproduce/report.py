@@ -11,6 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from tacc.reproduce import on_testbed
 from tacc.reproduce.registry import (
@@ -339,19 +340,18 @@ def _testbed_count(results: Sequence[ExperimentResult]) -> str:
     return f" and {len(runs)} testbed runs" if runs else ""
 
 
-def _rate_scale(d: Path) -> float | None:
+def _testbed_of(d: Path) -> dict[str, Any]:
+    """A finished testbed run's summary.json `testbed` object ({} while it has none)."""
     path = d / "summary.json"
-    if not path.is_file():
-        return None
-    return json.loads(path.read_text())["testbed"]["rate_scale"]
+    return json.loads(path.read_text())["testbed"] if path.is_file() else {}
+
+
+def _rate_scale(d: Path) -> float | None:
+    return _testbed_of(d).get("rate_scale")
 
 
 def _saturated_s(d: Path) -> float:
-    path = d / "summary.json"
-    if not path.is_file():
-        return 0.0
-    return float((json.loads(path.read_text())["testbed"].get("cpu") or {})
-                 .get("saturated_s") or 0.0)
+    return float((_testbed_of(d).get("cpu") or {}).get("saturated_s") or 0.0)
 
 
 def _testbed_runs(runs: on_testbed.Runs) -> str:

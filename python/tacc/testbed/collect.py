@@ -76,8 +76,9 @@ def cpu_summary(idle: list[float]) -> dict[str, Any]:
 
 
 CPU_EVERY_S = 1.0
-# Below this idle share a second counts as saturated: on two cores, runs whose mechanism
-# kept up had 20-45% idle in their busiest second, those that did not 0-1%.
+# Below this idle share a second counts as saturated: on two cores the runs measured kept
+# 14-48% idle in their least idle second where the machine kept up, and 0-0.5% in the
+# four-rack scenario on Open vSwitch, which did not.
 SATURATED_IDLE = 0.05
 
 
