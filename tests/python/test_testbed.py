@@ -80,6 +80,31 @@ def test_the_testbed_refuses_what_it_cannot_run(engine: None) -> None:
         plans.load_plan(sicc, [("mechanism", '{kind="sicc",mode="switch"}')])
 
 
+@pytest.mark.parametrize("mechanism, kind, switches", [
+    ('{kind="sicc"}', "agents", "linux"),
+    ('{kind="sicc",copy_at="all"}', "agents", "linux"),
+    ('{kind="sdn-gcc"}', "openflow", "ovs"),
+    ('{kind="sdn-ecn"}', "openflow", "ovs"),
+    ('{kind="hygenicc"}', None, "linux"),
+])
+def test_a_controller_that_needs_no_openflow_runs_beside_linux_switches(
+        engine: None, mechanism: str, kind: str | None, switches: str) -> None:
+    """SICC's controller reads only what the switch agents serve (their ports' copies of
+    SYNs and FINs, their queue lengths): it runs beside Linux switches, and nothing of it is
+    left out there. SDN-GCC's per-flow counters and SDN-ECN's marking rules are OpenFlow's:
+    they take Open vSwitch switches, and Linux switches say they do not run them."""
+    plan = plans.load_plan(DATA / "incast-over-elephants.toml", [("mechanism", mechanism)])
+
+    assert run.controller_kind(plan) == kind
+    assert run.resolve_switches(plan, "auto") == switches
+    notes = run.switch_notes(plan, "linux")
+    if kind == "openflow":
+        assert notes == [f"the {plan['mechanism']['kind']} controller: not run (it needs "
+                         "OpenFlow, which Linux switches do not have; --switches ovs or auto "
+                         "runs it), the host agents run alone"]
+    else:
+        assert notes == []
+
 def test_a_plan_dilated_in_time_keeps_its_rates_and_sizes(engine: None) -> None:
     """Applications at a tenth of the rates run ten times slower: every time of the plan
     (duration, starts, epochs, jitter, bins, the routes' minimum RTO) ten times longer, and

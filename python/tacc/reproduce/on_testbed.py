@@ -41,8 +41,8 @@ class Fit:
     approximated: dict[str, list[str]] = field(default_factory=dict)
     duration_s: float = 0.0  # the longest variant's, dilated where the run is
     # Every variant on one kind of switch: Open vSwitch where one of them has a controller
-    # app (`tacc testbed --switches`), so that a baseline is not judged on Linux's cheaper
-    # forwarding against the mechanism on OVS's userspace datapath.
+    # app that needs OpenFlow (`tacc testbed --switches`), so that a baseline is not judged
+    # on Linux's cheaper forwarding against the mechanism on OVS's userspace datapath.
     switches: str = "auto"
 
     def line(self, runs: int) -> str:
@@ -68,7 +68,7 @@ class Admission:
     refused: list[str]  # what the testbed cannot build at all
     departures: list[str]  # the keys it does not honour ("KEYS: REASON")
     duration_s: float  # dilated, with applications at a scaled rate
-    controller: bool = False  # the mechanism has a controller app (it runs on OVS)
+    openflow: bool = False  # the mechanism's controller needs OpenFlow (it runs on OVS)
 
 
 def admission(scenario: Path, sets: Sequence[tuple[str, str]]) -> Admission:
@@ -80,7 +80,7 @@ def admission(scenario: Path, sets: Sequence[tuple[str, str]]) -> Admission:
         rate_scale,
         time_dilation,
     )
-    from tacc.testbed.run import has_controller_app
+    from tacc.testbed.run import controller_kind
 
     try:
         plan = load_plan(scenario, sets)
@@ -94,7 +94,8 @@ def admission(scenario: Path, sets: Sequence[tuple[str, str]]) -> Admission:
             reasons.setdefault(d.reason, []).append(key)
     dilation = time_dilation(plan, rate_scale(plan, DEFAULT_RATE_CAP_BPS))
     return Admission([], [f"{', '.join(keys)}: {reason}" for reason, keys in reasons.items()],
-                     plan["duration_ns"] * dilation / 1e9, has_controller_app(plan))
+                     plan["duration_ns"] * dilation / 1e9,
+                     controller_kind(plan) == "openflow")
 
 
 def fit(exp: Experiment, scale: float, approximate: bool = False) -> Fit:
@@ -110,7 +111,7 @@ def fit(exp: Experiment, scale: float, approximate: bool = False) -> Fit:
             continue
         found.variants.append(v)
         found.duration_s = max(found.duration_s, checked.duration_s)
-        if checked.controller:
+        if checked.openflow:
             found.switches = "ovs"
         if departures:
             found.approximated.setdefault(departures, []).append(v.name)

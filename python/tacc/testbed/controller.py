@@ -32,6 +32,10 @@ Clock: dilated by the rate scale for SDN-GCC), and its timers, rule timeouts and
 seconds (of real time) get it from the switch; others are deleted by the controller when they
 expire. Message and byte counts go to `counts` (JSON), carried over when the controller
 restarts.
+
+A mechanism whose app installs no rule the switch agents cannot serve and reads no OpenFlow
+counter (SICC: its copies and queue lengths come from the agents) needs no OpenFlow: with
+`"openflow": false` the `Driver` runs alone, beside Linux switches.
 """
 
 from __future__ import annotations
@@ -106,42 +110,310 @@ class Counts:
         os.replace(tmp, self.path)
 
 
+class Driver:
+    """The mechanism's controller app and all it talks to but the switches' OpenFlow: its
+    clock and timer, the switch agents' copies and stats, the host agents, its rules' book
+    and the counts. `TaccController` adds the switches. Alone (`"openflow": false`), it runs
+    beside Linux switches a mechanism whose app needs no rule and no OpenFlow counter
+    (`tacc.testbed.run.controller_kind`: SICC, whose copies and queue lengths the switch
+    agents serve)."""
+
+    def __init__(self, cfg: dict[str, Any]) -> None:
+        from tacc import _core
+        from tacc.testbed.apps import INCAST_CONTROL_PORT
+
+        self.plan = cfg["plan"]
+        # The incasts' requests cross the network here as TCP connections (the engine
+        # hands them over in its own process): their packets are not the scenario's, and
+        # SICC, seeing their SYNs, read the queue of every worker's port each interval.
+        self.control_ports = {INCAST_CONTROL_PORT + a
+                              for a, app in enumerate(self.plan["apps"]) if app.get("incast")}
+        self.mech = _core.Controller(json.dumps(self.plan))
+        # The app's time zero is the flows' (the run's `go` file says when), as in the
+        # simulator, where the mechanism starts with the scenario: its periodic work
+        # (SDN-ECN's probes, SDN-GCC's intervals) then falls at the same points of the
+        # flows' lives run after run. Until then its clock stands at zero.
+        self.go = Path(cfg["go"]) if "go" in cfg else None
+        self.start_ns: int | None = None if self.go else cfg["start_mono_ns"]
+        # The app's clock runs at time_scale times real time (the agents' Clock); its
+        # counters then grow by rate_scale / time_scale times what the plan's rates give.
+        self.time_scale = cfg.get("time_scale", 1.0)
+        self.counter_scale = cfg["rate_scale"] / self.time_scale
+        self.latency_s = self._real_s(self.mech.latency_ns)
+        self.counts = Counts(Path(cfg["counts"]))
+        self.counts.latency_s = self.latency_s
+        self.hosts = _host_delivery(cfg, self.plan)
+        # Switch -> its agent's stats: a Unix socket's path, or a signed UDP address.
+        self.switch_stats: dict[int, str | _UdpStats] = {
+            int(i): _UdpStats(p["address"], p["key"]) if isinstance(p, dict) else p
+            for i, p in cfg["switch_stats"].items()}
+        self.ready = Path(cfg["ready"])
+        self.reply_path = Path(cfg["reply_socket"])
+        self.reply_path.unlink(missing_ok=True)
+        self.stats_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.stats_sock.bind(str(self.reply_path))
+        self.stats_sock.settimeout(STATS_TIMEOUT_S)
+        # Switches whose agents copy in their ports: only where the copies have a socket
+        # to come to (else the copy rules stay).
+        self.port_copies = {int(i) for i in cfg.get("port_copies", [])
+                            if "reports" in cfg}
+        self.reports: socket.socket | None = None
+        if "reports" in cfg:
+            Path(cfg["reports"]).unlink(missing_ok=True)
+            self.reports = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            self.reports.bind(cfg["reports"])
+        self.vm_of_ip = {_ip(v["address"]): k for k, v in enumerate(self.plan["vms"])}
+        self.routes = {(r["switch"], r["vm"]): r["ports"] for r in self.plan["routes"]}
+        # Plan port -> the other direction of its link.
+        if "reverse" in cfg:
+            self.reverse = {int(a): b for a, b in cfg["reverse"].items()}
+        else:
+            self.reverse = {a: b for pair in port_pairs(self.plan)
+                            for a, b in (pair, pair[::-1])}
+        self.configured: set[int] = set()  # switches whose OpenFlow tables are in place
+        # Rules the app installed, kept to reinstall after a switch restart:
+        # (switch, match JSON, priority) -> (FlowMod, its expiry in ns or None).
+        self.rules: dict[tuple[int, str, int], tuple[dict[str, Any], int | None]] = {}
+        self.loops = [hub.spawn(self._timer_loop), hub.spawn(self._counts_loop)]
+        if self.reports is not None:
+            self.loops.append(hub.spawn(self._reports_loop))
+
+        def stop(*_: object) -> None:
+            self.counts.write()
+            for path in cfg.get("remove_on_exit", []):
+                Path(path).unlink(missing_ok=True)
+            os._exit(0)
+
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, stop)
+
+    def now(self) -> int:
+        if self.start_ns is None and self.go is not None:
+            try:
+                self.start_ns = int(json.loads(self.go.read_text())["start_mono_ns"])
+            except (OSError, ValueError, KeyError):
+                return 0
+        assert self.start_ns is not None
+        return max(0, round((time.monotonic_ns() - self.start_ns) * self.time_scale))
+
+    def _real_s(self, ns: int) -> float:
+        """The real seconds that `ns` of the app's time take."""
+        return ns / 1e9 / self.time_scale
+
+    def _in_control(self) -> None:
+        """Every switch is ready: the hosts' agents hear from this controller now."""
+        self.hosts.take_control()
+        if not self.ready.exists():
+            self.ready.write_text("ready\n")
+
+    # -------------------------------------------------------------------- events in
+
+    def _to_app(self, switch: int, in_port: int, out_port: int | None, ip: bytes,
+                ignored: str) -> None:
+        """A packet-in (or a port's copy) to the mechanism, and its outputs on."""
+        try:
+            out = self.mech.packet_in(self.now(), switch, in_port, out_port, ip)
+        except ValueError as exc:
+            LOG.warning("switch %d: %s: not handled: %s", switch, ignored, exc)
+            self.counts.event(ignored)
+            return
+        self._dispatch(out)
+
+    def _reports_loop(self) -> None:
+        assert self.reports is not None
+        while True:
+            try:
+                datagram = self.reports.recv(256)
+            except OSError:  # the loop must outlive a bad moment: copies keep coming
+                LOG.exception("reading the switch agents' copies")
+                self.counts.event("handler_errors")
+                hub.sleep(0.01)
+                continue
+            # A copy stands for the packet-in the switch would have sent.
+            self.counts.add("packet_in", len(datagram))
+            self.counts.event("port_copies")
+            self._later(self._port_copy, datagram)
+
+    def _port_copy(self, datagram: bytes) -> None:
+        """A copy from a switch agent: the magic, the switch, the port the packet left
+        by, its IPv4 and TCP headers (crates/tacc-agent/src/switch.rs, `Reports`)."""
+        if len(datagram) < 34 or not datagram.startswith(PORT_COPY_MAGIC):
+            self.counts.event("port_copies_ignored")
+            return
+        switch = int.from_bytes(datagram[6:10])
+        out_port = int.from_bytes(datagram[10:14])
+        ip = datagram[14:]
+        if self._is_app_control(ip):
+            self.counts.event("packet_ins_of_app_control")
+            return
+        # The port it came in by is not seen at the output: it is the route back to the
+        # source (a copy rule's app reads where the packet goes, not where it came from;
+        # under ECMP, the first of the equal ports).
+        src = self.vm_of_ip.get(int.from_bytes(ip[12:16]))
+        back = self.routes.get((switch, src)) if src is not None else None
+        if switch not in self.port_copies or not back:
+            self.counts.event("port_copies_ignored")
+            return
+        self._to_app(switch, self.reverse[back[0]], out_port, ip, "port_copies_ignored")
+
+    def _is_app_control(self, ip: bytes) -> bool:
+        """A TCP packet to or from an incast's control port."""
+        ihl = (ip[0] & 0x0F) * 4
+        if not self.control_ports or ip[9] != 6 or len(ip) < ihl + 4:
+            return False
+        ports = int.from_bytes(ip[ihl:ihl + 2]), int.from_bytes(ip[ihl + 2:ihl + 4])
+        return not self.control_ports.isdisjoint(ports)
+
+    # -------------------------------------------------------------------- the app's outputs
+
+    def _timer_loop(self) -> None:
+        while True:
+            at = self.mech.poll_at()
+            now = self.now()
+            if at is not None and at <= now:
+                self._dispatch(self.mech.timer(now))
+                continue
+            wait = 0.01 if at is None else min(0.01, self._real_s(at - now))
+            hub.sleep(wait)
+
+    def _dispatch(self, out: list[str]) -> None:
+        for text in out:
+            message = json.loads(text)
+            ((kind, body),) = message.items()
+            if kind == "StatsRequest":
+                self._later(self._stats_request, body)
+            elif kind == "FlowMod":
+                self._later(self._app_flow_mod, body)
+            elif kind == "ToHost":
+                self._later(self._to_host, body)
+            else:
+                LOG.warning("the app sent %s: not a controller output", kind)
+
+    def _later(self, fn: Any, *args: Any) -> None:
+        """Runs `fn` after the scenario's one-way control latency; errors are logged
+        and survived, as a controller must."""
+        def run() -> None:
+            try:
+                fn(*args)
+            except Exception:  # noqa: BLE001 - one bad message must not stop the app
+                LOG.exception("control message not handled")
+                self.counts.event("handler_errors")
+
+        if self.latency_s > 0:
+            hub.spawn_after(self.latency_s, run)
+        else:
+            run()
+
+    def _stats_request(self, body: dict[str, Any]) -> None:
+        ((kind, req),) = body.items()
+        switch = req["switch"]
+        if kind == "Switch":
+            self._openflow_stats(switch)
+            return
+        agent = self.switch_stats.get(switch)
+        if agent is None:
+            return
+        request = json.dumps(body).encode()
+        try:
+            self.counts.add("stats_request", len(request))
+            if isinstance(agent, _UdpStats):
+                reply = agent.ask(request, lambda: self.counts.event("stats_replies_refused"))
+            else:
+                self.stats_sock.sendto(request, agent)
+                reply = self.stats_sock.recv(4096)
+        except (OSError, socket.timeout) as exc:
+            LOG.warning("switch agent %d: no answer (%s)", switch, exc)
+            self.counts.event("stats_timeouts")
+            return
+        self.counts.add("stats_reply", len(reply))
+        self._later(self._stats_reply, self._plan_marks(reply.decode()))
+
+    def _openflow_stats(self, switch: int) -> None:
+        """Port and flow counters asked of `switch` by OpenFlow: none without it."""
+        LOG.warning("switch %d: the app asked for OpenFlow counters; no OpenFlow here", switch)
+        self.counts.event("openflow_unavailable")
+
+    def _stats_reply(self, reply: str) -> None:
+        self._dispatch(self.mech.stats_reply(self.now(), reply))
+
+    def _plan_marks(self, reply: str) -> str:
+        """A switch agent's reply with its port's mark count at the plan's rates: the
+        port sends `rate_scale` times the packets it would at the scenario's rates, so in
+        real time it marks that many times fewer, and SDN-GCC's cuts (marks per
+        millisecond, Algorithm 3) would be that many times weaker than the simulator's."""
+        message = json.loads(reply)
+        marks = message.get("PortMarks")
+        if marks is None:
+            return reply
+        marks["marks"] = round(marks["marks"] / self.counter_scale)
+        return json.dumps(message)
+
+    @staticmethod
+    def _rule_key(fm: dict[str, Any]) -> tuple[int, str, int]:
+        """A rule as OpenFlow identifies it: switch, match, priority."""
+        return fm["switch"], json.dumps(fm["rule_match"], sort_keys=True), fm["priority"]
+
+    def _app_flow_mod(self, fm: dict[str, Any]) -> None:
+        timeout = fm["hard_timeout"]
+        expiry = None if timeout is None else self.now() + timeout
+        key = self._rule_key(fm)
+        if fm["command"] == "Delete":
+            self.rules.pop(key, None)
+        else:
+            self.rules[key] = (fm, expiry)
+            self.counts.event("rules_installed")
+        self._install(fm, timeout)
+
+    def _install(self, fm: dict[str, Any], timeout: int | None) -> None:
+        """A rule to its switch: nowhere without OpenFlow."""
+        LOG.warning("switch %d: the app sent a rule; no OpenFlow here", fm["switch"])
+        self.counts.event("openflow_unavailable")
+
+    def _expire(self, fm: dict[str, Any], expiry: int) -> None:
+        if self.rules.get(self._rule_key(fm), (None, None))[1] != expiry:
+            return  # replaced since
+        self._app_flow_mod(dict(fm, command="Delete"))
+        self.counts.event("rules_expired")
+
+    def _to_host(self, body: dict[str, Any]) -> None:
+        vm_ip = _vm_of_message(body)
+        vm = self.vm_of_ip.get(vm_ip)
+        if vm is None:
+            return
+        host = self.plan["vms"][vm]["host"]
+        try:
+            size = self.hosts.send(host, body)
+        except (OSError, KeyError) as exc:
+            LOG.warning("host agent of %s: %s", self.plan["hosts"][host]["name"], exc)
+            self.counts.event("host_message_errors")
+            return
+        self.counts.add("host_message", size)
+
+    def _counts_loop(self) -> None:
+        while True:
+            hub.sleep(COUNTS_EVERY_S)
+            self.counts.write(self.status())
+
+    def status(self) -> dict[str, Any]:
+        """Who is connected: the switches by name, and the hosts' agents."""
+        names = [s["name"] for s in self.plan["switches"]]
+        channel = self.hosts.end if isinstance(self.hosts, _ChannelAgents) else None
+        return {"switches_connected": sorted(names[i] for i in self.configured),
+                "agents_connected": sorted(channel.sessions) if channel else [],
+                "agents_refused": channel.refused if channel else 0,
+                "agents_refused_recently": list(channel.recent_refusals) if channel else []}
+
+
 if app_manager is not None:
 
-    class TaccController(app_manager.OSKenApp):  # type: ignore[misc,name-defined]
+    # Driver first: OSKenApp's own __init__ calls the next class's with no arguments.
+    class TaccController(Driver, app_manager.OSKenApp):  # type: ignore[misc,name-defined]
         OFP_VERSIONS = [ofproto_v1_3.OFP_VERSION]
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            from tacc import _core
-            from tacc.testbed.apps import INCAST_CONTROL_PORT
-
+            app_manager.OSKenApp.__init__(self, *args, **kwargs)
+            Driver.__init__(self, CONFIG)
             cfg = CONFIG
-            self.plan = cfg["plan"]
-            # The incasts' requests cross the network here as TCP connections (the engine
-            # hands them over in its own process): their packets are not the scenario's, and
-            # SICC, seeing their SYNs, read the queue of every worker's port each interval.
-            self.control_ports = {INCAST_CONTROL_PORT + a
-                                  for a, app in enumerate(self.plan["apps"]) if app.get("incast")}
-            self.mech = _core.Controller(json.dumps(self.plan))
-            # The app's time zero is the flows' (the run's `go` file says when), as in the
-            # simulator, where the mechanism starts with the scenario: its periodic work
-            # (SDN-ECN's probes, SDN-GCC's intervals) then falls at the same points of the
-            # flows' lives run after run. Until then its clock stands at zero.
-            self.go = Path(cfg["go"]) if "go" in cfg else None
-            self.start_ns: int | None = None if self.go else cfg["start_mono_ns"]
-            # The app's clock runs at time_scale times real time (the agents' Clock); its
-            # counters then grow by rate_scale / time_scale times what the plan's rates give.
-            self.time_scale = cfg.get("time_scale", 1.0)
-            self.counter_scale = cfg["rate_scale"] / self.time_scale
-            self.latency_s = self._real_s(self.mech.latency_ns)
-            self.counts = Counts(Path(cfg["counts"]))
-            self.counts.latency_s = self.latency_s
-            self.hosts = _host_delivery(cfg, self.plan)
-            # Switch -> its agent's stats: a Unix socket's path, or a signed UDP address.
-            self.switch_stats: dict[int, str | _UdpStats] = {
-                int(i): _UdpStats(p["address"], p["key"]) if isinstance(p, dict) else p
-                for i, p in cfg["switch_stats"].items()}
             # Datapath id -> switch, plan port <-> OpenFlow port: a fabric config gives them;
             # the testbed numbers switch i as datapath i + 1 and plan port p as port p + 1.
             self.switch_of_dpid = {int(d): s for d, s in cfg.get("datapath_ids", {}).items()}
@@ -154,64 +426,10 @@ if app_manager is not None:
             # not IPv4 (ARP) is forwarded as a learning switch does. The testbed routes: each
             # hop rewrites the MACs and decrements the TTL.
             self.l2 = bool(cfg.get("l2", False))
-            self.ready = Path(cfg["ready"])
-            self.reply_path = Path(cfg["reply_socket"])
-            self.reply_path.unlink(missing_ok=True)
-            self.stats_sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-            self.stats_sock.bind(str(self.reply_path))
-            self.stats_sock.settimeout(STATS_TIMEOUT_S)
-            # Switches whose agents copy in their ports: only where the copies have a socket
-            # to come to (else the copy rules stay).
-            self.port_copies = {int(i) for i in cfg.get("port_copies", [])
-                                if "reports" in cfg}
-            self.reports: socket.socket | None = None
-            if "reports" in cfg:
-                Path(cfg["reports"]).unlink(missing_ok=True)
-                self.reports = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-                self.reports.bind(cfg["reports"])
-            self.vm_of_ip = {_ip(v["address"]): k for k, v in enumerate(self.plan["vms"])}
-            self.routes = {(r["switch"], r["vm"]): r["ports"] for r in self.plan["routes"]}
-            # Plan port -> the other direction of its link.
-            if "reverse" in cfg:
-                self.reverse = {int(a): b for a, b in cfg["reverse"].items()}
-            else:
-                self.reverse = {a: b for pair in port_pairs(self.plan)
-                                for a, b in (pair, pair[::-1])}
             self.datapaths: dict[int, Any] = {}
-            self.configured: set[int] = set()
             self.accounted: dict[int, set[tuple[int, int, int, int, int]]] = {}
             self.routed: dict[int, set[tuple[int, int, int, int, int]]] = {}  # ECMP decided
-            # Rules the app installed, kept to reinstall after a switch restart:
-            # (switch, match JSON, priority) -> (FlowMod, its expiry in ns or None).
-            self.rules: dict[tuple[int, str, int], tuple[dict[str, Any], int | None]] = {}
             self.pending_switch_stats: dict[int, dict[str, Any]] = {}
-            self.threads = [hub.spawn(self._timer_loop), hub.spawn(self._counts_loop)]
-            if self.reports is not None:
-                self.threads.append(hub.spawn(self._reports_loop))
-
-            def stop(*_: object) -> None:
-                self.counts.write()
-                for path in cfg.get("remove_on_exit", []):
-                    Path(path).unlink(missing_ok=True)
-                os._exit(0)
-
-            for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-                signal.signal(sig, stop)
-
-        def now(self) -> int:
-            if self.start_ns is None and self.go is not None:
-                try:
-                    self.start_ns = int(json.loads(self.go.read_text())["start_mono_ns"])
-                except (OSError, ValueError, KeyError):
-                    return 0
-            assert self.start_ns is not None
-            return max(0, round((time.monotonic_ns() - self.start_ns) * self.time_scale))
-
-        def _real_s(self, ns: int) -> float:
-            """The real seconds that `ns` of the app's time take."""
-            return ns / 1e9 / self.time_scale
-
-        # ---------------------------------------------------------------- connection
 
         @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
         def switch_features(self, ev: Any) -> None:
@@ -286,11 +504,7 @@ if app_manager is not None:
                 if dp is ev.msg.datapath:
                     self.configured.add(switch)
             if len(self.configured) == len(self.plan["switches"]):
-                self.hosts.take_control()
-                if not self.ready.exists():
-                    self.ready.write_text("ready\n")
-
-        # ---------------------------------------------------------------- events in
+                self._in_control()
 
         @set_ev_cls(ofp_event.EventOFPPacketIn, MAIN_DISPATCHER)
         def packet_in(self, ev: Any) -> None:
@@ -325,62 +539,6 @@ if app_manager is not None:
                 out_port = self._route_port(switch, ip)
             self._to_app(switch, in_port, out_port, ip, "packet_ins_ignored")
 
-        def _to_app(self, switch: int, in_port: int, out_port: int | None, ip: bytes,
-                    ignored: str) -> None:
-            """A packet-in (or a port's copy) to the mechanism, and its outputs on."""
-            try:
-                out = self.mech.packet_in(self.now(), switch, in_port, out_port, ip)
-            except ValueError as exc:
-                LOG.warning("switch %d: %s: not handled: %s", switch, ignored, exc)
-                self.counts.event(ignored)
-                return
-            self._dispatch(out)
-
-        def _reports_loop(self) -> None:
-            assert self.reports is not None
-            while True:
-                try:
-                    datagram = self.reports.recv(256)
-                except OSError:  # the loop must outlive a bad moment: copies keep coming
-                    LOG.exception("reading the switch agents' copies")
-                    self.counts.event("handler_errors")
-                    hub.sleep(0.01)
-                    continue
-                # A copy stands for the packet-in the switch would have sent.
-                self.counts.add("packet_in", len(datagram))
-                self.counts.event("port_copies")
-                self._later(self._port_copy, datagram)
-
-        def _port_copy(self, datagram: bytes) -> None:
-            """A copy from a switch agent: the magic, the switch, the port the packet left
-            by, its IPv4 and TCP headers (crates/tacc-agent/src/switch.rs, `Reports`)."""
-            if len(datagram) < 34 or not datagram.startswith(PORT_COPY_MAGIC):
-                self.counts.event("port_copies_ignored")
-                return
-            switch = int.from_bytes(datagram[6:10])
-            out_port = int.from_bytes(datagram[10:14])
-            ip = datagram[14:]
-            if self._is_app_control(ip):
-                self.counts.event("packet_ins_of_app_control")
-                return
-            # The port it came in by is not seen at the output: it is the route back to the
-            # source (a copy rule's app reads where the packet goes, not where it came from;
-            # under ECMP, the first of the equal ports).
-            src = self.vm_of_ip.get(int.from_bytes(ip[12:16]))
-            back = self.routes.get((switch, src)) if src is not None else None
-            if switch not in self.port_copies or not back:
-                self.counts.event("port_copies_ignored")
-                return
-            self._to_app(switch, self.reverse[back[0]], out_port, ip, "port_copies_ignored")
-
-        def _is_app_control(self, ip: bytes) -> bool:
-            """A TCP packet to or from an incast's control port."""
-            ihl = (ip[0] & 0x0F) * 4
-            if not self.control_ports or ip[9] != 6 or len(ip) < ihl + 4:
-                return False
-            ports = int.from_bytes(ip[ihl:ihl + 2]), int.from_bytes(ip[ihl + 2:ihl + 4])
-            return not self.control_ports.isdisjoint(ports)
-
         @set_ev_cls(ofp_event.EventOFPPortStatsReply, MAIN_DISPATCHER)
         def port_stats(self, ev: Any) -> None:
             self.counts.add("stats_reply", len(ev.msg.buf))
@@ -403,82 +561,17 @@ if app_manager is not None:
             LOG.warning("switch error type=%d code=%d", msg.type, msg.code)
             self.counts.event("openflow_errors")
 
-        # ---------------------------------------------------------------- the app's outputs
-
-        def _timer_loop(self) -> None:
-            while True:
-                at = self.mech.poll_at()
-                now = self.now()
-                if at is not None and at <= now:
-                    self._dispatch(self.mech.timer(now))
-                    continue
-                wait = 0.01 if at is None else min(0.01, self._real_s(at - now))
-                hub.sleep(wait)
-
-        def _dispatch(self, out: list[str]) -> None:
-            for text in out:
-                message = json.loads(text)
-                ((kind, body),) = message.items()
-                if kind == "StatsRequest":
-                    self._later(self._stats_request, body)
-                elif kind == "FlowMod":
-                    self._later(self._app_flow_mod, body)
-                elif kind == "ToHost":
-                    self._later(self._to_host, body)
-                else:
-                    LOG.warning("the app sent %s: not a controller output", kind)
-
-        def _later(self, fn: Any, *args: Any) -> None:
-            """Runs `fn` after the scenario's one-way control latency; errors are logged
-            and survived, as a controller must."""
-            def run() -> None:
-                try:
-                    fn(*args)
-                except Exception:  # noqa: BLE001 - one bad message must not stop the app
-                    LOG.exception("control message not handled")
-                    self.counts.event("handler_errors")
-
-            if self.latency_s > 0:
-                hub.spawn_after(self.latency_s, run)
-            else:
-                run()
-
-        def _stats_request(self, body: dict[str, Any]) -> None:
-            ((kind, req),) = body.items()
-            switch = req["switch"]
-            if kind == "Switch":
-                dp = self.datapaths.get(switch)
-                if dp is None:
-                    return
-                ofp, parser = dp.ofproto, dp.ofproto_parser
-                self.pending_switch_stats[switch] = {"ports": None, "flows": [],
-                                                     "flows_done": False}
-                self._send(dp, parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY),
-                           "stats_request")
-                self._send(dp, parser.OFPFlowStatsRequest(
-                    dp, 0, ACCOUNTING, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE_ACCOUNT,
-                    COOKIE_ACCOUNT), "stats_request")
+        def _openflow_stats(self, switch: int) -> None:
+            dp = self.datapaths.get(switch)
+            if dp is None:
                 return
-            agent = self.switch_stats.get(switch)
-            if agent is None:
-                return
-            request = json.dumps(body).encode()
-            try:
-                self.counts.add("stats_request", len(request))
-                if isinstance(agent, _UdpStats):
-                    reply = agent.ask(request, lambda: self.counts.event("stats_replies_refused"))
-                else:
-                    self.stats_sock.sendto(request, agent)
-                    reply = self.stats_sock.recv(4096)
-            except (OSError, socket.timeout) as exc:
-                LOG.warning("switch agent %d: no answer (%s)", switch, exc)
-                self.counts.event("stats_timeouts")
-                return
-            self.counts.add("stats_reply", len(reply))
-            self._later(self._stats_reply, self._plan_marks(reply.decode()))
-
-        def _stats_reply(self, reply: str) -> None:
-            self._dispatch(self.mech.stats_reply(self.now(), reply))
+            ofp, parser = dp.ofproto, dp.ofproto_parser
+            self.pending_switch_stats[switch] = {"ports": None, "flows": [],
+                                                 "flows_done": False}
+            self._send(dp, parser.OFPPortStatsRequest(dp, 0, ofp.OFPP_ANY), "stats_request")
+            self._send(dp, parser.OFPFlowStatsRequest(
+                dp, 0, ACCOUNTING, ofp.OFPP_ANY, ofp.OFPG_ANY, COOKIE_ACCOUNT,
+                COOKIE_ACCOUNT), "stats_request")
 
         def _switch_stats_part(self, msg: Any, part: str) -> None:
             switch = self._switch_of(msg.datapath)
@@ -507,39 +600,13 @@ if app_manager is not None:
                 reply = {"Switch": {"switch": switch, "ports": pending["ports"], "flows": flows}}
                 self._stats_reply(json.dumps(reply))
 
-        def _plan_marks(self, reply: str) -> str:
-            """A switch agent's reply with its port's mark count at the plan's rates: the
-            port sends `rate_scale` times the packets it would at the scenario's rates, so in
-            real time it marks that many times fewer, and SDN-GCC's cuts (marks per
-            millisecond, Algorithm 3) would be that many times weaker than the simulator's."""
-            message = json.loads(reply)
-            marks = message.get("PortMarks")
-            if marks is None:
-                return reply
-            marks["marks"] = round(marks["marks"] / self.counter_scale)
-            return json.dumps(message)
-
         def _plan_bytes(self, frame_bytes: int, packets: int) -> int:
             """IP bytes at the plan's rates, from a counter of Ethernet frames at the
             testbed's."""
             return round((frame_bytes - ETH_HEADER * packets) / self.counter_scale)
 
-        @staticmethod
-        def _rule_key(fm: dict[str, Any]) -> tuple[int, str, int]:
-            """A rule as OpenFlow identifies it: switch, match, priority."""
-            return fm["switch"], json.dumps(fm["rule_match"], sort_keys=True), fm["priority"]
-
-        def _app_flow_mod(self, fm: dict[str, Any]) -> None:
-            switch = fm["switch"]
-            timeout = fm["hard_timeout"]
-            expiry = None if timeout is None else self.now() + timeout
-            key = self._rule_key(fm)
-            if fm["command"] == "Delete":
-                self.rules.pop(key, None)
-            else:
-                self.rules[key] = (fm, expiry)
-                self.counts.event("rules_installed")
-            dp = self.datapaths.get(switch)
+        def _install(self, fm: dict[str, Any], timeout: int | None) -> None:
+            dp = self.datapaths.get(fm["switch"])
             if dp is not None:
                 self._flow_mod(dp, fm, timeout, "flow_mod")
 
@@ -597,28 +664,6 @@ if app_manager is not None:
                     dp, table_id=MECHANISM, command=ofp.OFPFC_ADD, priority=fm["priority"],
                     hard_timeout=hard, flags=ofp.OFPFF_SEND_FLOW_REM if hard else 0,
                     match=parser.OFPMatch(**f), instructions=instructions), kind)
-
-        def _expire(self, fm: dict[str, Any], expiry: int) -> None:
-            if self.rules.get(self._rule_key(fm), (None, None))[1] != expiry:
-                return  # replaced since
-            self._app_flow_mod(dict(fm, command="Delete"))
-            self.counts.event("rules_expired")
-
-        def _to_host(self, body: dict[str, Any]) -> None:
-            vm_ip = _vm_of_message(body)
-            vm = self.vm_of_ip.get(vm_ip)
-            if vm is None:
-                return
-            host = self.plan["vms"][vm]["host"]
-            try:
-                size = self.hosts.send(host, body)
-            except (OSError, KeyError) as exc:
-                LOG.warning("host agent of %s: %s", self.plan["hosts"][host]["name"], exc)
-                self.counts.event("host_message_errors")
-                return
-            self.counts.add("host_message", size)
-
-        # ---------------------------------------------------------------- helpers
 
         def _output(self, dp: Any, port: int, before: list[Any] | None = None) -> Any:
             """Apply-actions that send a packet out of plan port `port` to the next hop."""
@@ -693,20 +738,6 @@ if app_manager is not None:
                 if known is dp:
                     return switch
             return None
-
-        def _counts_loop(self) -> None:
-            while True:
-                hub.sleep(COUNTS_EVERY_S)
-                self.counts.write(self.status())
-
-        def status(self) -> dict[str, Any]:
-            """Who is connected: the switches by name, and the hosts' agents."""
-            names = [s["name"] for s in self.plan["switches"]]
-            channel = self.hosts.end if isinstance(self.hosts, _ChannelAgents) else None
-            return {"switches_connected": sorted(names[i] for i in self.configured),
-                    "agents_connected": sorted(channel.sessions) if channel else [],
-                    "agents_refused": channel.refused if channel else 0,
-                    "agents_refused_recently": list(channel.recent_refusals) if channel else []}
 
 
 class _UdpStats:
@@ -870,8 +901,13 @@ def main(argv: list[str]) -> int:
 
 def serve(config: dict[str, Any], host: str) -> None:
     """Runs the app with `config` until the process is stopped, its switches connecting to
-    `host`:`config["listen"]`."""
+    `host`:`config["listen"]`; with `"openflow": false`, the Driver alone, and no switch."""
     hub.patch(thread=False)
+    if not config.get("openflow", True):
+        driver = Driver(config)
+        driver._in_control()
+        hub.joinall(driver.loops)
+        return
     import tacc.testbed.controller as this
     from os_ken import cfg
     from os_ken.controller import controller as _  # registers the OpenFlow options

@@ -371,8 +371,8 @@ class _Run:
         switches = self.switch_kind = resolve_switches(plan, options.switches)
         topo = topology.build(plan, self.names, scale, switches, options.link_delays)
         agents_start = time.monotonic_ns()
-        if switches == "ovs":
-            self._start_controller(topo, scale, agents_start)
+        if switches == "ovs" or controller_kind(plan) == "agents":
+            self._start_controller(topo, scale, agents_start, openflow=switches == "ovs")
         wire, rtts = self._start_wire(topo, scale)
         if rtts is not None:
             self.say(f"base RTT {rtts[0]:.0f}us (first flow's endpoints, median of 20 pings; "
@@ -410,11 +410,14 @@ class _Run:
             raise TestbedError("\n".join([*self.failures, f"results written to {out}"]))
         return out
 
-    def _start_controller(self, topo: topology.Topology, scale: float, start_ns: int) -> None:
+    def _start_controller(self, topo: topology.Topology, scale: float, start_ns: int,
+                          openflow: bool) -> None:
         """The SDN controller, then the OVS switches it drives; returns once the controller
-        has configured every switch (before that, nothing forwards)."""
+        has configured every switch (before that, nothing forwards). Without `openflow`
+        (Linux switches), the controller alone, in a namespace of its own with no link."""
         plan, workdir = self.plan, self.workdir
         self._controller_config = {
+            "openflow": openflow,
             "plan": plan, "rate_scale": scale, "time_scale": self.time_scale,
             "start_mono_ns": start_ns, "go": str(workdir / "go"),
             "listen": ovs.CONTROLLER_PORT, "reply_socket": str(workdir / "stats.sock"),
@@ -431,10 +434,15 @@ class _Run:
         }
         path = workdir / "controller.json"
         path.write_text(json.dumps(self._controller_config), encoding="utf-8")
-        self.switches = ovs.Switches(topo, workdir)
-        self.switches.management_network()
+        if openflow:
+            self.switches = ovs.Switches(topo, workdir)
+            self.switches.management_network()
+        else:
+            shell.run(["ip", "netns", "add", self.names.mgmt])
+            topo.namespaces.append(self.names.mgmt)
         self._launch_controller()
-        self.switches.start()
+        if self.switches is not None:
+            self.switches.start()
         self._wait_ready([self.controller], time.monotonic_ns() + round(READY_TIMEOUT_S * 1e9),
                          "controller")
 
@@ -465,6 +473,13 @@ class _Run:
         except (OSError, ValueError) as exc:
             raise TestbedError(f"the controller wrote no counts: {exc}: "
                                f"{self.controller.said() or 'no message'}") from exc
+
+    def _unserved(self) -> list[str]:
+        """The controller's rules and OpenFlow requests that found no OpenFlow switch."""
+        counts = self._controller_counts() if self.switches is None else None
+        n = (counts or {}).get("events", {}).get("openflow_unavailable", 0)
+        return [f"the {self.plan['mechanism']['kind']} controller: {n} rules or OpenFlow "
+                "requests not served (Linux switches have no OpenFlow)"] if n else []
 
     def _host_agent_counts(self) -> dict[str, dict[str, float]]:
         """Each host agent's last counters (its shim's and its control socket's), by host."""
@@ -778,7 +793,7 @@ class _Run:
                              *plan_notes(plan, self.options.link_delays,
                                          {d.pattern for _, d in self.departures}),
                              *switch_notes(plan, self.switch_kind), *found.notes,
-                             *disagreements],
+                             *self._unserved(), *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
                 "every_s": self.sample_interval_ns / 1e9,
@@ -800,26 +815,38 @@ _RUNNING: dict[Path, _Run] = {}
 
 
 def resolve_switches(plan: Plan, switches: str) -> str:
-    """"auto": OVS switches where the mechanism has a controller app."""
+    """"auto": OVS switches where the mechanism's controller needs OpenFlow."""
     if switches not in ("auto", "linux", "ovs"):
         raise TestbedError(f"switches: expected auto, linux or ovs, got {switches!r}")
     if switches == "auto":
-        switches = "ovs" if has_controller_app(plan) else "linux"
+        switches = "ovs" if controller_kind(plan) == "openflow" else "linux"
     return switches
 
 
-def has_controller_app(plan: Plan) -> bool:
+def controller_kind(plan: Plan) -> str | None:
+    """How the mechanism's controller app meets the switches: None, it has none;
+    "openflow", it needs Open vSwitch switches (a switch hook shows it each flow's first
+    packet, and its counters are OpenFlow's; or it installs rules the switch agents do not
+    serve); "agents", the switch agents serve all it reads (SICC: their ports' copies of
+    SYNs and FINs, their queue lengths), so it runs beside Linux switches too."""
     from tacc import _core
 
-    return bool(_core.Controller(json.dumps(plan)).has_app())
+    ctl = _core.Controller(json.dumps(plan))
+    if not ctl.has_app():
+        return None
+    if any(ctl.has_hook(s) or ctl.initial_rules(s, port_copies=True)
+           for s in range(len(plan["switches"]))):
+        return "openflow"
+    return "agents"
 
 
 def switch_notes(plan: Plan, switches: str) -> list[str]:
-    """What the switches chosen leave out of the mechanism: Linux switches run no
-    controller, so a mechanism's controller app does not run (its host agents do)."""
-    if switches == "linux" and has_controller_app(plan):
-        return [f"the {plan['mechanism']['kind']} controller: not run (Linux switches have no "
-                "controller; --switches ovs or auto runs it), the host agents run alone"]
+    """What the switches chosen leave out of the mechanism: Linux switches have no
+    OpenFlow, so a controller app that needs it does not run (its host agents do)."""
+    if switches == "linux" and controller_kind(plan) == "openflow":
+        return [f"the {plan['mechanism']['kind']} controller: not run (it needs OpenFlow, "
+                "which Linux switches do not have; --switches ovs or auto runs it), the host "
+                "agents run alone"]
     return []
 
 
