@@ -48,7 +48,7 @@ class Case:
 SICC = ('{kind="sicc",interval="10ms",initial_window=2.0,evaluate_on_syn=true,'
         'incast_duration="30ms"}')
 CASES = [
-    Case("incast", "incast-over-elephants.toml", (), "mice", "elephant", "ovs"),
+    Case("incast", "incast-over-elephants.toml", (), "mice", "elephant"),
     Case("incast-sicc", "incast-over-elephants.toml", (("mechanism", SICC),), "mice",
          "elephant"),
     Case("short-next-to-bulk", "short-next-to-bulk.toml", (), "short", "bulk", "ovs"),
