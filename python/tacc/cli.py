@@ -127,7 +127,8 @@ def _parser() -> argparse.ArgumentParser:
     testbed.add_argument("--switches", choices=("auto", "linux", "ovs"), default="auto",
                          help="the switches: linux (namespaces that route), ovs (Open vSwitch "
                               "bridges driven by the SDN controller app) or auto (ovs for "
-                              "the mechanisms with a controller: sdn-gcc, sicc, sdn-ecn)")
+                              "a controller that needs OpenFlow: sdn-gcc, sdn-ecn; SICC's "
+                              "controller runs beside linux switches)")
     testbed.add_argument("--repeat", type=int, default=1, metavar="N",
                          help="run the scenario N times, into DIR/run-1 ... DIR/run-N, and "
                               "write the spread over the runs (per flow the median, min, max "

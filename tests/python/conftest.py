@@ -148,18 +148,33 @@ def testbed_machine(engine: None) -> None:
         pytest.skip(reason)
 
 
+def _require(missing: list[str]) -> None:
+    """A skip naming what is missing (a failure with TACC_REQUIRE_TESTBED=1), if anything is."""
+    if missing:
+        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
+            pytest.fail("; ".join(missing))
+        pytest.skip("; ".join(missing))
+
+
+def _os_ken_missing() -> list[str]:
+    try:
+        import os_ken  # noqa: F401
+    except ImportError:
+        return ["os-ken: not installed (pip install os-ken)"]
+    return []
+
+
+@pytest.fixture
+def controller_machine(testbed_machine: None) -> None:
+    """The testbed and os-ken, which runs a mechanism's controller (beside Linux switches
+    too: SICC's), or a skip that says which is missing."""
+    _require(_os_ken_missing())
+
+
 @pytest.fixture
 def ovs_machine(testbed_machine: None, engine: None) -> None:
     """The testbed, Open vSwitch and os-ken, or a skip that says which are missing (a
     failure with TACC_REQUIRE_TESTBED=1)."""
     from tacc.testbed import ovs
 
-    missing = ovs.missing()
-    try:
-        import os_ken  # noqa: F401
-    except ImportError:
-        missing.append("os-ken: not installed (pip install os-ken)")
-    if missing:
-        if os.environ.get("TACC_REQUIRE_TESTBED") == "1":
-            pytest.fail("; ".join(missing))
-        pytest.skip("; ".join(missing))
+    _require(ovs.missing() + _os_ken_missing())

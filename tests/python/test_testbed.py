@@ -91,19 +91,21 @@ def test_a_controller_that_needs_no_openflow_runs_beside_linux_switches(
         engine: None, mechanism: str, kind: str | None, switches: str) -> None:
     """SICC's controller reads only what the switch agents serve (their ports' copies of
     SYNs and FINs, their queue lengths): it runs beside Linux switches, and nothing of it is
-    left out there. SDN-GCC's per-flow counters and SDN-ECN's marking rules are OpenFlow's:
-    they take Open vSwitch switches, and Linux switches say they do not run them."""
+    left out there. SDN-GCC and SDN-ECN have a switch hook (each flow's first packet to the
+    app, its bytes counted in an OpenFlow rule): they take Open vSwitch switches, and Linux
+    switches say they do not run them."""
     plan = plans.load_plan(DATA / "incast-over-elephants.toml", [("mechanism", mechanism)])
 
     assert run.controller_kind(plan) == kind
-    assert run.resolve_switches(plan, "auto") == switches
-    notes = run.switch_notes(plan, "linux")
+    assert run.resolve_switches(kind, "auto") == switches
+    notes = run.switch_notes(plan, kind, "linux")
     if kind == "openflow":
         assert notes == [f"the {plan['mechanism']['kind']} controller: not run (it needs "
                          "OpenFlow, which Linux switches do not have; --switches ovs or auto "
                          "runs it), the host agents run alone"]
     else:
         assert notes == []
+
 
 def test_a_plan_dilated_in_time_keeps_its_rates_and_sizes(engine: None) -> None:
     """Applications at a tenth of the rates run ten times slower: every time of the plan
@@ -172,7 +174,7 @@ def test_open_loop_flows_keep_the_engines_ports_and_incast_flows_take_free_ones(
     tuples = {(f["src_vm"], f["dst_vm"], f["src_port"], f["dst_port"]) for f in flows}
     assert len(tuples) == len(flows)
     assert min(f["src_port"] for f in flows) >= tacc._engine().FIRST_PORT
-    assert run.resolve_switches(plan, "linux") == "linux"
+    assert run.resolve_switches(run.controller_kind(plan), "linux") == "linux"
 
 
 def _four_flows_with(tmp_path: Path, tcp_lines: str) -> Path:

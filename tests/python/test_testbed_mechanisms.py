@@ -300,10 +300,11 @@ def incast_on_then_capture(capture: Path):  # noqa: ANN201 (a callback for Optio
     return during
 
 
-def test_sicc_clamps_the_window_of_acks_to_a_flagged_vm(testbed_machine: None,
+def test_sicc_clamps_the_window_of_acks_to_a_flagged_vm(controller_machine: None,
                                                         tmp_path: Path) -> None:
-    """The host side of SICC with its flag set by hand (no controller): the ACKs reaching
-    the sender's VM carry a 1 MSS window, with correct checksums (tcpdump checks them)."""
+    """The host side of SICC with its flag set by hand (its controller, with one flow,
+    predicts no incast): the ACKs reaching the sender's VM carry a 1 MSS window, with
+    correct checksums (tcpdump checks them)."""
     capture = tmp_path / "capture.txt"
     # A flag lasts DM without an OFF; long enough here for the capture.
     sicc = '{kind="sicc",incast_duration="5s"}'
@@ -341,7 +342,7 @@ def forge_replay_and_truncate(captures: dict[str, str]):  # noqa: ANN201 (Option
     return during
 
 
-def test_the_agent_refuses_forged_replayed_and_truncated_messages(testbed_machine: None,
+def test_the_agent_refuses_forged_replayed_and_truncated_messages(controller_machine: None,
                                                                    tmp_path: Path) -> None:
     """The control socket is authenticated: none of the refused messages touches SICC's
     clamp (every ACK still carries the 1 MSS window the ON set), each is counted under its

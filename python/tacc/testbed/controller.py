@@ -171,17 +171,20 @@ class Driver:
             self.reverse = {a: b for pair in port_pairs(self.plan)
                             for a, b in (pair, pair[::-1])}
         self.configured: set[int] = set()  # switches whose OpenFlow tables are in place
-        # Rules the app installed, kept to reinstall after a switch restart:
-        # (switch, match JSON, priority) -> (FlowMod, its expiry in ns or None).
-        self.rules: dict[tuple[int, str, int], tuple[dict[str, Any], int | None]] = {}
+        self.remove_on_exit = [Path(p) for p in cfg.get("remove_on_exit", [])]
+        self.loops: list[Any] = []
+
+    def run_loops(self) -> None:
+        """Its loops and its exit on a signal; after the constructors, whose state they
+        read (not `start`: OSKenApp's, which runs an app's event loop)."""
         self.loops = [hub.spawn(self._timer_loop), hub.spawn(self._counts_loop)]
         if self.reports is not None:
             self.loops.append(hub.spawn(self._reports_loop))
 
         def stop(*_: object) -> None:
             self.counts.write()
-            for path in cfg.get("remove_on_exit", []):
-                Path(path).unlink(missing_ok=True)
+            for path in self.remove_on_exit:
+                path.unlink(missing_ok=True)
             os._exit(0)
 
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -348,32 +351,10 @@ class Driver:
         marks["marks"] = round(marks["marks"] / self.counter_scale)
         return json.dumps(message)
 
-    @staticmethod
-    def _rule_key(fm: dict[str, Any]) -> tuple[int, str, int]:
-        """A rule as OpenFlow identifies it: switch, match, priority."""
-        return fm["switch"], json.dumps(fm["rule_match"], sort_keys=True), fm["priority"]
-
     def _app_flow_mod(self, fm: dict[str, Any]) -> None:
-        timeout = fm["hard_timeout"]
-        expiry = None if timeout is None else self.now() + timeout
-        key = self._rule_key(fm)
-        if fm["command"] == "Delete":
-            self.rules.pop(key, None)
-        else:
-            self.rules[key] = (fm, expiry)
-            self.counts.event("rules_installed")
-        self._install(fm, timeout)
-
-    def _install(self, fm: dict[str, Any], timeout: int | None) -> None:
-        """A rule to its switch: nowhere without OpenFlow."""
+        """A rule from the app: nowhere to install it without OpenFlow."""
         LOG.warning("switch %d: the app sent a rule; no OpenFlow here", fm["switch"])
         self.counts.event("openflow_unavailable")
-
-    def _expire(self, fm: dict[str, Any], expiry: int) -> None:
-        if self.rules.get(self._rule_key(fm), (None, None))[1] != expiry:
-            return  # replaced since
-        self._app_flow_mod(dict(fm, command="Delete"))
-        self.counts.event("rules_expired")
 
     def _to_host(self, body: dict[str, Any]) -> None:
         vm_ip = _vm_of_message(body)
@@ -430,6 +411,10 @@ if app_manager is not None:
             self.accounted: dict[int, set[tuple[int, int, int, int, int]]] = {}
             self.routed: dict[int, set[tuple[int, int, int, int, int]]] = {}  # ECMP decided
             self.pending_switch_stats: dict[int, dict[str, Any]] = {}
+            # Rules the app installed, kept to reinstall after a switch restart:
+            # (switch, match JSON, priority) -> (FlowMod, its expiry in ns or None).
+            self.rules: dict[tuple[int, str, int], tuple[dict[str, Any], int | None]] = {}
+            self.run_loops()
 
         @set_ev_cls(ofp_event.EventOFPSwitchFeatures, CONFIG_DISPATCHER)
         def switch_features(self, ev: Any) -> None:
@@ -605,10 +590,29 @@ if app_manager is not None:
             testbed's."""
             return round((frame_bytes - ETH_HEADER * packets) / self.counter_scale)
 
-        def _install(self, fm: dict[str, Any], timeout: int | None) -> None:
+        @staticmethod
+        def _rule_key(fm: dict[str, Any]) -> tuple[int, str, int]:
+            """A rule as OpenFlow identifies it: switch, match, priority."""
+            return fm["switch"], json.dumps(fm["rule_match"], sort_keys=True), fm["priority"]
+
+        def _app_flow_mod(self, fm: dict[str, Any]) -> None:
+            timeout = fm["hard_timeout"]
+            expiry = None if timeout is None else self.now() + timeout
+            key = self._rule_key(fm)
+            if fm["command"] == "Delete":
+                self.rules.pop(key, None)
+            else:
+                self.rules[key] = (fm, expiry)
+                self.counts.event("rules_installed")
             dp = self.datapaths.get(fm["switch"])
             if dp is not None:
                 self._flow_mod(dp, fm, timeout, "flow_mod")
+
+        def _expire(self, fm: dict[str, Any], expiry: int) -> None:
+            if self.rules.get(self._rule_key(fm), (None, None))[1] != expiry:
+                return  # replaced since
+            self._app_flow_mod(dict(fm, command="Delete"))
+            self.counts.event("rules_expired")
 
         def _flow_mod(self, dp: Any, fm: dict[str, Any], timeout: int | None, kind: str) -> None:
             """A tacc-mech FlowMod as OpenFlow, to live `timeout` ns (None: for ever): one rule,
@@ -905,6 +909,7 @@ def serve(config: dict[str, Any], host: str) -> None:
     hub.patch(thread=False)
     if not config.get("openflow", True):
         driver = Driver(config)
+        driver.run_loops()
         driver._in_control()
         hub.joinall(driver.loops)
         return

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib.util
 import json
 import os
 import re
@@ -37,7 +38,8 @@ from pathlib import Path
 import tacc
 from tacc._progress import simulation_bar
 from tacc.testbed import (
-    TestbedError, apps, collect, control, dctcp, features, ovs, shell, topology, traffic,
+    TestbedError, TestbedUnavailable, apps, collect, control, dctcp, features, ovs, shell,
+    topology, traffic,
 )
 from tacc.testbed.departures import Departure, scenario_departures
 from tacc.testbed.plan import (
@@ -78,8 +80,8 @@ class Options:
     # it; off only to measure what a forging VM could do without the protection.
     scrub: bool = True
     # The switches: "linux" (each switch a namespace that routes), "ovs" (an Open vSwitch
-    # bridge driven by the SDN controller) or "auto" (ovs where the mechanism has a
-    # controller app, linux otherwise).
+    # bridge driven by the SDN controller) or "auto" (ovs where the mechanism's controller
+    # needs OpenFlow, linux otherwise: `controller_kind`).
     switches: str = "auto"
     # The mechanism's clock: "real", "dilated" (its time runs at the rate scale times real
     # time, see mechanism_time_scale) or "auto" (dilated for SDN-GCC, real for the others).
@@ -338,6 +340,7 @@ class _Run:
         self.controller: Child | None = None
         self.switches: ovs.Switches | None = None
         self.switch_kind = "linux"  # or "ovs": resolve_switches
+        self.controller_kind: str | None = None  # controller_kind
         self.captures: list[Child] = []  # tcpdump per port of output.pcap
 
     def say(self, text: str) -> None:
@@ -368,10 +371,11 @@ class _Run:
         self.say(f"testbed {self.names.run_id}: {len(plan['switches'])} switches, "
                  f"{len(plan['hosts'])} hosts, {len(plan['vms'])} VMs, "
                  f"{len(plan['flows'])} flows, {duration_ns / 1e9:g}s")
-        switches = self.switch_kind = resolve_switches(plan, options.switches)
+        self.controller_kind = controller_kind(plan)
+        switches = self.switch_kind = resolve_switches(self.controller_kind, options.switches)
         topo = topology.build(plan, self.names, scale, switches, options.link_delays)
         agents_start = time.monotonic_ns()
-        if switches == "ovs" or controller_kind(plan) == "agents":
+        if switches == "ovs" or self.controller_kind == "agents":
             self._start_controller(topo, scale, agents_start, openflow=switches == "ovs")
         wire, rtts = self._start_wire(topo, scale)
         if rtts is not None:
@@ -387,7 +391,8 @@ class _Run:
             during = threading.Thread(target=options.during, args=(self.names, self.workdir, t0),
                                       daemon=True)
             during.start()
-        self._emulate(topo, m, t0, agents)
+        with shell.measuring():
+            self._emulate(topo, m, t0, agents)
         if during is not None:
             during.join()
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
@@ -432,6 +437,9 @@ class _Run:
             "counts": str(workdir / "controller-counts.json"),
             "ready": str(workdir / "controller.ready"),
         }
+        if importlib.util.find_spec("os_ken") is None:
+            raise TestbedUnavailable(["os-ken: not installed (pip install os-ken): the "
+                                      "testbed's controller runs on it"])
         path = workdir / "controller.json"
         path.write_text(json.dumps(self._controller_config), encoding="utf-8")
         if openflow:
@@ -703,16 +711,13 @@ class _Run:
         counted_from = time.monotonic_ns()
         end = t0 + m.duration_ns
         bar = None if self.options.quiet else simulation_bar(desc="emulating")
-        cpu_every = round(collect.CPU_EVERY_S * 1e9)
-        cpu_last, next_cpu = collect.cpu_times(), t0 + cpu_every
+        # A thread of its own: a reading of the counters waits for the kernel's rtnl lock,
+        # which a process the saturated machine leaves without a core may hold for seconds.
+        cpu = threading.Thread(target=_sample_cpu, args=(m, t0, end), daemon=True)
+        cpu.start()
         try:
             next_sample = t0
             while (now := time.monotonic_ns()) < end:
-                if now >= next_cpu:
-                    cpu = collect.cpu_times()
-                    if cpu[1] > cpu_last[1]:
-                        m.cpu_idle.append((cpu[0] - cpu_last[0]) / (cpu[1] - cpu_last[1]))
-                    cpu_last, next_cpu = cpu, next_cpu + cpu_every
                 if now >= next_sample:
                     ports = topo.port_devices if tick % OTHERS_EVERY == 0 else sampled
                     for port, c in collect.port_counters(ports).items():
@@ -725,10 +730,11 @@ class _Run:
                 self._watch(watched, t0, end)
                 if bar is not None:
                     bar(now - t0, m.duration_ns)
-                _sleep_until(min(next_sample, next_cpu, end))
+                _sleep_until(min(next_sample, end))
         finally:
             if bar is not None:
                 bar.close()
+        cpu.join()
         m.counters_end = collect.port_counters(topo.port_devices)
         m.counters_ns = time.monotonic_ns() - counted_from
         deadline = time.monotonic() + STOP_GRACE_S
@@ -792,7 +798,8 @@ class _Run:
             "not_emulated": [*(message for message, _ in self.departures),
                              *plan_notes(plan, self.options.link_delays,
                                          {d.pattern for _, d in self.departures}),
-                             *switch_notes(plan, self.switch_kind), *found.notes,
+                             *switch_notes(plan, self.controller_kind, self.switch_kind),
+                             *found.notes,
                              *self._unserved(), *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
@@ -814,21 +821,24 @@ class _Run:
 _RUNNING: dict[Path, _Run] = {}
 
 
-def resolve_switches(plan: Plan, switches: str) -> str:
-    """"auto": OVS switches where the mechanism's controller needs OpenFlow."""
+def resolve_switches(kind: str | None, switches: str) -> str:
+    """"auto": OVS switches where the mechanism's controller needs OpenFlow (`kind`, as
+    controller_kind gives it)."""
     if switches not in ("auto", "linux", "ovs"):
         raise TestbedError(f"switches: expected auto, linux or ovs, got {switches!r}")
     if switches == "auto":
-        switches = "ovs" if controller_kind(plan) == "openflow" else "linux"
+        switches = "ovs" if kind == "openflow" else "linux"
     return switches
 
 
 def controller_kind(plan: Plan) -> str | None:
     """How the mechanism's controller app meets the switches: None, it has none;
-    "openflow", it needs Open vSwitch switches (a switch hook shows it each flow's first
-    packet, and its counters are OpenFlow's; or it installs rules the switch agents do not
-    serve); "agents", the switch agents serve all it reads (SICC: their ports' copies of
-    SYNs and FINs, their queue lengths), so it runs beside Linux switches too."""
+    "openflow", it needs Open vSwitch switches: a switch hook (SDN-GCC's and SDN-ECN's,
+    which show the app each flow's first packet and count its bytes in an OpenFlow rule), or
+    initial rules the switch agents do not serve; "agents", neither (SICC: its copy rules on
+    TCP flags alone are the agents' port copies), so it runs beside Linux switches too.
+    Rules or OpenFlow counters such an app asked for later would not be served: the run
+    lists them (`_unserved`)."""
     from tacc import _core
 
     ctl = _core.Controller(json.dumps(plan))
@@ -840,10 +850,10 @@ def controller_kind(plan: Plan) -> str | None:
     return "agents"
 
 
-def switch_notes(plan: Plan, switches: str) -> list[str]:
+def switch_notes(plan: Plan, kind: str | None, switches: str) -> list[str]:
     """What the switches chosen leave out of the mechanism: Linux switches have no
-    OpenFlow, so a controller app that needs it does not run (its host agents do)."""
-    if switches == "linux" and controller_kind(plan) == "openflow":
+    OpenFlow, so a controller app that needs it (`kind`) does not run (its host agents do)."""
+    if switches == "linux" and kind == "openflow":
         return [f"the {plan['mechanism']['kind']} controller: not run (it needs OpenFlow, "
                 "which Linux switches do not have; --switches ovs or auto runs it), the host "
                 "agents run alone"]
@@ -880,6 +890,18 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
     if clock == "auto":
         clock = "dilated" if (plan["mechanism"] or {}).get("kind") == "sdn-gcc" else "real"
     return scale if clock == "dilated" else 1.0
+
+
+def _sample_cpu(m: collect.Measured, t0: int, end: int) -> None:
+    """The machine's idle share in each second from t0 to `end` (m.cpu_idle)."""
+    every = round(collect.CPU_EVERY_S * 1e9)
+    last, at = collect.cpu_times(), t0 + every
+    while at <= end:
+        _sleep_until(at)
+        cpu = collect.cpu_times()
+        if cpu[1] > last[1]:
+            m.cpu_idle.append((cpu[0] - last[0]) / (cpu[1] - last[1]))
+        last, at = cpu, at + every
 
 
 def _sleep_until(when_ns: int) -> None:

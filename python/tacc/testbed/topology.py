@@ -13,7 +13,7 @@ and back. Delays are dilated by the rate scale, as every time on the testbed: at
 the rates a 25 us link holds the packet 250 us, so that a link keeps its bandwidth-delay
 product in packets.
 
-With Open vSwitch switches (`switches="ovs"`, for the mechanisms with a controller) a switch
+With Open vSwitch switches (`switches="ovs"`, for a controller that needs OpenFlow) a switch
 namespace holds an OVS bridge instead (tacc.testbed.ovs): its ports carry no address and the
 namespace does not route; the controller's rules forward. Every link end then has a MAC made
 from its port index (`port_mac`), so that rules can address the next hop, and each host's
