@@ -145,8 +145,9 @@ def test_a_second_with_no_idle_core_counts_as_saturated_and_the_report_says_wher
     from tacc.testbed.collect import cpu_summary
 
     assert cpu_summary([0.40, 0.04, 0.0, 0.30]) == {
-        "every_s": 1.0, "idle_min": 0.0, "idle_mean": pytest.approx(0.185), "saturated_s": 2.0}
-    assert cpu_summary([])["saturated_s"] == 0
+        "every_s": 1.0, "samples": 4, "idle_min": 0.0, "idle_mean": pytest.approx(0.185),
+        "saturated_s": 2.0}
+    assert cpu_summary([])["saturated_s"] == 0 and cpu_summary([])["samples"] == 0
     dirs: dict[str, list[Path]] = {}
     for variant, idle in (("tcp", [[0.3, 0.4], [0.2, 0.5]]), ("sicc", [[0.3, 0.01], [0.2]])):
         for i, seconds in enumerate(idle):

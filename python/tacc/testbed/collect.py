@@ -69,7 +69,7 @@ def cpu_summary(idle: list[float]) -> dict[str, Any]:
     """summary.json's `testbed.cpu`: a testbed run shares the machine's cores among every
     host, switch and agent process; where none is left idle, packets wait for a core and the
     run measures the machine as much as the network."""
-    return {"every_s": CPU_EVERY_S,
+    return {"every_s": CPU_EVERY_S, "samples": len(idle),
             "idle_min": min(idle) if idle else None,
             "idle_mean": sum(idle) / len(idle) if idle else None,
             "saturated_s": sum(1 for x in idle if x < SATURATED_IDLE) * CPU_EVERY_S}

@@ -706,15 +706,17 @@ class _Run:
         plan = self.plan
         sampled = {p: topo.port_devices[p] for p in plan["output"]["ports"]}
         interval, tick = self.sample_interval_ns, 0
+        # A thread of its own, started first: a reading of the counters waits for the
+        # kernel's rtnl lock, which a process the saturated machine leaves without a core
+        # may hold for seconds (the first reading of a four-rack run took 13-26 s).
+        cpu = threading.Thread(target=_sample_cpu, args=(m, t0, t0 + m.duration_ns),
+                               daemon=True)
+        cpu.start()
         _sleep_until(t0)
         m.counters_start = collect.port_counters(topo.port_devices)
         counted_from = time.monotonic_ns()
         end = t0 + m.duration_ns
         bar = None if self.options.quiet else simulation_bar(desc="emulating")
-        # A thread of its own: a reading of the counters waits for the kernel's rtnl lock,
-        # which a process the saturated machine leaves without a core may hold for seconds.
-        cpu = threading.Thread(target=_sample_cpu, args=(m, t0, end), daemon=True)
-        cpu.start()
         try:
             next_sample = t0
             while (now := time.monotonic_ns()) < end:
