@@ -435,6 +435,23 @@ def _measured(plan: dict[str, Any]) -> collect.Measured:
     return m
 
 
+def test_a_ports_utilization_is_over_the_time_between_its_own_readings(
+        plan: dict[str, Any]) -> None:
+    """The namespaces' counters are read one after another, seconds apart where the machine
+    is saturated: a port's bytes count over the time between its own two readings, not the
+    run's (2 s of 100 Mb/s read 1 s apart is 100% of the port, whatever the run's span)."""
+    m = _measured(plan)
+    rate = plan["ports"][8]["rate_bps"] * 0.1
+    m.counters_start[8]["read_ns"] = 3 * 10**9
+    m.counters_end[8] = dict(m.counters_end[8], tx_bytes=1000 + round(rate / 8 * 2),
+                             read_ns=5 * 10**9)
+    m.counters_ns = 10**9
+
+    port = collect.port_summaries(plan, m, 0.1)[8]
+
+    assert port["utilization"] == pytest.approx(1.0, rel=1e-6)
+
+
 def _write(plan: dict[str, Any], out: Path) -> Path:
     m = _measured(plan)
     flows = collect.flow_summaries(plan, m, {"newreno": "reno"})

@@ -18,6 +18,7 @@ import csv
 import json
 import math
 import statistics
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,16 +84,19 @@ SATURATED_IDLE = 0.05
 
 
 def port_counters(devices: dict[int, tuple[str, str]]) -> dict[int, dict[str, int]]:
-    """Each port's queue counters now: one `tc` call per namespace."""
+    """Each port's queue counters now: one `tc` call per namespace, each port's with the
+    monotonic time its call returned (`read_ns`): on a saturated machine a call can wait
+    seconds for the kernel's rtnl lock, and the namespaces are then read seconds apart."""
     by_ns: dict[str, dict[str, int]] = {}
     for port, (ns, dev) in devices.items():
         by_ns.setdefault(ns, {})[dev] = port
     counters = {}
     for ns, ports in by_ns.items():
-        for dev, values in parse_qdiscs(shell.run(["tc", "-n", ns, "-s", "-j", "qdisc",
-                                                   "show"])).items():
+        text = shell.run(["tc", "-n", ns, "-s", "-j", "qdisc", "show"])
+        read_ns = time.monotonic_ns()
+        for dev, values in parse_qdiscs(text).items():
             if dev in ports:
-                counters[ports[dev]] = values
+                counters[ports[dev]] = dict(values, read_ns=read_ns)
     return counters
 
 
@@ -217,8 +221,11 @@ def port_summaries(plan: Plan, m: Measured, scale: float) -> list[dict[str, Any]
     counted_s = (m.counters_ns or m.duration_ns) / NS
     ports = []
     for i, p in enumerate(plan["ports"]):
-        end = m.counters_end.get(i, {})
-        grew = _growth(m.counters_start.get(i, {}), end)
+        start, end = m.counters_start.get(i, {}), m.counters_end.get(i, {})
+        grew = _growth(start, end)
+        # Over the time between this port's own two readings, where they were timed.
+        window_s = (grew("read_ns") / NS if "read_ns" in start and "read_ns" in end
+                    else counted_s)
         rate = round(p["rate_bps"] * scale)
         backlog = samples.get(i, []) + [end.get("backlog_pkts", 0)]
         tx_bytes = grew("tx_bytes")
@@ -230,7 +237,7 @@ def port_summaries(plan: Plan, m: Measured, scale: float) -> list[dict[str, Any]
             "marked": marks.get(i, 0),
             "max_backlog_pkts": max(backlog), "mean_backlog_pkts": statistics.fmean(backlog),
             "tx_bytes": tx_bytes,
-            "utilization": tx_bytes * 8 / (rate * counted_s) if rate else 0.0,
+            "utilization": tx_bytes * 8 / (rate * window_s) if rate and window_s else 0.0,
         })
     return ports
 
