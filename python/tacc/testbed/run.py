@@ -391,8 +391,7 @@ class _Run:
             during = threading.Thread(target=options.during, args=(self.names, self.workdir, t0),
                                       daemon=True)
             during.start()
-        with shell.measuring():
-            self._emulate(topo, m, t0, agents)
+        self._emulate(topo, m, t0, agents)
         if during is not None:
             during.join()
         m.checksum_errors = collect.checksum_errors(topo.namespaces, self.names.prefix)
@@ -895,7 +894,9 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
 
 
 def _sample_cpu(m: collect.Measured, t0: int, end: int) -> None:
-    """The machine's idle share in each second from t0 to `end` (m.cpu_idle)."""
+    """The machine's idle share in each second from t0 to `end` (m.cpu_idle), in a thread
+    at shell.MEASUREMENT_PRIORITY."""
+    shell.realtime(shell.MEASUREMENT_PRIORITY)
     every = round(collect.CPU_EVERY_S * 1e9)
     last, at = collect.cpu_times(), t0 + every
     while at <= end:

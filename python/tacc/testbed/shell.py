@@ -3,14 +3,13 @@ ping): each failure is a TestbedError naming the command and what it printed."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import shlex
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from tacc.testbed import TestbedError, TestbedUnavailable
@@ -68,38 +67,25 @@ def sysctl(ns: str, settings: dict[str, object]) -> None:
 # of them left the traffic under 1% of its rate.
 APPLICATION_PRIORITY = 1
 MECHANISM_PRIORITY = 2
-# The run's own readings while the traffic runs (port counters, queues, the CPU's idle share)
-# come before everything they measure: at normal priority, beside real-time sources that left
-# no core idle (SDN-GCC's four racks, 42 elephants), a 20 s run took its first counter
-# reading 26 s late, its utilizations came out at 60 times the ports' rates, and it recorded
-# no CPU sample at all, so it did not say it was saturated.
+# The thread that reads the CPU's idle share each second of the traffic, before everything it
+# measures: beside real-time sources that left no core idle (SDN-GCC's four racks, 42
+# elephants), a run recorded no CPU sample and did not say it was saturated. It alone: the
+# run's readings of the port counters (a `tc` process each) at this priority preempted Open
+# vSwitch's forwarding, and a full queue read 20 packets short.
 MEASUREMENT_PRIORITY = 3
 FALLBACK_NICE = -10
 
 
 def realtime(priority: int) -> None:
-    """This process (and the threads it starts later) under SCHED_FIFO at `priority`, or at
-    nice -10 where the kernel refuses it (a container's cgroup), said on stderr."""
+    """This process (and the threads it starts later; called in a thread, that thread alone)
+    under SCHED_FIFO at `priority`, or at nice -10 where the kernel refuses it (a
+    container's cgroup), said on stderr."""
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
     except OSError as exc:
         print(f"real-time policy refused ({exc}); running at nice {FALLBACK_NICE}",
               file=sys.stderr)
         os.setpriority(os.PRIO_PROCESS, 0, FALLBACK_NICE)
-
-
-@contextlib.contextmanager
-def measuring() -> Iterator[None]:
-    """The calling thread (and the commands it runs) at MEASUREMENT_PRIORITY meanwhile, then
-    back to its own policy."""
-    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
-    nice = os.getpriority(os.PRIO_PROCESS, 0)
-    realtime(MEASUREMENT_PRIORITY)
-    try:
-        yield
-    finally:
-        os.sched_setscheduler(0, policy, param)
-        os.setpriority(os.PRIO_PROCESS, 0, nice)
 
 
 def wait_exited(pids: Sequence[int], timeout_s: float) -> list[int]:
