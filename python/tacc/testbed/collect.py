@@ -48,8 +48,6 @@ class Measured:
     traffic: dict[int, dict[str, Any]] = field(default_factory=dict)  # VM -> its records
     counters_start: dict[int, dict[str, int]] = field(default_factory=dict)
     counters_end: dict[int, dict[str, int]] = field(default_factory=dict)
-    # Between the two reads of the counters: the run's duration give or take a few ms.
-    counters_ns: int | None = None
     queue_samples: list[tuple[float, int, int, int]] = field(default_factory=list)
     agent_ports: list[dict[str, str]] = field(default_factory=list)
     agent_hosts: list[dict[str, str]] = field(default_factory=list)
@@ -218,14 +216,13 @@ def port_summaries(plan: Plan, m: Measured, scale: float) -> list[dict[str, Any]
     samples: dict[int, list[int]] = {}
     for _, port, pkts, _ in m.queue_samples:
         samples.setdefault(port, []).append(pkts)
-    counted_s = (m.counters_ns or m.duration_ns) / NS
     ports = []
     for i, p in enumerate(plan["ports"]):
         start, end = m.counters_start.get(i, {}), m.counters_end.get(i, {})
         grew = _growth(start, end)
-        # Over the time between this port's own two readings, where they were timed.
-        window_s = (grew("read_ns") / NS if "read_ns" in start and "read_ns" in end
-                    else counted_s)
+        # Over the time between this port's own two readings (the run's, where untimed).
+        window_s = (grew("read_ns") if "read_ns" in start and "read_ns" in end
+                    else m.duration_ns) / NS
         rate = round(p["rate_bps"] * scale)
         backlog = samples.get(i, []) + [end.get("backlog_pkts", 0)]
         tx_bytes = grew("tx_bytes")

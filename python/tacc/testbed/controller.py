@@ -112,8 +112,8 @@ class Counts:
 
 class Driver:
     """The mechanism's controller app and all it talks to but the switches' OpenFlow: its
-    clock and timer, the switch agents' copies and stats, the host agents, its rules' book
-    and the counts. `TaccController` adds the switches. Alone (`"openflow": false`), it runs
+    clock and timer, the switch agents' copies and stats, the host agents and the counts.
+    `TaccController` adds the switches and the book of the rules installed in them. Alone (`"openflow": false`), it runs
     beside Linux switches a mechanism whose app needs no rule and no OpenFlow counter
     (`tacc.testbed.run.controller_kind`: SICC, whose copies and queue lengths the switch
     agents serve)."""

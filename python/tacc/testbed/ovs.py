@@ -110,10 +110,7 @@ class Switches:
     def management_network(self) -> None:
         """The management namespace and its link to every switch."""
         names = self.topo.names
-        shell.run(["ip", "netns", "add", names.mgmt])
-        self.topo.namespaces.append(names.mgmt)
-        shell.sysctl(names.mgmt, {"net.ipv6.conf.all.disable_ipv6": 1,
-                                  "net.ipv6.conf.default.disable_ipv6": 1})
+        self.topo.add_namespace(names.mgmt)
         lines = ["link set lo up"]
         for switch in sorted(self.topo.switch_ports):
             if switch > 255:

@@ -400,11 +400,11 @@ class _Run:
         self._read_records(m)
         plan = self.plan = apps.settle(plan, m)  # the records are renumbered to match
         flows = collect.flow_summaries(plan, m, found.cc)
+        counts = self._controller_counts()
         summary = collect.summary(
             plan, m, flows, scale=scale, scenario_file=scenario_file,
             wall_seconds=time.monotonic() - started, sample_interval_ns=self.sample_interval_ns,
-            testbed=self._testbed(m, found, scale, rtts),
-            controller=self._controller_counts(),
+            testbed=self._testbed(m, found, scale, rtts, counts), controller=counts,
         )
         out = options.out or Path("out") / f"{plan['name']}-testbed"
         collect.write_results(out, plan, m, summary, flows)
@@ -445,8 +445,7 @@ class _Run:
             self.switches = ovs.Switches(topo, workdir)
             self.switches.management_network()
         else:
-            shell.run(["ip", "netns", "add", self.names.mgmt])
-            topo.namespaces.append(self.names.mgmt)
+            topo.add_namespace(self.names.mgmt)
         self._launch_controller()
         if self.switches is not None:
             self.switches.start()
@@ -481,9 +480,9 @@ class _Run:
             raise TestbedError(f"the controller wrote no counts: {exc}: "
                                f"{self.controller.said() or 'no message'}") from exc
 
-    def _unserved(self) -> list[str]:
-        """The controller's rules and OpenFlow requests that found no OpenFlow switch."""
-        counts = self._controller_counts() if self.switches is None else None
+    def _unserved(self, counts: dict[str, Any] | None) -> list[str]:
+        """The controller's rules and OpenFlow requests that found no OpenFlow switch, from
+        its `counts`."""
         n = (counts or {}).get("events", {}).get("openflow_unavailable", 0)
         return [f"the {self.plan['mechanism']['kind']} controller: {n} rules or OpenFlow "
                 "requests not served (Linux switches have no OpenFlow)"] if n else []
@@ -713,7 +712,6 @@ class _Run:
         cpu.start()
         _sleep_until(t0)
         m.counters_start = collect.port_counters(topo.port_devices)
-        counted_from = time.monotonic_ns()
         end = t0 + m.duration_ns
         bar = None if self.options.quiet else simulation_bar(desc="emulating")
         try:
@@ -737,7 +735,6 @@ class _Run:
                 bar.close()
         cpu.join()
         m.counters_end = collect.port_counters(topo.port_devices)
-        m.counters_ns = time.monotonic_ns() - counted_from
         deadline = time.monotonic() + STOP_GRACE_S
         for child in self.traffic:  # they stop by themselves at the end
             try:
@@ -782,7 +779,8 @@ class _Run:
             (m.agent_ports if role == "switch" else m.agent_hosts).extend(collect.read_csv(path))
 
     def _testbed(self, m: collect.Measured, found: features.Features, scale: float,
-                 rtts: tuple[float, float] | None) -> dict[str, Any]:
+                 rtts: tuple[float, float] | None,
+                 counts: dict[str, Any] | None) -> dict[str, Any]:
         """summary.json's `testbed` object: how this run differs from a simulation."""
         plan = self.plan
         _, disagreements = vm_tcp_ecn(plan)
@@ -801,7 +799,7 @@ class _Run:
                                          {d.pattern for _, d in self.departures}),
                              *switch_notes(plan, self.controller_kind, self.switch_kind),
                              *found.notes,
-                             *self._unserved(), *disagreements],
+                             *self._unserved(counts), *disagreements],
             "backlog_samples": {
                 "ports": [plan["ports"][p]["name"] for p in plan["output"]["ports"]],
                 "every_s": self.sample_interval_ns / 1e9,

@@ -112,6 +112,15 @@ class Topology:
     # The wire agent's directions: frames arriving at `from` leave by `to` `delay_ns` later.
     wires: list[dict[str, Any]] = field(default_factory=list)
 
+    def add_namespace(self, ns: str) -> None:
+        """A new namespace of the run (removed with it), IPv6 off before any interface
+        exists, so that none sends router solicitations or multicast reports into the
+        queues."""
+        shell.run(["ip", "netns", "add", ns])
+        self.namespaces.append(ns)
+        shell.sysctl(ns, {"net.ipv6.conf.all.disable_ipv6": 1,
+                          "net.ipv6.conf.default.disable_ipv6": 1})
+
 
 def port_mac(port: int) -> str:
     """The MAC of the interface whose egress is plan port `port` (locally administered)."""
@@ -157,12 +166,7 @@ def _namespaces(plan: Plan, topo: Topology) -> None:
     if any(_delayed(plan, a, b) for a, b in port_pairs(plan)):
         made.append(names.wire)
     for ns in made:
-        shell.run(["ip", "netns", "add", ns])
-        topo.namespaces.append(ns)
-        # Before any interface exists, so that none sends IPv6 router solicitations or
-        # multicast reports into the queues.
-        shell.sysctl(ns, {"net.ipv6.conf.all.disable_ipv6": 1,
-                          "net.ipv6.conf.default.disable_ipv6": 1})
+        topo.add_namespace(ns)
 
 
 def _delayed(plan: Plan, a: int, b: int) -> bool:
