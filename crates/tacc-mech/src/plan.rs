@@ -228,6 +228,8 @@ pub struct PlanTcp {
     pub cubic_clamp: bool,
     /// Segments cut short by the window go out under Minshall's rule.
     pub minshall: bool,
+    /// Segments at most half the peer's largest window.
+    pub half_window: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -168,10 +168,12 @@ impl Model {
             hystart: base.hystart.unwrap_or(d.hystart),
             cubic_clamp: base.cubic_clamp.unwrap_or(d.cubic_clamp),
             minshall: base.minshall.unwrap_or(d.minshall),
+            half_window: base.half_window.unwrap_or(d.half_window),
             rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
             cc,
             dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),
             dupthresh: base.dupthresh.unwrap_or(d.dupthresh),
+            ..d
         }
     }
 

@@ -636,6 +636,16 @@ const TCP: &[KeyDoc] = &[
         sends both each round trip.",
     ),
     key!(
+        "half_window",
+        "bool",
+        "false (linux: true)",
+        "",
+        "A segment is at most half the largest window the peer has advertised (the whole \
+        window up to 536 B; Linux's tcp_bound_to_half_wnd), growing back with that window. A \
+        peer whose windows never exceed a segment (SICC's clamp from the SYN-ACK on) then gets \
+        two half-size segments a round trip.",
+    ),
+    key!(
         "rcv_buf",
         "bytes",
         "2MB",

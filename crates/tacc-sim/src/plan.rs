@@ -199,6 +199,7 @@ pub fn plan_tcp(tcp: &TcpConfig) -> PlanTcp {
         hystart: tcp.hystart,
         cubic_clamp: tcp.cubic_clamp,
         minshall: tcp.minshall,
+        half_window: tcp.half_window,
     }
 }
 

@@ -330,6 +330,7 @@ pub struct TcpCfg {
     pub hystart: Option<bool>,
     pub cubic_clamp: Option<bool>,
     pub minshall: Option<bool>,
+    pub half_window: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,

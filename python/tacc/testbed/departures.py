@@ -136,7 +136,8 @@ DEPARTURES: list[Departure] = [
     Departure("tcp.prr", _is(False), "Linux always uses proportional rate reduction "
               "(RFC 6937)"),
     Departure("tcp.profile", _is("classic"), "Linux's TCP is Linux's: RACK-TLP, D-SACK, "
-              "quick-ACK, its RTO, HyStart and Minshall's rule, not the classic profile's"),
+              "quick-ACK, its RTO, HyStart, Minshall's rule and half-window segments, not the "
+              "classic profile's"),
     Departure("tcp.rack", _is(False), "Linux always detects losses with RACK (RFC 8985)"),
     Departure("tcp.tlp", _is(False), "Linux always sends tail loss probes (RFC 8985)"),
     Departure("tcp.dsack", _is(False), "Linux receivers always send D-SACKs (RFC 2883)"),
@@ -151,6 +152,8 @@ DEPARTURES: list[Departure] = [
               when=lambda g: any(cc == "cubic" for cc, _ in _tcp_flows(g))),
     Departure("tcp.minshall", _is(False), "Linux sends a segment cut short by the window "
               "unless a short one is unacknowledged (Nagle with Minshall's rule)"),
+    Departure("tcp.half_window", _is(False), "Linux bounds a segment to half the largest "
+              "window the peer has advertised"),
     Departure("tcp.dupthresh", lambda v: v != 3, "Linux's duplicate-ACK threshold is 3 "
               "(tcp_reordering), with RACK's time-based loss detection, not set"),
     Departure("tcp.dctcp_g", lambda v: isinstance(v, (int, float)) and abs(v - 1 / 16) > 1e-12,

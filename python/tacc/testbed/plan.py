@@ -65,11 +65,12 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 # The Linux TCP features a plan may have off: (scenario key, plan field).
 _LINUX_TCP = (("rack", "rack"), ("tlp", "tlp"), ("dsack", "dsack"), ("quickack", "quickack"),
               ("rto_formula", "rto_linux"), ("hystart", "hystart"),
-              ("cubic_clamp", "cubic_clamp"), ("minshall", "minshall"))
+              ("cubic_clamp", "cubic_clamp"), ("minshall", "minshall"),
+              ("half_window", "half_window"))
 _TABLES = {
     "tcp": ("mss", "init_cwnd", "rto_min_ns", "rcv_buf_bytes", "sack", "delack_count", "prr",
             "rack", "tlp", "dsack", "quickack", "rto_linux", "hystart", "cubic_clamp",
-            "minshall"),
+            "minshall", "half_window"),
     "output": ("goodput_bin_ns", "queue_sample_ns", "ports", "pcap", "pcap_dropped"),
 }
 
@@ -289,7 +290,7 @@ def plan_notes(plan: Plan, link_delays: bool, departed: Collection[str] = ()) ->
     if classic and "tcp.profile" not in departed:
         notes.append("loss detection, probes, ACKs, RTO, slow start and short segments are "
                      "Linux's own (RACK-TLP, D-SACK, quick-ACK, its RTO, HyStart, Cubic's clamp, "
-                     f"Minshall's rule), not the scenario's ({', '.join(classic)}; "
+                     f"Minshall's rule, half-window segments), not the scenario's ({', '.join(classic)}; "
                      "tcp.profile=\"linux\" simulates Linux's)")
     notes.append("VM vNIC queues: a VM's veth has none; its host's NIC queue is the first")
     notes.append("per-flow fast retransmits and ECN window reductions: Linux's tcp_info has no "

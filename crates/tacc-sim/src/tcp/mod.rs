@@ -91,6 +91,15 @@ pub struct TcpConfig {
     /// each round trip, which the receiver ACKs at once, where one full segment a round trip
     /// waits for the delayed ACK.
     pub minshall: bool,
+    /// A segment is at most half the largest window the peer has advertised, or the whole
+    /// window when that is at most 536 B (Linux's tcp_bound_to_half_wnd, re-applied as the
+    /// largest window grows, tcp_sync_mss). A peer whose windows never exceed a segment
+    /// (SICC's clamp from the SYN-ACK on) gets two half-size segments a round trip.
+    pub half_window: bool,
+    /// A connection's own copy only (set through `Arc::make_mut`): while its segments are
+    /// bounded by `half_window`, the MSS before the bound and the largest window seen; None
+    /// in every configuration a scenario builds.
+    pub bounded: Option<(u32, u64)>,
     /// Receive buffer in bytes; sets the advertised window and the window-scale shift.
     pub rcv_buf: u64,
     pub cc: CcKind,
@@ -114,6 +123,7 @@ impl TcpConfig {
             hystart: true,
             cubic_clamp: true,
             minshall: true,
+            half_window: true,
             ..TcpConfig::default()
         }
     }
@@ -143,6 +153,8 @@ impl Default for TcpConfig {
             hystart: false,
             cubic_clamp: false,
             minshall: false,
+            half_window: false,
+            bounded: None,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
             dctcp_g: 1.0 / 16.0,
@@ -628,8 +640,45 @@ impl TcpEndpoint {
             self.win.mss = self.cfg.mss as f64;
             self.win.cwnd = self.cfg.init_cwnd as f64 * self.win.mss;
         }
+        // The SYN's window is never scaled (RFC 7323 2.2); it is the first largest window.
         self.snd_wnd = p.window as u64;
+        if self.cfg.half_window && self.snd_wnd < 2 * self.cfg.mss as u64 {
+            let full = self.cfg.mss;
+            Arc::make_mut(&mut self.cfg).bounded = Some((full, 0));
+            self.grow_max_window(self.snd_wnd);
+        }
         self.sack_ok = self.cfg.sack && p.wscale().is_some();
+    }
+
+    /// The peer advertised `window`, larger than any before, while the segments are bounded
+    /// by it (`TcpConfig::half_window`): the bound follows, and goes once the window holds two
+    /// full segments. The congestion window keeps its count of segments, as Linux's does.
+    #[cold]
+    fn grow_max_window(&mut self, window: u64) {
+        let cfg = Arc::make_mut(&mut self.cfg);
+        let Some((full, _)) = cfg.bounded else { return };
+        const TCP_MSS_DEFAULT: u64 = 536;
+        // 68 B, the smallest IPv4 datagram every link carries, less the TCP/IP headers.
+        const MIN_SEGMENT: u64 = 68 - 40;
+        let cutoff = if window > TCP_MSS_DEFAULT {
+            window / 2
+        } else {
+            window
+        };
+        let mss = if cutoff > 0 && cutoff < full as u64 {
+            cfg.bounded = Some((full, window));
+            cutoff.max(MIN_SEGMENT) as u32
+        } else {
+            cfg.bounded = (cutoff == 0).then_some((full, window));
+            full
+        };
+        let old = std::mem::replace(&mut cfg.mss, mss);
+        if mss != old {
+            let scale = mss as f64 / old as f64;
+            self.win.mss = mss as f64;
+            self.win.cwnd *= scale;
+            self.win.ssthresh *= scale;
+        }
     }
 
     fn establish(&mut self, now: u64) {
@@ -665,6 +714,7 @@ impl TcpEndpoint {
 mod tests {
     use super::*;
     use tacc_mech::headers::Ecn;
+    use tacc_mech::PacketHeaders;
 
     /// The test client's initial sequence number: close to the wrap, so sequence arithmetic
     /// is tested across it.
@@ -718,7 +768,7 @@ mod tests {
         }
     }
 
-    type PacketFilter = Box<dyn FnMut(&Packet) -> bool>;
+    type PacketFilter = Box<dyn FnMut(&mut Packet) -> bool>;
 
     /// Two endpoints wired back to back with a fixed one-way delay and an optional drop filter.
     struct Pair {
@@ -729,7 +779,7 @@ mod tests {
         delay: u64,
         /// Packets delivered to `a` so far.
         to_a: u64,
-        /// Says whether to lose a packet towards `a`.
+        /// Says whether to lose a packet towards `a` (and may rewrite it).
         drop_to_a: Option<PacketFilter>,
     }
 
@@ -786,7 +836,7 @@ mod tests {
                 }
                 if to_b {
                     self.b.on_segment(t, &p)
-                } else if !self.drop_to_a.as_mut().is_some_and(|d| d(&p)) {
+                } else if !self.drop_to_a.as_mut().is_some_and(|d| d(&mut p)) {
                     self.to_a += 1;
                     self.a.on_segment(t, &p)
                 }
@@ -1307,7 +1357,7 @@ mod tests {
             pair.a.close_requested = false;
             let (iss, mut lost_acks) = (CLIENT_ISS, 0);
             // The ACKs of the last three segments are lost; the probe's is not.
-            pair.drop_to_a = Some(Box::new(move |p: &Packet| {
+            pair.drop_to_a = Some(Box::new(move |p: &mut Packet| {
                 let acked = p.ack.wrapping_sub(iss).wrapping_sub(1) as u64;
                 let drop = acked > 37 * mss && lost_acks < 3;
                 lost_acks += drop as u32;
@@ -1332,7 +1382,7 @@ mod tests {
         let mut pair = Pair::new(cfg, 100 * mss);
         let acked = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
         let log = acked.clone();
-        pair.drop_to_a = Some(Box::new(move |p: &Packet| {
+        pair.drop_to_a = Some(Box::new(move |p: &mut Packet| {
             if p.flags & (F::SYN | F::FIN) == 0 {
                 log.borrow_mut()
                     .push(p.ack.wrapping_sub(CLIENT_ISS).wrapping_sub(1) as u64 / mss);
@@ -1358,7 +1408,7 @@ mod tests {
         );
         let first = std::rc::Rc::new(std::cell::Cell::new(None));
         let seen = first.clone();
-        classic.drop_to_a = Some(Box::new(move |p: &Packet| {
+        classic.drop_to_a = Some(Box::new(move |p: &mut Packet| {
             if p.flags & F::SYN == 0 && seen.get().is_none() {
                 seen.set(Some(
                     p.ack.wrapping_sub(CLIENT_ISS).wrapping_sub(1) as u64 / mss,
@@ -1428,10 +1478,12 @@ mod tests {
     #[test]
     fn a_window_cut_short_goes_out_under_minshalls_rule() {
         let transfer = |minshall: bool| {
+            // Full segments: Linux would halve them under a window of 1472 B (below).
             let cfg = TcpConfig {
                 rcv_buf: 1472,
                 minshall,
                 quickack: false,
+                half_window: false,
                 ..TcpConfig::linux()
             };
             let rounds = 20;
@@ -1480,5 +1532,75 @@ mod tests {
         assert_eq!(runt(true, 10_000, 10_000, 10_000).map(|(_, l)| l), Some(12));
         // Sender SWS avoidance alone: never while a segment is out.
         assert_eq!(runt(false, 0, 0, 0), None);
+    }
+
+    /// A receiver's windows clamped to 1,472 B from the SYN-ACK on (SICC's clamp, as the
+    /// testbed's captures show it): Linux's sender sends 736 B segments, two a round trip,
+    /// and full ones again once a larger window arrives.
+    #[test]
+    fn a_segment_is_at_most_half_the_largest_window_the_peer_advertised() {
+        const CLAMP: u64 = 1472;
+        let cfg = TcpConfig {
+            quickack: false,
+            ..TcpConfig::linux()
+        };
+        let bytes = 400 * 1460;
+        let mut pair = Pair::new(cfg, bytes);
+        let ws = pair.b.rcv_wscale;
+        let clamped = std::rc::Rc::new(std::cell::Cell::new(true));
+        let on = clamped.clone();
+        pair.drop_to_a = Some(Box::new(move |p: &mut Packet| {
+            let shift = if p.flags & F::SYN != 0 { 0 } else { ws };
+            if on.get() {
+                p.set_tcp_window(((CLAMP >> shift) as u16).min(p.window));
+            }
+            false
+        }));
+        let sizes = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let mut record = |p: &mut Packet| {
+            if p.payload() > 0 {
+                sizes.borrow_mut().insert(p.payload());
+            }
+            false
+        };
+        delivered_at(&mut pair, 40 * CLAMP, &mut record);
+        assert_eq!(sizes.take().into_iter().collect::<Vec<_>>(), [736]);
+        // Two segments a round trip of 100 us: 40 round trips (and a handshake's), each
+        // pair ACKed at once, none waiting for the delayed ACK.
+        assert!(pair.now <= 42 * 100_000, "{} ns", pair.now);
+        assert_eq!(pair.a.cfg.mss, 736);
+        clamped.set(false);
+        delivered_at(&mut pair, bytes, &mut record);
+        assert_eq!(pair.a.cfg.mss, 1460);
+        assert!(sizes.borrow().contains(&1460), "{sizes:?}");
+    }
+
+    /// The bound follows the largest window, and the congestion window keeps its count of
+    /// segments as the segments change size (Linux counts it in segments).
+    #[test]
+    fn the_half_window_bound_keeps_the_congestion_window_in_segments() {
+        let mut ep = TcpEndpoint::client(TcpConfig::linux(), (1, 1), (2, 2), 0, 0);
+        let mut syn_ack = Packet::new(2, 1, tacc_mech::headers::ip_proto::TCP, 60);
+        syn_ack.set_syn_options(1460, 7);
+        syn_ack.window = 1000;
+        ep.take_syn_options(&syn_ack);
+        // Above 536 B, half the window; the initial window is 10 such segments.
+        assert_eq!((ep.cfg.mss, ep.win.cwnd), (500, 5000.0));
+        ep.grow_max_window(2000);
+        assert_eq!((ep.cfg.mss, ep.win.cwnd), (1000, 10_000.0));
+        ep.grow_max_window(2920);
+        assert_eq!(
+            (ep.cfg.mss, ep.win.cwnd, ep.cfg.bounded),
+            (1460, 14_600.0, None)
+        );
+        let mut small = TcpEndpoint::client(TcpConfig::linux(), (1, 1), (2, 2), 0, 0);
+        syn_ack.window = 400;
+        small.take_syn_options(&syn_ack);
+        // At most 536 B, the whole window.
+        assert_eq!(small.cfg.mss, 400);
+        // The classic profile never bounds.
+        let mut classic = TcpEndpoint::client(TcpConfig::default(), (1, 1), (2, 2), 0, 0);
+        classic.take_syn_options(&syn_ack);
+        assert_eq!(classic.cfg.mss, 1460);
     }
 }

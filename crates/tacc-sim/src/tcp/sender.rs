@@ -135,6 +135,9 @@ impl TcpEndpoint {
         let window = (p.window as u64) << self.peer_wscale;
         let window_changed = window != self.snd_wnd;
         self.snd_wnd = window;
+        if self.cfg.bounded.is_some_and(|(_, max)| window > max) {
+            self.grow_max_window(window);
+        }
 
         let mut newly_sacked = 0u64;
         // The ACK reports the probe's segment as a duplicate (Linux's FLAG_DSACK_TLP).
