@@ -61,17 +61,23 @@ def run(
     out: str | PathLike[str] | None = None,
     *,
     progress: bool = False,
+    threads: int | None = None,
+    partitions: int | None = None,
 ) -> Result:
     """Run a scenario file (or "default") and load its result directory.
 
     `sets` overrides scenario keys, e.g. {"topology.senders": 8, "duration": "10ms"}.
     Without `out` the result goes to a new temporary directory, which is kept.
     `progress` draws a bar of simulated time on stderr when stderr is a terminal.
+    `threads` (default: the machine's cores) run the scenario's partitions, at most
+    `partitions` of them (default: as many as its size pays for; 1: none); the threads
+    never change the results, the partitions do as another seed would.
     Raises ScenarioError for bad input and FileNotFoundError for a missing file.
     """
     from tacc.results import load
 
-    return load(run_dir(scenario, seed, sets, out, progress=progress))
+    return load(run_dir(scenario, seed, sets, out, progress=progress, threads=threads,
+                        partitions=partitions))
 
 
 def run_dir(
@@ -81,6 +87,8 @@ def run_dir(
     out: str | PathLike[str] | None = None,
     *,
     progress: bool = False,
+    threads: int | None = None,
+    partitions: int | None = None,
 ) -> Path:
     """Like `run`, but returns the result directory without reading it (no pandas)."""
     path = _scenario_path(scenario)
@@ -94,7 +102,8 @@ def run_dir(
     bar = simulation_bar() if progress else None
     try:
         written = engine.run(
-            str(path), seed=seed, sets=_set_pairs(sets), out=str(out_dir), progress=bar
+            str(path), seed=seed, sets=_set_pairs(sets), out=str(out_dir), progress=bar,
+            threads=threads, partitions=partitions,
         )
     except BaseException:
         if out is None:

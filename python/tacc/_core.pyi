@@ -30,13 +30,18 @@ def run(
     sets: list[tuple[str, str]] = ...,
     out: str,
     progress: Callable[[int, int], object] | None = None,
+    threads: int | None = None,
+    partitions: int | None = None,
 ) -> str:
     """Load the scenario at `path`, apply `sets` overrides (dotted key, TOML literal
     or bare string), run it and write the result directory `out`; returns `out`.
 
-    `progress(now_ns, end_ns)` is called every 2^20 events and once at the end, with the
-    simulated time reached and the run's end. The first exception it raises stops the
-    calls and is raised when the run is over (the run itself goes on to the end)."""
+    `progress(now_ns, end_ns)` is called every 2^20 events (a partitioned run: every 1% of
+    the simulated time) and once at the end, with the simulated time reached and the run's
+    end. The first exception it raises stops the calls and is raised when the run is over
+    (the run itself goes on to the end). `threads` (default: the machine's cores) run the
+    scenario's partitions, at most `partitions` of them (default: as many as its size pays
+    for); the threads never change what is written."""
 
 def keys(name: str | None = None) -> list[dict[str, Any]]:
     """The documented scenario tables `name` picks ("tcp", "tcp.rto_min", "mechanism.sicc"),

@@ -61,6 +61,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_set_option(run)
     run.add_argument("--no-plot", action="store_true", help="do not write PNG plots")
     run.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    run.add_argument("--threads", type=_positive, metavar="N",
+                     help="threads to run the scenario's partitions on (default: the machine's "
+                     "cores); they never change the results")
+    run.add_argument("--partitions", type=_positive, metavar="N",
+                     help="split the run into at most N partitions (default: as many as the "
+                     "scenario's size pays for, in pods or racks; 1: none). They change the "
+                     "order of simultaneous events and the random streams, as a seed would")
     _add_pcap_option(run)
     run.set_defaults(command=_run)
 
@@ -285,6 +292,16 @@ def _rate(text: str) -> float:
         raise argparse.ArgumentTypeError(str(exc)) from exc
 
 
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive whole number, got {text!r}")
+    return n
+
+
 def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
     _pcap_sets(args)
@@ -297,7 +314,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         written = tacc.run_dir(
             args.scenario, seed=args.seed, sets=args.sets, out=out,
-            progress=not args.quiet,
+            progress=not args.quiet, threads=args.threads, partitions=args.partitions,
         )
     finally:
         if plotting is not None:

@@ -64,6 +64,7 @@ def test_run_passes_scenario_seed_and_overrides(
     assert engine.calls == [{
         "path": str(scenario), "seed": 3, "out": str(tmp_path / "out"), "progress": None,
         "sets": [("topology.ecn", "true"), ("topology.senders", "4")],
+        "threads": None, "partitions": None,
     }]
     assert result.dir == tmp_path / "out"
     assert list(result.flows["name"]) == ["f0", "f1", "f2"]

@@ -162,6 +162,47 @@ def test_run_applies_seed_and_overrides(engine: None, tiny_scenario: Path, tmp_p
     assert not (out / "goodput.png").exists()
 
 
+FAT_TREE = """\
+name = "ft"
+duration = "30ms"
+[topology]
+kind = "fat-tree"
+k = 4
+link_rate = "1Gbps"
+link_delay = "1us"
+[[traffic]]
+name = "web"
+cdf = "websearch"
+load = 0.5
+"""
+
+
+def test_a_partitioned_run_writes_the_same_files_on_one_thread_and_two(
+        engine: None, tmp_path: Path) -> None:
+    scenario = tmp_path / "ft.toml"
+    scenario.write_text(FAT_TREE)
+    written = {}
+    for threads in ("1", "2"):
+        out = tmp_path / threads
+        proc = tacc_cli("run", str(scenario), "--out", str(out), "--threads", threads,
+                        "--partitions", "4", "--no-plot", "--quiet")
+        assert proc.returncode == 0, proc.stderr
+        files = {p.name: p.read_text() for p in sorted(out.iterdir())}
+        summary = json.loads(files["summary.json"])
+        assert summary["partitions"]["count"] == 4  # a pod each
+        del summary["wall_seconds"]
+        files["summary.json"] = summary
+        written[threads] = files
+    assert written["1"] == written["2"]
+    assert len(written["1"]["flows.csv"].splitlines()) > 10
+
+
+def test_run_refuses_no_threads(tiny_scenario: Path) -> None:
+    proc = tacc_cli("run", str(tiny_scenario), "--threads", "0")
+    assert proc.returncode == 2
+    assert "--threads: expected a positive whole number, got '0'" in proc.stderr
+
+
 def test_run_reports_an_unknown_key_with_file_and_line(engine: None, tmp_path: Path) -> None:
     lines = TINY_SCENARIO.splitlines()
     lines.insert(2, 'colour = "red"')  # line 3, still in the top-level table

@@ -36,7 +36,8 @@ fn prepare(
 /// exception it raises ends the calls and is raised once the run is over (the engine cannot be
 /// stopped midway).
 #[pyfunction]
-#[pyo3(signature = (path, *, seed=None, sets=Vec::new(), out, progress=None))]
+#[pyo3(signature = (path, *, seed=None, sets=Vec::new(), out, progress=None, threads=None, partitions=None))]
+#[allow(clippy::too_many_arguments)] // the keyword arguments of tacc._core.run
 fn run(
     py: Python<'_>,
     path: &str,
@@ -44,12 +45,19 @@ fn run(
     sets: Vec<(String, String)>,
     out: &str,
     progress: Option<Py<PyAny>>,
+    threads: Option<usize>,
+    partitions: Option<usize>,
 ) -> PyResult<String> {
     let prepared = prepare(path, seed, &sets)?;
     let out_dir = out.to_string();
+    let mut opts = tacc_sim::RunOptions::default();
+    if let Some(n) = threads {
+        opts.threads = n.max(1);
+    }
+    opts.partitions = partitions.map(|n| n.max(1));
     py.detach(move || {
         let mut failed: Option<PyErr> = None;
-        let result = tacc_sim::run_into(prepared, Path::new(&out_dir), &mut |now, end| {
+        let result = tacc_sim::run_into(prepared, Path::new(&out_dir), opts, &mut |now, end| {
             if let (Some(callback), None) = (&progress, &failed) {
                 failed = Python::attach(|py| callback.call1(py, (now, end)).err());
             }

@@ -1,11 +1,23 @@
 //! Runs one scenario file without Python (for profiling and for the profile-guided build):
-//! `cargo run --release --example run_scenario -- FILE [OUT_DIR] [--set KEY=VALUE ...]`.
+//! `cargo run --release --example run_scenario -- FILE [OUT_DIR] [--set KEY=VALUE ...]
+//! [--threads N] [--partitions N]`.
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut positional = Vec::new();
     let mut sets = Vec::new();
+    let mut opts = tacc_sim::RunOptions::default();
     while let Some(a) = args.next() {
-        if a == "--set" {
+        if a == "--threads" || a == "--partitions" {
+            let n = args.next().and_then(|n| n.parse().ok()).filter(|&n| n > 0);
+            let Some(n) = n else {
+                eprintln!("{a} needs a positive number");
+                usage();
+            };
+            match a.as_str() {
+                "--threads" => opts.threads = n,
+                _ => opts.partitions = Some(n),
+            }
+        } else if a == "--set" {
             let kv = args.next().unwrap_or_default();
             let Some((k, v)) = kv.split_once('=') else {
                 eprintln!("--set needs KEY=VALUE, got {kv:?}");
@@ -35,7 +47,7 @@ fn main() {
     let t0 = std::time::Instant::now();
     let events = match positional.get(1) {
         Some(out) => {
-            match tacc_sim::run_into(prepared, std::path::Path::new(out), &mut |_, _| {}) {
+            match tacc_sim::run_into(prepared, std::path::Path::new(out), opts, &mut |_, _| {}) {
                 Ok(s) => s.events,
                 Err(e) => {
                     eprintln!("cannot write {out}: {e}");
@@ -43,12 +55,14 @@ fn main() {
                 }
             }
         }
-        None => tacc_sim::run(prepared, &mut |_, _| {}).1.events,
+        None => tacc_sim::run(prepared, opts, &mut |_, _| {}).1.events,
     };
     eprintln!("{events} events in {:.3} s", t0.elapsed().as_secs_f64());
 }
 
 fn usage() -> ! {
-    eprintln!("usage: run_scenario FILE [OUT_DIR] [--set KEY=VALUE ...]");
+    eprintln!(
+        "usage: run_scenario FILE [OUT_DIR] [--set KEY=VALUE ...] [--threads N] [--partitions N]"
+    );
     std::process::exit(2);
 }

@@ -272,6 +272,7 @@ impl Model {
             tsq_ns: s.tcp.small_queue.map(|d| d.0).unwrap_or(1_000_000),
             switch_mech: Vec::new(),
             control: Control::default(),
+            part: None,
         };
         m.shims = (0..m.hosts.len()).map(|_| HostSlot::default()).collect();
         m.switch_mech = (0..m.graph.switches.len())

@@ -384,6 +384,23 @@ impl<T: Copy + Default> EventQueue<T> {
         }
     }
 
+    /// The earliest pending event's time: the current slot's next (it is sorted), else the
+    /// earliest of the next occupied slot (not sorted yet), else the earliest beyond the wheel.
+    pub fn next_at(&self) -> Option<u64> {
+        if let Some(e) = self.cur.get(self.pos) {
+            return Some(e.at);
+        }
+        match self.first_occupied() {
+            Some(r) => {
+                let n = self.counts[r] as usize;
+                let inline = self.inline[r][..n.min(INLINE)].iter();
+                let overflow = self.overflow[r].iter().take(n.saturating_sub(INLINE));
+                inline.chain(overflow).map(|e| e.at).min()
+            }
+            None => self.later.peek().map(|l| l.at),
+        }
+    }
+
     /// Removes and returns the earliest event.
     pub fn pop(&mut self) -> Option<(u64, T)> {
         self.pop_until(u64::MAX)
@@ -632,7 +649,7 @@ mod tests {
         #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
         /// Interleaved pushes and pops give the same events in the same order as a binary
-        /// heap keyed by (time, insertion sequence).
+        /// heap keyed by (time, insertion sequence), and `next_at` its earliest time.
         #[test]
         fn matches_a_binary_heap(ops in proptest::collection::vec(op(), 1..400)) {
             let mut q = EventQueue::default();
@@ -664,6 +681,7 @@ mod tests {
                     }
                 }
                 prop_assert_eq!(q.len(), reference.len());
+                prop_assert_eq!(q.next_at(), reference.peek().map(|Reverse((at, _))| *at));
             }
             while let Some(Reverse(want)) = reference.pop() {
                 prop_assert_eq!(q.pop(), Some(want));

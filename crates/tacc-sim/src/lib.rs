@@ -27,6 +27,7 @@ pub mod mechanism;
 pub mod model;
 pub mod output;
 pub mod packet;
+pub mod parallel;
 pub mod pcap;
 pub mod plan;
 pub mod queue;
@@ -52,6 +53,30 @@ pub struct Prepared {
     pub mechanism_keys: Vec<String>,
     /// The scenario's `[tcp]` table with its defaults filled in (flows may override parts).
     pub tcp: tcp::TcpConfig,
+    /// The checked scenario and the run's seed: a partitioned run builds a copy of the world
+    /// per partition from them.
+    pub loaded: scenario::Loaded,
+    pub seed: u64,
+}
+
+/// How a run uses the machine. Neither changes what it writes, only how fast.
+#[derive(Clone, Copy, Debug)]
+pub struct RunOptions {
+    /// Threads to run the partitions on.
+    pub threads: usize,
+    /// The most partitions to split the run into (1: none; `None`: as many as the
+    /// scenario's size pays for). They change the order of simultaneous events and the random
+    /// streams, as another seed would; the threads change nothing.
+    pub partitions: Option<usize>,
+}
+
+impl Default for RunOptions {
+    fn default() -> Self {
+        RunOptions {
+            threads: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            partitions: None,
+        }
+    }
 }
 
 /// Parses and checks a scenario, reporting every error found; `seed` overrides the file's seed.
@@ -80,6 +105,8 @@ pub fn load(
         mechanism: loaded.scenario.mechanism.clone(),
         mechanism_keys: loaded.scenario.mechanism_keys.clone(),
         tcp: model::Model::tcp_config(&loaded.scenario.tcp, None, None),
+        loaded,
+        seed,
     })
 }
 
@@ -95,21 +122,30 @@ pub fn read_scenario(path: &Path) -> Result<String, ScenarioError> {
 
 /// Runs a prepared scenario to completion, keeping every sample in memory (and capturing
 /// nothing: `output.pcap` writes into a run's directory).
-pub fn run(p: Prepared, progress: &mut dyn FnMut(u64, u64)) -> (sim::Sim, output::Summary) {
-    run_sim(p, None, None, progress)
+pub fn run(
+    p: Prepared,
+    opts: RunOptions,
+    progress: &mut dyn FnMut(u64, u64),
+) -> (sim::Sim, output::Summary) {
+    run_sim(p, None, None, opts, progress)
 }
 
-/// Runs a prepared scenario and writes its result files into `dir`. Queue samples are streamed
-/// to disk during the run, so memory does not grow with the simulated time.
+/// Runs a prepared scenario and writes its result files into `dir`. Queue samples of a run
+/// in one partition are streamed to disk during the run, so memory does not grow with the
+/// simulated time.
 pub fn run_into(
     mut p: Prepared,
     dir: &Path,
+    opts: RunOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> std::io::Result<output::Summary> {
     std::fs::create_dir_all(dir)?;
-    let stream = output::QueueStream::create(&dir.join(".queues.csv.tmp"))?;
+    let stream = match parallel::plan(&p.model, opts.partitions) {
+        Ok(_) => None,
+        Err(_) => Some(output::QueueStream::create(&dir.join(".queues.csv.tmp"))?),
+    };
     let capture = output::Capture::create(dir, &mut p.model)?;
-    let (mut sim, summary) = run_sim(p, Some(stream), capture, progress);
+    let (mut sim, summary) = run_sim(p, stream, capture, opts, progress);
     let end = sim.m.duration;
     sim.rec.capture.take().map(|c| c.finish(end)).transpose()?;
     output::write(dir, &sim.m, &mut sim.rec, &summary)?;
@@ -120,14 +156,29 @@ fn run_sim(
     p: Prepared,
     queue_out: Option<output::QueueStream>,
     capture: Option<output::Capture>,
+    opts: RunOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> (sim::Sim, output::Summary) {
     let t0 = std::time::Instant::now();
-    let mut s = sim::Sim::new(p.model);
-    s.rec.queue_out = queue_out;
-    s.rec.capture = capture;
-    s.run(progress);
-    let summary = output::summarize(
+    let plan = parallel::plan(&p.model, opts.partitions);
+    let s = match &plan {
+        Ok(parts) => {
+            let mut models = vec![p.model];
+            for _ in 1..parts.count {
+                let copy = model::Model::build(&p.loaded, p.seed);
+                models.push(copy.expect("a scenario built once builds again"));
+            }
+            parallel::run(models, parts, opts.threads, progress)
+        }
+        Err(_) => {
+            let mut s = sim::Sim::new(p.model);
+            s.rec.queue_out = queue_out;
+            s.rec.capture = capture;
+            s.run(progress);
+            s
+        }
+    };
+    let mut summary = output::summarize(
         &s.m,
         &s.rec,
         &p.file,
@@ -135,5 +186,10 @@ fn run_sim(
         &p.mechanism_keys,
         t0.elapsed().as_secs_f64(),
     );
+    summary.partitions = output::PartitionSummary {
+        count: plan.as_ref().map_or(1, |parts| parts.count),
+        lookahead_s: plan.as_ref().ok().map(|parts| parts.lookahead as f64 / 1e9),
+        one_because: plan.err(),
+    };
     (s, summary)
 }

@@ -447,6 +447,9 @@ pub enum EpKind {
     UdpEcho {
         reply: u32,
     },
+    /// The endpoint runs in another partition of a partitioned run (`crate::parallel`): its
+    /// state lives there, and this partition's events never reach it.
+    Elsewhere,
 }
 
 impl EpKind {
@@ -821,6 +824,17 @@ pub struct Model {
     /// One mechanism hook slot per switch.
     pub switch_mech: Vec<SwitchSlot>,
     pub control: Control,
+    /// In a partitioned run (`crate::parallel`), which partition this copy of the world is
+    /// and each host's partition; `None` in a run of one.
+    pub(crate) part: Option<Part>,
+}
+
+/// A copy of the world's place in a partitioned run: the partition it runs and where every
+/// host and switch runs.
+pub(crate) struct Part {
+    pub id: u16,
+    pub of_host: Arc<Vec<u16>>,
+    pub of_switch: Arc<Vec<u16>>,
 }
 
 /// Forwarding table. A packet's egress port is a load or two from its address: the
@@ -1082,9 +1096,19 @@ impl Model {
                 shared
             }
         };
-        let client = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
-        let server = TcpEndpoint::server(cfg, (dip, dport), (sip, sport), tx, riss);
-        let kinds = (EpKind::Tcp(Box::new(client)), EpKind::Tcp(Box::new(server)));
+        let client = || {
+            let t = TcpEndpoint::client(cfg.clone(), (sip, sport), (dip, dport), rx, iss);
+            EpKind::Tcp(Box::new(t))
+        };
+        let server = || {
+            let t = TcpEndpoint::server(cfg.clone(), (dip, dport), (sip, sport), tx, riss);
+            EpKind::Tcp(Box::new(t))
+        };
+        let here = |vm, end: &dyn Fn() -> EpKind| match self.vm_is_local(vm) {
+            true => end(),
+            false => EpKind::Elsewhere,
+        };
+        let kinds = (here(src, &client), here(dst, &server));
         let f = self.push_flow(
             name,
             group,
@@ -1177,15 +1201,34 @@ impl Model {
         self.eps[ep as usize].kind.tcp_mut(&mut self.closed)
     }
 
+    /// Whether VM `vm` runs in this copy of the world (always, in a run of one partition).
+    #[inline]
+    pub fn vm_is_local(&self, vm: u32) -> bool {
+        self.part
+            .as_ref()
+            .is_none_or(|p| p.of_host[self.vms[vm as usize].host as usize] == p.id)
+    }
+
+    /// Whether switch `sw` runs in this copy of the world (always, in a run of one partition).
+    pub fn switch_is_local(&self, sw: u32) -> bool {
+        self.part
+            .as_ref()
+            .is_none_or(|p| p.of_switch[sw as usize] == p.id)
+    }
+
     /// Moves both endpoints of TCP flow `f` to `closed` once both are closed, with no timer
-    /// due and nothing waiting in their vNICs.
+    /// due and nothing waiting in their vNICs (an end in another partition closes there).
     pub fn close_if_done(&mut self, f: u32) {
         let flow = &self.flows[f as usize];
         let (tx, rx) = (flow.tx_ep, flow.rx_ep);
         let done = |ep: u32| {
             let slot = &self.eps[ep as usize];
             slot.in_host == 0
-                && matches!(&slot.kind, EpKind::Tcp(t) if t.is_closed() && t.poll_at().is_none())
+                && match &slot.kind {
+                    EpKind::Tcp(t) => t.is_closed() && t.poll_at().is_none(),
+                    EpKind::Elsewhere => true,
+                    _ => false,
+                }
         };
         if !(done(tx) && done(rx)) {
             return;

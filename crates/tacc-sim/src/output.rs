@@ -297,6 +297,20 @@ pub struct Summary {
     pub conservation: ConservationSummary,
     pub control: ControlSummary,
     pub mechanism: MechanismSummary,
+    pub partitions: PartitionSummary,
+}
+
+/// How the run was split (`crate::parallel`): the partitions are the scenario's, so the
+/// results do not depend on the threads that ran them.
+#[derive(Serialize, Default)]
+pub struct PartitionSummary {
+    pub count: u16,
+    /// The least time between partitions: each ran this much simulated time alone.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lookahead_s: Option<f64>,
+    /// Why the run is one partition.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub one_because: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -461,6 +475,7 @@ pub fn summarize(
             shim_dropped: rec.shim_dropped,
             vnic_dropped: rec.vnic_dropped,
         },
+        partitions: PartitionSummary::default(),
     }
 }
 

@@ -11,6 +11,9 @@ use tacc_mech::wire::{self, update_checksum, Ipv4Fields, Ipv4Packet, TcpFields, 
 pub const IP_HEADER: u32 = 20;
 pub const TCP_HEADER: u32 = 20;
 pub const UDP_HEADER: u32 = 8;
+/// The smallest packet a run sends: a TCP segment with no payload and no options (UDP
+/// packets are 64 B at the least).
+pub const MIN_PACKET: u32 = IP_HEADER + TCP_HEADER;
 /// Size of the explicit feedback packets of HyGenICC/SDN-GCC (Ethernet + IPv4 + 2 B).
 pub const FEEDBACK_PACKET: u32 = 36;
 

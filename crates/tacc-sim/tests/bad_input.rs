@@ -293,7 +293,7 @@ proptest! {
         let tcp = format!("[tcp]\ncc = \"dctcp\"\nrto_min = \"{rto_min}\"\nrto_init = \"{rto_init}\"\ninit_cwnd = {init_cwnd}\nmss = \"{mss}\"\nrcv_buf = \"{rcv_buf}\"\ndupthresh = {dupthresh}\ndctcp_g = {dctcp_g:?}\nsmall_queue = \"{small_queue}\"\ndelayed_ack = {delayed}\n");
         let text = common::star(2, "5ms", &format!("{tcp}[[flows]]\nname = \"f\"\ncount = 2\nsrc = \"s{{i}}\"\ndst = \"r0\"\nbytes = \"30KB\"\n"));
         if let Ok(p) = tacc_sim::load(&text, "fuzz.toml", &[], None) {
-            let (sim, s) = tacc_sim::run(p, &mut |_, _| {});
+            let (sim, s) = tacc_sim::run(p, Default::default(), &mut |_, _| {});
             prop_assert!(s.conservation.ok, "{:?} for\n{text}", sim.rec.cons);
         }
     }

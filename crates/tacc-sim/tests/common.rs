@@ -6,7 +6,7 @@ use tacc_sim::sim::Sim;
 
 pub fn run(text: &str) -> (Sim, Summary) {
     let p = tacc_sim::load(text, "test.toml", &[], None).unwrap_or_else(|e| panic!("{e}"));
-    let (sim, s) = tacc_sim::run(p, &mut |_, _| {});
+    let (sim, s) = tacc_sim::run(p, Default::default(), &mut |_, _| {});
     assert!(
         s.conservation.ok,
         "packet conservation violated: {:?}",

@@ -13,7 +13,7 @@ fn attacked(scrub: bool) -> (tacc_sim::sim::Sim, tacc_sim::output::Summary) {
     let sets = [("mechanism.scrub".to_string(), scrub.to_string())];
     let p = tacc_sim::load(ATTACK, "hygenicc_attack.toml", &sets, None)
         .unwrap_or_else(|e| panic!("{e}"));
-    let (sim, s) = tacc_sim::run(p, &mut |_, _| {});
+    let (sim, s) = tacc_sim::run(p, Default::default(), &mut |_, _| {});
     assert!(s.conservation.ok);
     (sim, s)
 }

@@ -142,7 +142,7 @@ fn digests(file: &str, duration: &str, sets: &[&str]) -> Vec<(String, String)> {
         std::process::id(),
         fnv_str(&format!("{file}{duration}{sets:?}"))
     ));
-    tacc_sim::run_into(p, &dir, &mut |_, _| {}).unwrap();
+    tacc_sim::run_into(p, &dir, Default::default(), &mut |_, _| {}).unwrap();
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -128,7 +128,7 @@ fn same_scenario_and_seed_give_byte_identical_results() {
     };
     assert_eq!(json(&text), json(&text));
     let other = tacc_sim::load(&text, "t", &[], Some(2)).unwrap();
-    let (_, mut s2) = tacc_sim::run(other, &mut |_, _| {});
+    let (_, mut s2) = tacc_sim::run(other, Default::default(), &mut |_, _| {});
     s2.wall_seconds = 0.0;
     assert_ne!(
         json(&text),
@@ -193,8 +193,8 @@ fn departures_computed_on_admission_match_one_event_per_departure() {
     for p in by_event.model.ports.iter_mut().filter(|p| !p.holds_vnic) {
         p.departs_by_event = true;
     }
-    let (_, computed) = tacc_sim::run(load(), &mut |_, _| {});
-    let (_, by_event) = tacc_sim::run(by_event, &mut |_, _| {});
+    let (_, computed) = tacc_sim::run(load(), Default::default(), &mut |_, _| {});
+    let (_, by_event) = tacc_sim::run(by_event, Default::default(), &mut |_, _| {});
     assert_same_aggregates(&computed, &by_event, "computed");
     let (a, b) = (port(&computed, "sw0->r0"), port(&by_event, "sw0->r0"));
     assert!(a.max_backlog_pkts.abs_diff(b.max_backlog_pkts) <= 2);
@@ -230,8 +230,8 @@ fn vnic_both_ways(text: &str, seed: u64) -> (tacc_sim::output::Summary, tacc_sim
     let load = || tacc_sim::load(text, "test.toml", &[], Some(seed)).unwrap();
     let mut by_event = load();
     by_event.model.put_vnics_in_nics(false);
-    let (_, in_nic) = tacc_sim::run(load(), &mut |_, _| {});
-    let (_, by_event) = tacc_sim::run(by_event, &mut |_, _| {});
+    let (_, in_nic) = tacc_sim::run(load(), Default::default(), &mut |_, _| {});
+    let (_, by_event) = tacc_sim::run(by_event, Default::default(), &mut |_, _| {});
     assert!(in_nic.events < by_event.events);
     (in_nic, by_event)
 }

@@ -60,6 +60,7 @@ impl Sim {
         }
         match &mut self.m.eps[ep as usize].kind {
             EpKind::Tcp(_) | EpKind::TcpClosed(_) => unreachable!("handled above"),
+            EpKind::Elsewhere => unreachable!("a packet reaches the partition of its host"),
             EpKind::UdpSink => {
                 let f = self.m.eps[ep as usize].flow;
                 self.credit(f, pkt.payload() as u64);

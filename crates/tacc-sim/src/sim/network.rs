@@ -107,7 +107,24 @@ impl Sim {
                 self.capture_sent(port, id, end, None);
             }
         }
-        let kind = match plain_switch.and_then(|s| self.m.route(s, self.pkts.get(id))) {
+        let route = plain_switch.and_then(|s| self.m.route(s, self.pkts.get(id)));
+        if let Some(split) = self.split.as_deref_mut() {
+            let to = split.far[port as usize];
+            if to != split.part {
+                let (port, forward) = route.map_or((port, false), |out| (out, true));
+                let pkt = self.pkts.get(id).clone();
+                self.pkts.free(id);
+                let mail = super::Mail {
+                    at,
+                    port,
+                    forward,
+                    pkt,
+                };
+                split.outbox[to as usize].push(mail);
+                return;
+            }
+        }
+        let kind = match route {
             Some(out) => EvKind::Forward(out, id),
             // Elsewhere, or unroutable there (dropped when it arrives).
             None => EvKind::Arrive(port, id),

@@ -170,7 +170,11 @@ impl Sim {
             tcp,
             None,
         );
-        self.flow_start(f);
+        // Every partition draws the arrivals (from the source's own stream), so that a flow
+        // has the same index in each; the sender's starts it.
+        if self.m.vm_is_local(arrival.src) {
+            self.flow_start(f);
+        }
         self.schedule(now + arrival.gap_ns.max(1), EvKind::TrafficArrival(a));
     }
 }

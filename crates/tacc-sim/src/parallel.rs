@@ -1,0 +1,503 @@
+//! A run split into partitions, each on a thread of its own, with results that do not depend
+//! on the number of threads.
+//!
+//! The partitions are the scenario's, never the machine's: a fat tree's pods, a two-tier
+//! fabric's racks (what is left joined when the top tier of switches is taken away, each
+//! top-tier switch then going with one of them in turn). Each partition runs its own copy
+//! of the world ([`Model`]) with its own event queue, packet arena and random stream, and
+//! only its own hosts' and switches' events. A packet leaving for another partition's node
+//! goes there by value ([`Mail`]) and arrives no sooner than the lookahead: the least
+//! delay plus serialization of a link between two partitions. So every partition runs the
+//! window [T, T + lookahead) alone; then each takes its mail, in the order of the partitions
+//! that sent it and of their sending, and the next window starts at the earliest event
+//! left. What a partition does is a function of its own events and its mail, and both are
+//! the same whichever thread runs it, and with however many threads: a run of 1, 2 or N
+//! threads writes the same files.
+//!
+//! Open-loop traffic is drawn in every partition from its source's own stream, so that each
+//! new flow has the same index everywhere; a flow's sending end lives in its source's
+//! partition, its receiving end in its destination's, and its record is put together from
+//! both when the run ends. What crosses partitions otherwise (a controller, host shims and
+//! switch hooks of a mechanism, partition-aggregate applications, flows that return by a
+//! fixed delay, captures) keeps the run in one partition, and [`plan`] says why.
+
+use crate::model::{EpKind, Flow, Model, Part};
+use crate::output::Recorded;
+use crate::packet::MIN_PACKET;
+use crate::sim::{Mail, Sim, Split};
+use crate::tcp::TcpEndpoint;
+use crate::topology::NodeRef;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// At most this many partitions: a k = 32 fat tree's 32 pods go two by two. Each partition
+/// holds a copy of the world's flows, so more cost memory without adding speed on the
+/// machines this runs on.
+pub const MAX_PARTITIONS: usize = 16;
+const _: () = assert!(MAX_PARTITIONS <= 64, "a bit per partition in a u64");
+
+/// Where each node runs, and the lookahead the partitions keep to.
+#[derive(Clone, Debug)]
+pub struct Partitioning {
+    pub count: u16,
+    pub of_host: Arc<Vec<u16>>,
+    pub of_switch: Arc<Vec<u16>>,
+    /// The least time from a packet's sending on a link between two partitions to its
+    /// arrival at the far end: its delay plus the serialization of the smallest packet.
+    pub lookahead: u64,
+}
+
+/// Hosts a partition gets at the least when the scenario does not say how many: a window
+/// of a smaller one holds too few events to pay for the exchange between windows (at k = 16,
+/// 1,024 hosts, 2 partitions ran 1.63 times as fast as one on 2 threads, 4 partitions 1.40
+/// times, 16 partitions 0.76 times).
+pub const HOSTS_PER_PARTITION: usize = 512;
+
+/// The scenario's partitions (at most `want`; without it, as many as its size pays for), or
+/// why it runs as one.
+pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
+    if m.control.app.is_some()
+        || m.shims.iter().any(|h| h.shim.is_some())
+        || m.switch_mech.iter().any(|s| s.hook.is_some())
+    {
+        return Err("its mechanism's shims, hooks and controller run in one partition".into());
+    }
+    if m.apps
+        .iter()
+        .any(|a| matches!(a, crate::model::App::Incast(_)))
+    {
+        return Err("partition-aggregate applications run in one partition".into());
+    }
+    if m.eps.iter().any(|e| e.return_delay().is_some()) {
+        return Err("flows with a return_delay run in one partition".into());
+    }
+    if m.eps
+        .iter()
+        .any(|e| matches!(e.kind, EpKind::UdpEcho { .. }))
+    {
+        return Err("UDP flows that echo count their bytes at both ends, in one partition".into());
+    }
+    if !m.pcap_ports.is_empty() {
+        return Err("captures (output.pcap) are written by one partition".into());
+    }
+    let (hosts, switches) = (m.hosts.len(), m.graph.switches.len());
+    let max = match want {
+        Some(n) => n.min(MAX_PARTITIONS),
+        None => (hosts / HOSTS_PER_PARTITION).min(MAX_PARTITIONS),
+    };
+    if max < 2 {
+        return Err(match want {
+            Some(_) => "one partition was asked for".into(),
+            None => format!(
+                "{hosts} hosts: a partition pays for itself from {HOSTS_PER_PARTITION} (--partitions sets them)"
+            ),
+        });
+    }
+    let node = |n: NodeRef| match n {
+        NodeRef::Host(h) => h as usize,
+        NodeRef::Switch(s) => hosts + s as usize,
+    };
+    // Each switch's tier: its distance in links from the nearest host.
+    let mut tier = vec![u32::MAX; hosts + switches];
+    let mut frontier: Vec<usize> = (0..hosts).collect();
+    frontier.iter().for_each(|&h| tier[h] = 0);
+    let mut depth = 0;
+    while !frontier.is_empty() {
+        depth += 1;
+        let mut next = Vec::new();
+        for l in &m.graph.links {
+            for (a, b) in [(node(l.a), node(l.b)), (node(l.b), node(l.a))] {
+                if tier[a] == depth - 1 && tier[b] == u32::MAX {
+                    tier[b] = depth;
+                    next.push(b);
+                }
+            }
+        }
+        frontier = next;
+    }
+    let top = tier[hosts..]
+        .iter()
+        .copied()
+        .filter(|&t| t != u32::MAX)
+        .max();
+    let Some(top) = top.filter(|&t| t >= 2) else {
+        return Err("its switches are one tier".into());
+    };
+    // What stays joined without the top tier.
+    let mut parent: Vec<usize> = (0..hosts + switches).collect();
+    fn root(parent: &mut [usize], mut x: usize) -> usize {
+        while parent[x] != x {
+            parent[x] = parent[parent[x]];
+            x = parent[x];
+        }
+        x
+    }
+    for l in &m.graph.links {
+        let (a, b) = (node(l.a), node(l.b));
+        if tier[a] != top && tier[b] != top {
+            let (ra, rb) = (root(&mut parent, a), root(&mut parent, b));
+            parent[ra.max(rb)] = ra.min(rb);
+        }
+    }
+    let mut component = vec![u16::MAX; hosts + switches];
+    let mut roots = Vec::new();
+    for n in 0..hosts + switches {
+        if tier[n] == top {
+            continue;
+        }
+        let r = root(&mut parent, n);
+        let c = match roots.iter().position(|&x| x == r) {
+            Some(c) => c,
+            None => {
+                roots.push(r);
+                roots.len() - 1
+            }
+        };
+        component[n] = c as u16;
+    }
+    let groups = roots.len();
+    if groups < 2 {
+        return Err("its fabric is joined without its top tier".into());
+    }
+    let count = groups.min(max);
+    // Neighbouring components together, and the top tier dealt out in turn.
+    let mut of_node: Vec<u16> = component
+        .iter()
+        .map(|&c| (c as usize * count / groups) as u16)
+        .collect();
+    let mut dealt = 0;
+    for n in 0..hosts + switches {
+        if tier[n] == top {
+            of_node[n] = (dealt % count) as u16;
+            dealt += 1;
+        }
+    }
+    let lookahead = m
+        .ports
+        .iter()
+        .filter(|p| of_node[node(p.from)] != of_node[node(p.to())])
+        .map(|p| p.delay_ns + p.ser(MIN_PACKET))
+        .min()
+        .unwrap_or(u64::MAX);
+    if lookahead == 0 {
+        return Err("a link between its partitions takes no time".into());
+    }
+    Ok(Partitioning {
+        count: count as u16,
+        of_host: Arc::new(of_node[..hosts].to_vec()),
+        of_switch: Arc::new(of_node[hosts..].to_vec()),
+        lookahead,
+    })
+}
+
+/// Makes `m` (a copy of the world as built) partition `id`'s: endpoints of other
+/// partitions' VMs are left to them, the queues sampled are its own, and its random stream
+/// is its own (partition 0 keeps the scenario's).
+fn localize(m: &mut Model, parts: &Partitioning, id: u16) {
+    m.part = Some(Part {
+        id,
+        of_host: parts.of_host.clone(),
+        of_switch: parts.of_switch.clone(),
+    });
+    for e in 0..m.eps.len() {
+        if !m.vm_is_local(m.eps[e].vm) {
+            m.eps[e].kind = EpKind::Elsewhere;
+        }
+    }
+    let (of_host, of_switch) = (&parts.of_host, &parts.of_switch);
+    let ports = &m.ports;
+    m.sampled_ports.retain(|&p| {
+        let owner = match ports[p as usize].from {
+            NodeRef::Host(h) => of_host[h as usize],
+            NodeRef::Switch(s) => of_switch[s as usize],
+        };
+        owner == id
+    });
+    if id > 0 {
+        m.rng = crate::rng::Rng::new(m.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    }
+}
+
+/// A barrier whose threads spin, then yield: a window of a large fabric is tens of
+/// microseconds of work, and sleeping on a futex costs as much again.
+struct SpinBarrier {
+    threads: usize,
+    arrived: AtomicUsize,
+    generation: AtomicUsize,
+}
+
+impl SpinBarrier {
+    fn wait(&self) {
+        let generation = self.generation.load(Ordering::Acquire);
+        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
+            self.arrived.store(0, Ordering::Relaxed);
+            self.generation.fetch_add(1, Ordering::Release);
+            return;
+        }
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if spins < 1 << 12 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+}
+
+/// What the partitions share: the mail between each pair (handed over by the sender after
+/// a window, read by the receiver before the next), which senders left each partition mail
+/// (a bit each), and each partition's next event time.
+struct Exchange {
+    mail: Vec<Mutex<Vec<Mail>>>,
+    sent_to: Vec<AtomicU64>,
+    next: Vec<AtomicU64>,
+    barrier: SpinBarrier,
+    count: usize,
+}
+
+impl Exchange {
+    fn slot(&self, from: u16, to: u16) -> &Mutex<Vec<Mail>> {
+        &self.mail[from as usize * self.count + to as usize]
+    }
+}
+
+/// Runs one partitioned world on `threads` threads and puts its results together.
+pub fn run(
+    models: Vec<Model>,
+    parts: &Partitioning,
+    threads: usize,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Sim {
+    let count = parts.count as usize;
+    assert_eq!(models.len(), count);
+    let far = {
+        let m = &models[0];
+        let owner = |n: NodeRef| match n {
+            NodeRef::Host(h) => parts.of_host[h as usize],
+            NodeRef::Switch(s) => parts.of_switch[s as usize],
+        };
+        Arc::new(m.ports.iter().map(|p| owner(p.to())).collect::<Vec<u16>>())
+    };
+    let sampled = models[0].sampled_ports.clone();
+    let mut sims: Vec<Sim> = models
+        .into_iter()
+        .enumerate()
+        .map(|(id, mut m)| {
+            localize(&mut m, parts, id as u16);
+            let split = Split {
+                part: id as u16,
+                far: far.clone(),
+                outbox: (0..count).map(|_| Vec::new()).collect(),
+            };
+            Sim::partition(m, Some(Box::new(split)))
+        })
+        .collect();
+    let end = sims[0].m.duration;
+    let threads = threads.clamp(1, count);
+    let exchange = Exchange {
+        mail: (0..count * count).map(|_| Mutex::new(Vec::new())).collect(),
+        sent_to: (0..count).map(|_| AtomicU64::new(0)).collect(),
+        next: (0..count).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        barrier: SpinBarrier {
+            threads,
+            arrived: AtomicUsize::new(0),
+            generation: AtomicUsize::new(0),
+        },
+        count,
+    };
+    for (i, s) in sims.iter().enumerate() {
+        exchange.next[i].store(s.next_at().unwrap_or(u64::MAX), Ordering::Relaxed);
+    }
+    crate::heap::advise();
+    // Partition i runs on thread i % threads; the caller's thread is thread 0 and reports
+    // progress.
+    let mut by_thread: Vec<Vec<&mut Sim>> = (0..threads).map(|_| Vec::new()).collect();
+    for (i, s) in sims.iter_mut().enumerate() {
+        by_thread[i % threads].push(s);
+    }
+    let lookahead = parts.lookahead;
+    std::thread::scope(|scope| {
+        let mut mine = by_thread.into_iter();
+        let first = mine.next().expect("one thread at least");
+        for group in mine {
+            let exchange = &exchange;
+            scope.spawn(move || windows(group, exchange, lookahead, end, &mut |_, _| {}));
+        }
+        windows(first, &exchange, lookahead, end, progress);
+    });
+    progress(end, end);
+    for s in &mut sims {
+        s.finish();
+    }
+    let undelivered: usize = exchange
+        .mail
+        .iter()
+        .map(|m| m.lock().expect("no thread panicked").len())
+        .sum();
+    merge(sims, parts, sampled, undelivered as u64)
+}
+
+/// One thread's part of the run: its partitions' windows until the end.
+fn windows(
+    mut sims: Vec<&mut Sim>,
+    x: &Exchange,
+    lookahead: u64,
+    end: u64,
+    progress: &mut dyn FnMut(u64, u64),
+) {
+    let mut reported = 0;
+    loop {
+        let start = x
+            .next
+            .iter()
+            .map(|n| n.load(Ordering::Acquire))
+            .min()
+            .unwrap_or(u64::MAX);
+        if start > end {
+            return;
+        }
+        let last = start.saturating_add(lookahead - 1).min(end);
+        for s in sims.iter_mut() {
+            s.run_until(last, &mut |_, _| {});
+            let split = s.split.as_mut().expect("a partition");
+            for (to, outbox) in split.outbox.iter_mut().enumerate() {
+                if outbox.is_empty() {
+                    continue;
+                }
+                debug_assert!(
+                    outbox.iter().all(|m| m.at > last),
+                    "mail within the lookahead"
+                );
+                let mut slot = x
+                    .slot(split.part, to as u16)
+                    .lock()
+                    .expect("no thread panicked");
+                std::mem::swap(&mut *slot, outbox);
+                x.sent_to[to].fetch_or(1 << split.part, Ordering::Relaxed);
+            }
+        }
+        x.barrier.wait();
+        for s in sims.iter_mut() {
+            let to = s.split.as_ref().expect("a partition").part;
+            let mut senders = x.sent_to[to as usize].swap(0, Ordering::Relaxed);
+            while senders != 0 {
+                let from = senders.trailing_zeros() as u16;
+                senders &= senders - 1;
+                let mut slot = x.slot(from, to).lock().expect("no thread panicked");
+                for m in slot.drain(..) {
+                    s.receive(m);
+                }
+            }
+            x.next[to as usize].store(s.next_at().unwrap_or(u64::MAX), Ordering::Release);
+        }
+        x.barrier.wait();
+        if last >= reported + end / 100 {
+            reported = last;
+            progress(last, end);
+        }
+    }
+}
+
+/// Partition 0's Sim with every partition's share of the world and of the records: each
+/// port from the partition of its sending node, each switch's flow table from the switch's,
+/// each endpoint from its VM's, each flow's
+/// receiving side (delivered bytes, completion) from its destination's and its stop from
+/// its source's; counts summed, queue samples in time and then the scenario's port order
+/// (`sampled`).
+fn merge(mut sims: Vec<Sim>, parts: &Partitioning, sampled: Vec<u32>, undelivered: u64) -> Sim {
+    let mut rest: Vec<Sim> = sims.drain(1..).collect();
+    let mut whole = sims.pop().expect("partition 0");
+    let (of_host, of_switch) = (&parts.of_host, &parts.of_switch);
+    let host_part = |m: &Model, vm: u32| of_host[m.vms[vm as usize].host as usize] as usize;
+    for i in 0..whole.m.ports.len() {
+        let owner = match whole.m.ports[i].from {
+            NodeRef::Host(h) => of_host[h as usize],
+            NodeRef::Switch(s) => of_switch[s as usize],
+        } as usize;
+        if owner != 0 {
+            std::mem::swap(&mut whole.m.ports[i], &mut rest[owner - 1].m.ports[i]);
+        }
+    }
+    for sw in 0..whole.m.tables.len() {
+        let owner = of_switch[sw] as usize;
+        if owner != 0 {
+            std::mem::swap(&mut whole.m.tables[sw], &mut rest[owner - 1].m.tables[sw]);
+        }
+    }
+    let mut closed: Vec<Vec<Option<TcpEndpoint>>> = rest
+        .iter_mut()
+        .map(|s| {
+            std::mem::take(&mut s.m.closed)
+                .into_iter()
+                .map(Some)
+                .collect()
+        })
+        .collect();
+    for e in 0..whole.m.eps.len() {
+        let owner = host_part(&whole.m, whole.m.eps[e].vm);
+        if owner == 0 {
+            continue;
+        }
+        let kind = std::mem::replace(&mut rest[owner - 1].m.eps[e].kind, EpKind::Elsewhere);
+        whole.m.eps[e].kind = match kind {
+            EpKind::TcpClosed(i) => {
+                let t = closed[owner - 1][i as usize].take();
+                EpKind::Tcp(Box::new(t.expect("each closed endpoint once")))
+            }
+            kind => kind,
+        };
+    }
+    for f in 0..whole.m.flows.len() {
+        let (src, dst) = (whole.m.flows[f].src_vm, whole.m.flows[f].dst_vm);
+        let (tx, rx) = (host_part(&whole.m, src), host_part(&whole.m, dst));
+        if rx != 0 {
+            std::mem::swap(&mut whole.m.flows[f], &mut rest[rx - 1].m.flows[f]);
+        }
+        if tx == rx {
+            continue;
+        }
+        let sender: &Flow = match tx {
+            0 => &rest[rx - 1].m.flows[f],
+            t => &rest[t - 1].m.flows[f],
+        };
+        let (stopped, stop_end) = (sender.stopped, sender.end);
+        let flow = &mut whole.m.flows[f];
+        if stopped {
+            // Ended by its stop if that came first, as in a run of one partition.
+            if stop_end.is_some_and(|s| flow.end.is_none_or(|e| s <= e)) {
+                flow.end = stop_end;
+                flow.completed = false;
+            }
+            flow.stopped = true;
+        }
+    }
+    let mut rec = std::mem::take(&mut whole.rec);
+    for s in &mut rest {
+        add(&mut rec, std::mem::take(&mut s.rec));
+    }
+    rec.in_flight += undelivered;
+    let order: std::collections::HashMap<u32, usize> =
+        sampled.iter().enumerate().map(|(i, &p)| (p, i)).collect();
+    rec.queue_samples
+        .sort_by_key(|&(t, p, _, _)| (t, order[&p]));
+    rec.packet_ins.sort_by_key(|&(t, sw, _, _)| (t, sw));
+    whole.m.sampled_ports = sampled;
+    whole.rec = rec;
+    whole
+}
+
+/// Adds one partition's records to the run's.
+fn add(to: &mut Recorded, from: Recorded) {
+    to.events += from.events;
+    to.cons.sent += from.cons.sent;
+    to.cons.delivered += from.cons.delivered;
+    to.cons.dropped += from.cons.dropped;
+    to.in_flight += from.in_flight;
+    to.shim_dropped += from.shim_dropped;
+    to.rule_dropped += from.rule_dropped;
+    to.vnic_dropped += from.vnic_dropped;
+    to.queue_samples.extend(from.queue_samples);
+    to.packet_ins.extend(from.packet_ins);
+}

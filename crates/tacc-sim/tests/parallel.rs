@@ -1,0 +1,142 @@
+//! A partitioned run (`tacc_sim::parallel`) writes the same files however many threads run
+//! it: the partitions are the scenario's, each runs alone between exchanges of the packets
+//! that cross between them, and what each does depends on its own events and its mail only.
+
+use std::collections::BTreeMap;
+use tacc_sim::RunOptions;
+
+/// A k = 4 fat tree (16 hosts, 4 pods), every link 1 Gb/s and 1 us, DCTCP on RED-ECN, with
+/// open-loop web-search traffic at `load` (0 for none) and `extra` tables.
+fn fat_tree(load: f64, extra: &str) -> String {
+    let traffic = match load {
+        0.0 => String::new(),
+        _ => format!("[[traffic]]\nname = \"web\"\ncdf = \"websearch\"\nload = {load}\n"),
+    };
+    format!(
+        "name = \"ft\"\nduration = \"60ms\"\n[topology]\nkind = \"fat-tree\"\nk = 4\n\
+         link_rate = \"1Gbps\"\nlink_delay = \"1us\"\n[queue]\nkind = \"red-ecn\"\n\
+         limit = \"100pkt\"\nk = \"20pkt\"\n[tcp]\ncc = \"dctcp\"\necn = true\n\
+         [output]\nqueue_sample = \"1ms\"\n{traffic}{extra}"
+    )
+}
+
+/// Every result file of one run, by name: summary.json without its wall time, and each CSV.
+fn files(text: &str, threads: usize, partitions: Option<usize>) -> BTreeMap<String, String> {
+    let p = tacc_sim::load(text, "test.toml", &[], None).unwrap_or_else(|e| panic!("{e}"));
+    let dir = std::env::temp_dir().join(format!(
+        "tacc-parallel-{}-{threads}-{partitions:?}-{:x}",
+        std::process::id(),
+        text.len() * 7919 + text.bytes().map(|b| b as usize).sum::<usize>()
+    ));
+    let opts = RunOptions {
+        threads,
+        partitions,
+    };
+    let summary = tacc_sim::run_into(p, &dir, opts, &mut |_, _| {}).unwrap();
+    assert!(summary.conservation.ok, "packet conservation violated");
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let text = match name.as_str() {
+            "summary.json" => {
+                let kept: Vec<&str> = text
+                    .lines()
+                    .filter(|l| !l.contains("wall_seconds"))
+                    .collect();
+                kept.join("\n")
+            }
+            n if n.ends_with(".csv") => text,
+            _ => continue,
+        };
+        out.insert(name, text);
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+    out
+}
+
+fn partitions(files: &BTreeMap<String, String>) -> serde_json::Value {
+    let summary: serde_json::Value = serde_json::from_str(&files["summary.json"]).unwrap();
+    summary["partitions"].clone()
+}
+
+/// Runs `text` on 1, 2 and 4 threads and checks that the files are the same, byte for byte;
+/// returns them.
+fn same_on_any_threads(text: &str, want: Option<usize>) -> BTreeMap<String, String> {
+    let one = files(text, 1, want);
+    for threads in [2, 4] {
+        let other = files(text, threads, want);
+        for (name, content) in &one {
+            assert!(
+                other.get(name) == Some(content),
+                "{name} differs between 1 and {threads} threads"
+            );
+        }
+        assert_eq!(one.len(), other.len());
+    }
+    one
+}
+
+#[test]
+fn a_fat_tree_split_by_pods_writes_the_same_files_on_1_2_and_4_threads() {
+    let cases = [
+        // Open-loop traffic, drawn in every partition.
+        fat_tree(0.5, ""),
+        // Random loss on links between partitions and inside them, and scripted flows, one
+        // of them UDP and one stopped early.
+        fat_tree(
+            0.3,
+            "[[loss]]\nmodel = \"bernoulli\"\nports = [\"core0->agg0_0\", \"agg1_0->edge1_0\"]\n\
+             rate = 0.01\n[[flows]]\nname = \"bulk\"\nsrc = \"h0\"\ndst = \"h15\"\n\
+             stop = \"40ms\"\n[[flows]]\nname = \"udp\"\nsrc = \"h5\"\ndst = \"h9\"\n\
+             transport = \"udp\"\nrate = \"300Mbps\"\n",
+        ),
+    ];
+    for text in &cases {
+        let files = same_on_any_threads(text, Some(4));
+        assert_eq!(partitions(&files)["count"], 4, "one partition per pod");
+        // 1 us of propagation and a 40 B packet's 320 ns on the links between pods.
+        assert_eq!(partitions(&files)["lookahead_s"], 1.32e-6);
+    }
+}
+
+#[test]
+fn what_cannot_be_split_runs_as_one_partition_and_says_why() {
+    let mechanism = "[mechanism]\nkind = \"sdn-gcc\"\n[[flows]]\nname = \"a\"\nsrc = \"h0\"\n\
+                     dst = \"h15\"\n";
+    let incast = "[[incast]]\nname = \"ia\"\naggregator = \"h0\"\nworkers = \"h{i+4}\"\n\
+                  count = 3\nbytes = \"20KB\"\nepochs = 3\n";
+    for (text, want, why) in [
+        (fat_tree(0.0, mechanism), Some(4), "mechanism"),
+        (fat_tree(0.0, incast), Some(4), "partition-aggregate"),
+        // 16 hosts: too small for partitions unless asked.
+        (fat_tree(0.3, ""), None, "16 hosts"),
+    ] {
+        let files = same_on_any_threads(&text, want);
+        let parts = partitions(&files);
+        assert_eq!(parts["count"], 1);
+        let because = parts["one_because"].as_str().unwrap();
+        assert!(because.contains(why), "{because}");
+    }
+}
+
+/// The partitions change the order of simultaneous events and the random streams, as
+/// another seed would, not the traffic: the same flows (open-loop arrivals come from their
+/// source's own stream), every packet accounted for.
+#[test]
+fn a_split_run_carries_the_same_flows_as_a_whole_one() {
+    let text = fat_tree(0.5, "");
+    let whole = files(&text, 1, Some(1));
+    let split = files(&text, 2, Some(4));
+    let flows = |f: &BTreeMap<String, String>| -> Vec<String> {
+        // name, group, src, dst: the columns the traffic alone decides.
+        f["flows.csv"]
+            .lines()
+            .map(|l| l.split(',').take(4).collect::<Vec<_>>().join(","))
+            .collect()
+    };
+    // About 40 arrivals: 16 hosts at half of 1 Gb/s for 60 ms, in flows of 1.6 MB on average.
+    assert!(flows(&whole).len() > 20, "{} flows", flows(&whole).len());
+    assert_eq!(flows(&whole), flows(&split));
+}
