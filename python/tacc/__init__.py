@@ -70,7 +70,7 @@ def run(
     Without `out` the result goes to a new temporary directory, which is kept.
     `progress` draws a bar of simulated time on stderr when stderr is a terminal.
     `threads` (default: the machine's cores) run the scenario's partitions, at most
-    `partitions` of them (default: as many as its size pays for; 1: none); the threads
+    `partitions` of them (default: 2 on a fabric of 1,024 hosts or more; 1: none); the threads
     never change the results, the partitions do as another seed would.
     Raises ScenarioError for bad input and FileNotFoundError for a missing file.
     """

@@ -40,8 +40,8 @@ def run(
     the simulated time) and once at the end, with the simulated time reached and the run's
     end. The first exception it raises stops the calls and is raised when the run is over
     (the run itself goes on to the end). `threads` (default: the machine's cores) run the
-    scenario's partitions, at most `partitions` of them (default: as many as its size pays
-    for); the threads never change what is written."""
+    scenario's partitions, at most `partitions` of them (default: 2 on a fabric of 1,024
+    hosts or more); the threads never change what is written."""
 
 def keys(name: str | None = None) -> list[dict[str, Any]]:
     """The documented scenario tables `name` picks ("tcp", "tcp.rto_min", "mechanism.sicc"),

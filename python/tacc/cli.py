@@ -65,9 +65,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="threads to run the scenario's partitions on (default: the machine's "
                      "cores); they never change the results")
     run.add_argument("--partitions", type=_positive, metavar="N",
-                     help="split the run into at most N partitions (default: as many as the "
-                     "scenario's size pays for, in pods or racks; 1: none). They change the "
-                     "order of simultaneous events and the random streams, as a seed would")
+                     help="split the run into at most N partitions, by pods (default: 2 on a "
+                     "fabric of 1,024 hosts or more; 1: none). They change the order of "
+                     "simultaneous events and the random streams, as a seed would")
     _add_pcap_option(run)
     run.set_defaults(command=_run)
 

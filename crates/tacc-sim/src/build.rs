@@ -236,7 +236,7 @@ impl Model {
             Some(HostSet::Named(n)) => unreachable!("validated: output.ports = {n:?}"),
             Some(HostSet::List(names)) => (names.iter().map(|n| port_index[n]).collect(), None),
         };
-        let fib = Fib::new(&graph, &vms);
+        let fib = std::sync::Arc::new(Fib::new(&graph, &vms));
         let mut m = Model {
             name: s.name.clone().unwrap_or_else(|| {
                 std::path::Path::new(&l.file)

@@ -65,7 +65,7 @@ pub struct RunOptions {
     /// Threads to run the partitions on.
     pub threads: usize,
     /// The most partitions to split the run into (1: none; `None`: as many as the
-    /// scenario's size pays for). They change the order of simultaneous events and the random
+    /// fabric of 1,024 hosts or more gets 2). They change the order of simultaneous events and the random
     /// streams, as another seed would; the threads change nothing.
     pub partitions: Option<usize>,
 }
@@ -163,11 +163,8 @@ fn run_sim(
     let plan = parallel::plan(&p.model, opts.partitions);
     let s = match &plan {
         Ok(parts) => {
-            let mut models = vec![p.model];
-            for _ in 1..parts.count {
-                let copy = model::Model::build(&p.loaded, p.seed);
-                models.push(copy.expect("a scenario built once builds again"));
-            }
+            let copies = parallel::build_copies(&p.loaded, p.seed, parts.count - 1, opts.threads);
+            let models = std::iter::once(p.model).chain(copies).collect();
             parallel::run(models, parts, opts.threads, progress)
         }
         Err(_) => {

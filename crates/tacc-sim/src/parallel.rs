@@ -24,6 +24,7 @@
 use crate::model::{EpKind, Flow, Model, Part};
 use crate::output::Recorded;
 use crate::packet::MIN_PACKET;
+use crate::scenario::Loaded;
 use crate::sim::{Mail, Sim, Split};
 use crate::tcp::TcpEndpoint;
 use crate::topology::NodeRef;
@@ -47,13 +48,18 @@ pub struct Partitioning {
     pub lookahead: u64,
 }
 
-/// Hosts a partition gets at the least when the scenario does not say how many: a window
-/// of a smaller one holds too few events to pay for the exchange between windows (at k = 16,
-/// 1,024 hosts, 2 partitions ran 1.63 times as fast as one on 2 threads, 4 partitions 1.40
-/// times, 16 partitions 0.76 times).
-pub const HOSTS_PER_PARTITION: usize = 512;
+/// The partitions of a fabric of at least `SPLIT_FROM_HOSTS` hosts when the scenario does
+/// not say: each partition costs a copy of the world and an exchange per window, which more
+/// threads must pay for. On 2 cores, web search at 50% load: k = 16 (1,024 hosts) ran 1.63
+/// times as fast as one partition with 2 partitions, 1.40 with 4, 0.76 with 16; k = 32 1.70
+/// with 2, 1.35 with 8, 1.12 with 16. More cores want more (`--partitions`).
+pub const DEFAULT_PARTITIONS: usize = 2;
+/// Below this many hosts a window holds too few events to pay for the exchange (k = 8, 128
+/// hosts: 8 partitions on 2 threads took 1.7 times as long as one).
+pub const SPLIT_FROM_HOSTS: usize = 1024;
 
-/// The scenario's partitions (at most `want`; without it, as many as its size pays for), or
+/// The scenario's partitions (at most `want`; without it, `DEFAULT_PARTITIONS` from
+/// `SPLIT_FROM_HOSTS` hosts), or
 /// why it runs as one.
 pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
     if m.control.app.is_some()
@@ -83,13 +89,14 @@ pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
     let (hosts, switches) = (m.hosts.len(), m.graph.switches.len());
     let max = match want {
         Some(n) => n.min(MAX_PARTITIONS),
-        None => (hosts / HOSTS_PER_PARTITION).min(MAX_PARTITIONS),
+        None if hosts >= SPLIT_FROM_HOSTS => DEFAULT_PARTITIONS,
+        None => 1,
     };
     if max < 2 {
         return Err(match want {
             Some(_) => "one partition was asked for".into(),
             None => format!(
-                "{hosts} hosts: a partition pays for itself from {HOSTS_PER_PARTITION} (--partitions sets them)"
+                "{hosts} hosts: a run is split from {SPLIT_FROM_HOSTS} (--partitions sets it)"
             ),
         });
     }
@@ -190,6 +197,26 @@ pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
     })
 }
 
+/// `n` more copies of the world, built on `threads` threads: a k = 32 fat tree takes a
+/// quarter of a second to build.
+pub fn build_copies(l: &Loaded, seed: u64, n: u16, threads: usize) -> Vec<Model> {
+    let threads = threads.clamp(1, (n as usize).max(1));
+    let build = || Model::build(l, seed).expect("a scenario built once builds again");
+    // Every copy is the same world: which thread built which does not matter.
+    std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let share = (t..n as usize).step_by(threads);
+                scope.spawn(move || share.map(|_| build()).collect::<Vec<_>>())
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a build does not panic"))
+            .collect()
+    })
+}
+
 /// Makes `m` (a copy of the world as built) partition `id`'s: endpoints of other
 /// partitions' VMs are left to them, the queues sampled are its own, and its random stream
 /// is its own (partition 0 keeps the scenario's).
@@ -281,11 +308,13 @@ pub fn run(
         Arc::new(m.ports.iter().map(|p| owner(p.to())).collect::<Vec<u16>>())
     };
     let sampled = models[0].sampled_ports.clone();
+    let fib = models[0].fib.clone();
     let mut sims: Vec<Sim> = models
         .into_iter()
         .enumerate()
         .map(|(id, mut m)| {
             localize(&mut m, parts, id as u16);
+            m.fib = fib.clone();
             let split = Split {
                 part: id as u16,
                 far: far.clone(),

@@ -140,3 +140,14 @@ fn a_split_run_carries_the_same_flows_as_a_whole_one() {
     assert!(flows(&whole).len() > 20, "{} flows", flows(&whole).len());
     assert_eq!(flows(&whole), flows(&split));
 }
+
+#[test]
+fn a_fabric_of_1024_hosts_is_split_in_two_unless_asked_otherwise() {
+    let k16 = fat_tree(0.5, "")
+        .replace("k = 4\n", "k = 16\n")
+        .replace("60ms", "2ms");
+    let default = same_on_any_threads(&k16, None);
+    assert_eq!(partitions(&default)["count"], 2);
+    let asked = files(&k16, 2, Some(8));
+    assert_eq!(partitions(&asked)["count"], 8);
+}
