@@ -4,6 +4,7 @@ wall second and peak RSS for each scenario in bench/scenarios, each run in a fre
     .venv/bin/python bench/run.py [--runs N] [--with-htsim] [--with-ns3 [--ns3-runs M]] [SCENARIO.toml ...]
     .venv/bin/python bench/run.py --scaling [--runs N]
     .venv/bin/python bench/run.py --memory [--memory-duration 60s]
+    .venv/bin/python bench/run.py --threads [--runs N] [--with-k32]
     .venv/bin/python bench/run.py --all [--runs N]
 
 Beside the engine's figures, each scenario is also run N times as a user types it,
@@ -31,6 +32,13 @@ flows (senders, receivers and flows[0].count overridden with --set), and
 fattree-k8-websearch.toml at k = 4, 6, 8 and 16, and at k = 8 with half the load (25%, to tell
 the cost of load from that of size); it prints wall time, events, events/s and peak RSS, writes
 bench/scaling.json and plots bench/scaling.png.
+
+--threads times the partitioned engine: a k = 16 fat tree for 1 s unsplit, in its default 2
+partitions on 1 thread and on 2 (the last two write the same files), the same fabric for 0.2 s
+in 2 to 16 partitions on 2 threads, and the dumbbells (never split) on 1 thread and on the
+default; every variant of a case runs once per round, the rounds repeated --runs times.
+--with-k32 adds k = 32 for 1 s, unsplit and in its default partitions, once each. Writes
+bench/threads.json.
 
 --all runs, in one invocation, everything the speed goals are judged by: the suite with htsim
 and ns-3, then --mechanisms and --scaling; each part writes its own files as it does alone.
@@ -60,8 +68,9 @@ HERE = Path(__file__).resolve().parent
 CHILD = """
 import json, resource, sys, time, tacc._core as core
 sets = [tuple(kv) for kv in json.loads(sys.argv[3])] if len(sys.argv) > 3 else []
+opts = json.loads(sys.argv[4]) if len(sys.argv) > 4 else {}
 t0 = time.perf_counter()
-out = core.run(sys.argv[1], sets=sets, out=sys.argv[2])
+out = core.run(sys.argv[1], sets=sets, out=sys.argv[2], **opts)
 wall = time.perf_counter() - t0
 s = json.load(open(out + '/summary.json'))
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -70,19 +79,23 @@ port = port and {k: port[k] for k in ("marked", "dropped", "utilization")}
 print(json.dumps({"wall": wall, "engine_wall": s["wall_seconds"], "events": s["events"], "sim": s["sim_seconds"], "rss_kb": rss,
                   "goodput": [f["goodput_mbps"] for f in s["flows"]], "bottleneck": port,
                   "flows": len(s["flows"]), "completed": sum(bool(f["completed"]) for f in s["flows"]),
-                  "conservation_ok": s["conservation"]["ok"]}))
+                  "conservation_ok": s["conservation"]["ok"], "partitions": s["partitions"]}))
 """
 
 
-def child_cmd(scenario: Path, out: str, sets: list[tuple[str, str]] | None = None) -> list[str]:
-    cmd = [sys.executable, "-c", CHILD, str(scenario), out]
-    return cmd + [json.dumps(sets)] if sets else cmd
+def child_cmd(scenario: Path, out: str, sets: list[tuple[str, str]] | None = None,
+              opts: dict | None = None) -> list[str]:
+    return [sys.executable, "-c", CHILD, str(scenario), out, json.dumps(sets or []),
+            json.dumps(opts or {})]
 
 
-def engine_sample(scenario: Path, sets: list[tuple[str, str]] | None = None) -> dict:
-    """One run of the engine alone, in a fresh interpreter that imports only the extension."""
+def engine_sample(scenario: Path, sets: list[tuple[str, str]] | None = None,
+                  opts: dict | None = None) -> dict:
+    """One run of the engine alone, in a fresh interpreter that imports only the extension;
+    `opts` are tacc._core.run's threads and partitions."""
     with tempfile.TemporaryDirectory() as out:
-        res = subprocess.run(child_cmd(scenario, out, sets), capture_output=True, text=True, check=True)
+        res = subprocess.run(child_cmd(scenario, out, sets, opts), capture_output=True, text=True,
+                             check=True)
         return json.loads(res.stdout)
 
 
@@ -368,6 +381,53 @@ def run_scaling(runs: int) -> None:
     print(f"wrote {HERE / 'scaling.json'} and {HERE / 'scaling.png'}")
 
 
+# (label, scenario, --set overrides, [(label, threads, partitions), ...]): each case's
+# variants run interleaved, round by round, so that the machine's load hits all alike.
+THREADS_CASES = [
+    ("fattree-k16-1s", "fattree-k8-websearch.toml", [("topology.k", "16")],
+     [("1 partition", 1, 1), ("default, 1 thread", 1, None), ("default, 2 threads", 2, None)]),
+    ("fattree-k16-0.2s", "fattree-k8-websearch.toml", [("topology.k", "16"), ("duration", '"0.2s"')],
+     [("1 partition", 1, 1)] + [(f"{p} partitions, 2 threads", 2, p) for p in (2, 4, 8, 16)]),
+    ("dumbbell-4-newreno", "dumbbell-4-newreno.toml", [], [("1 thread", 1, None), ("default", None, None)]),
+    ("dumbbell-64-newreno", "dumbbell-64-newreno.toml", [], [("1 thread", 1, None), ("default", None, None)]),
+]
+# Too long to repeat: once each.
+THREADS_ONCE = [
+    ("fattree-k32-1s", "fattree-k8-websearch.toml", [("topology.k", "32")],
+     [("1 partition", 1, 1), ("default, 2 threads", 2, None)]),
+]
+
+
+def run_threads(runs: int, with_k32: bool) -> None:
+    """Wall time, events per second and peak memory by threads and partitions, the variants
+    of a case paired round by round; writes bench/threads.json."""
+    rows = []
+    cases = [(c, runs) for c in THREADS_CASES] + [(c, 1) for c in THREADS_ONCE if with_k32]
+    print(f"{'case':<20} {'variant':<26} {'wall s':>8} {'events/s':>12} {'RSS MB':>8} {'parts':>5} {'windows':>10} {'ev/window':>9} {'vs first':>8}")
+    for (label, file, sets, variants), n in cases:
+        samples: dict[str, list[dict]] = {v[0]: [] for v in variants}
+        for _ in range(n):
+            for name, threads, partitions in variants:
+                opts = {"threads": threads, "partitions": partitions}
+                samples[name].append(engine_sample(HERE / "scenarios" / file, sets, opts))
+        first = None
+        for name, threads, partitions in variants:
+            r = engine_row(HERE / "scenarios" / file, samples[name], sets, f"{label} {name}")
+            parts = samples[name][0]["partitions"]
+            r.update(case=label, variant=name, threads=threads, partitions_asked=partitions,
+                     partitions=parts, engine_walls=[s["engine_wall"] for s in samples[name]])
+            r.pop("goodput_mbps", None)
+            first = first or r
+            ratio = first["engine_wall_s"] / r["engine_wall_s"]
+            r["speedup_vs_first"] = ratio
+            rows.append(r)
+            print(f"{label:<20} {name:<26} {r['engine_wall_s']:>8.2f} {r['events_per_s']:>12,.0f} "
+                  f"{r['peak_rss_mb']:>8.1f} {parts['count']:>5} {parts.get('windows', 0):>10,} "
+                  f"{parts.get('events_per_window', 0):>9.0f} {ratio:>7.2f}x", flush=True)
+    (HERE / "threads.json").write_text(json.dumps({"machine": machine(), "runs": runs, "rows": rows}, indent=2) + "\n")
+    print(f"wrote {HERE / 'threads.json'}")
+
+
 def plot_scaling(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -494,12 +554,16 @@ def main() -> None:
     ap.add_argument("--memory-duration", default="60s", help="simulated time of the --memory run (default 60s)")
     ap.add_argument("--mechanisms", action="store_true", help="events per second with each mechanism against the same paper scenario without it, instead of the suite; writes bench/mechanisms.json")
     ap.add_argument("--profiles", action="store_true", help="events per second of the suite's scenarios with tcp.profile = \"linux\" against the classic profile, instead of the suite; writes bench/profiles.json")
+    ap.add_argument("--threads", action="store_true", help="wall time by threads and partitions on the fat trees and the dumbbells, paired, instead of the suite; writes bench/threads.json")
+    ap.add_argument("--with-k32", action="store_true", help="with --threads, also run k = 32 for 1 s once each way (about 15 minutes)")
     ap.add_argument("--all", action="store_true", help="every figure the speed goals are judged by, in one run: the suite with htsim and ns-3, then --mechanisms and --scaling")
     ap.add_argument("scenarios", nargs="*", type=Path)
     args = ap.parse_args()
     if args.all:
         args.with_htsim = args.with_ns3 = True
-    elif args.scaling or args.memory or args.mechanisms or args.profiles:
+    elif args.scaling or args.memory or args.mechanisms or args.profiles or args.threads:
+        if args.threads:
+            run_threads(args.runs, args.with_k32)
         if args.profiles:
             run_profiles(args.runs, args.scenarios or sorted((HERE / "scenarios").glob("*.toml")))
         if args.scaling:

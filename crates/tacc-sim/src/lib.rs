@@ -183,10 +183,13 @@ fn run_sim(
         &p.mechanism_keys,
         t0.elapsed().as_secs_f64(),
     );
+    let windows = plan.is_ok().then_some(s.rec.windows);
     summary.partitions = output::PartitionSummary {
         count: plan.as_ref().map_or(1, |parts| parts.count),
         lookahead_s: plan.as_ref().ok().map(|parts| parts.lookahead as f64 / 1e9),
         one_because: plan.err(),
+        windows,
+        events_per_window: windows.map(|w| s.rec.events as f64 / w.max(1) as f64),
     };
     (s, summary)
 }

@@ -23,6 +23,8 @@ pub struct Conservation {
 #[derive(Default)]
 pub struct Recorded {
     pub events: u64,
+    /// A partitioned run's windows (`crate::parallel`).
+    pub windows: u64,
     pub cons: Conservation,
     /// Packets sent to a NIC and not yet delivered or dropped, at the end.
     pub in_flight: u64,
@@ -311,6 +313,11 @@ pub struct PartitionSummary {
     /// Why the run is one partition.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub one_because: Option<String>,
+    /// Windows run between exchanges, and the events a window held on average.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub windows: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub events_per_window: Option<f64>,
 }
 
 #[derive(Serialize)]

@@ -347,14 +347,14 @@ pub fn run(
         by_thread[i % threads].push(s);
     }
     let lookahead = parts.lookahead;
-    std::thread::scope(|scope| {
+    let windows_run = std::thread::scope(|scope| {
         let mut mine = by_thread.into_iter();
         let first = mine.next().expect("one thread at least");
         for group in mine {
             let exchange = &exchange;
             scope.spawn(move || windows(group, exchange, lookahead, end, &mut |_, _| {}));
         }
-        windows(first, &exchange, lookahead, end, progress);
+        windows(first, &exchange, lookahead, end, progress)
     });
     progress(end, end);
     for s in &mut sims {
@@ -365,18 +365,21 @@ pub fn run(
         .iter()
         .map(|m| m.lock().expect("no thread panicked").len())
         .sum();
-    merge(sims, parts, sampled, undelivered as u64)
+    let mut whole = merge(sims, parts, sampled, undelivered as u64);
+    whole.rec.windows = windows_run;
+    whole
 }
 
-/// One thread's part of the run: its partitions' windows until the end.
+/// One thread's part of the run: its partitions' windows until the end; how many there were.
 fn windows(
     mut sims: Vec<&mut Sim>,
     x: &Exchange,
     lookahead: u64,
     end: u64,
     progress: &mut dyn FnMut(u64, u64),
-) {
+) -> u64 {
     let mut reported = 0;
+    let mut count = 0;
     loop {
         let start = x
             .next
@@ -385,8 +388,9 @@ fn windows(
             .min()
             .unwrap_or(u64::MAX);
         if start > end {
-            return;
+            return count;
         }
+        count += 1;
         let last = start.saturating_add(lookahead - 1).min(end);
         for s in sims.iter_mut() {
             s.run_until(last, &mut |_, _| {});
