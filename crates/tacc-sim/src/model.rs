@@ -1211,6 +1211,11 @@ impl Model {
             .is_none_or(|p| p.of_host[self.vms[vm as usize].host as usize] == p.id)
     }
 
+    /// Whether host `h` runs in this copy of the world (always, in a run of one partition).
+    pub fn host_is_local(&self, h: usize) -> bool {
+        self.part.as_ref().is_none_or(|p| p.of_host[h] == p.id)
+    }
+
     /// Whether switch `sw` runs in this copy of the world (always, in a run of one partition).
     pub fn switch_is_local(&self, sw: u32) -> bool {
         self.part

@@ -11,11 +11,15 @@ use tacc_mech::wire::{self, update_checksum, Ipv4Fields, Ipv4Packet, TcpFields, 
 pub const IP_HEADER: u32 = 20;
 pub const TCP_HEADER: u32 = 20;
 pub const UDP_HEADER: u32 = 8;
-/// The smallest packet a run sends: a TCP segment with no payload and no options (UDP
-/// packets are 64 B at the least).
-pub const MIN_PACKET: u32 = IP_HEADER + TCP_HEADER;
 /// Size of the explicit feedback packets of HyGenICC/SDN-GCC (Ethernet + IPv4 + 2 B).
 pub const FEEDBACK_PACKET: u32 = 36;
+/// The smallest packet a run sends: HyGenICC's feedback packet, below a TCP segment with no
+/// payload and no options (40 B; UDP packets are 64 B at the least).
+pub const MIN_PACKET: u32 = if FEEDBACK_PACKET < IP_HEADER + TCP_HEADER {
+    FEEDBACK_PACKET
+} else {
+    IP_HEADER + TCP_HEADER
+};
 
 pub type PktId = u32;
 /// "No endpoint": packets that end at a shim (feedback) rather than in a VM.

@@ -17,9 +17,10 @@
 //! Open-loop traffic is drawn in every partition from its source's own stream, so that each
 //! new flow has the same index everywhere; a flow's sending end lives in its source's
 //! partition, its receiving end in its destination's, and its record is put together from
-//! both when the run ends. What crosses partitions otherwise (a controller, host shims and
-//! switch hooks of a mechanism, partition-aggregate applications, flows that return by a
-//! fixed delay, captures) keeps the run in one partition, and [`plan`] says why.
+//! both when the run ends. A mechanism's host shims run in their hosts' partitions (their
+//! feedback travels in packets). What crosses partitions otherwise (a controller and switch
+//! hooks, partition-aggregate applications, flows that return by a fixed delay, captures)
+//! keeps the run in one partition, and [`plan`] says why.
 
 use crate::model::{EpKind, Flow, Model, Part};
 use crate::output::Recorded;
@@ -44,7 +45,8 @@ pub struct Partitioning {
     pub of_host: Arc<Vec<u16>>,
     pub of_switch: Arc<Vec<u16>>,
     /// The least time from a packet's sending on a link between two partitions to its
-    /// arrival at the far end: its delay plus the serialization of the smallest packet.
+    /// arrival at the far end: its delay plus the serialization of the smallest packet
+    /// (`MIN_PACKET`).
     pub lookahead: u64,
 }
 
@@ -62,11 +64,8 @@ pub const SPLIT_FROM_HOSTS: usize = 1024;
 /// `SPLIT_FROM_HOSTS` hosts), or
 /// why it runs as one.
 pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
-    if m.control.app.is_some()
-        || m.shims.iter().any(|h| h.shim.is_some())
-        || m.switch_mech.iter().any(|s| s.hook.is_some())
-    {
-        return Err("its mechanism's shims, hooks and controller run in one partition".into());
+    if m.control.app.is_some() || m.switch_mech.iter().any(|s| s.hook.is_some()) {
+        return Err("its mechanism's controller and switch hooks run in one partition".into());
     }
     if m.apps
         .iter()
@@ -399,9 +398,10 @@ fn windows(
                 if outbox.is_empty() {
                     continue;
                 }
-                debug_assert!(
+                // What makes the windows sound: a broken lookahead would deliver the past.
+                assert!(
                     outbox.iter().all(|m| m.at > last),
-                    "mail within the lookahead"
+                    "a packet crossed within the lookahead"
                 );
                 let mut slot = x
                     .slot(split.part, to as u16)
@@ -435,7 +435,7 @@ fn windows(
 
 /// Partition 0's Sim with every partition's share of the world and of the records: each
 /// port from the partition of its sending node, each switch's flow table from the switch's,
-/// each endpoint from its VM's, each flow's
+/// each host's shim and each endpoint from its host's, each flow's
 /// receiving side (delivered bytes, completion) from its destination's and its stop from
 /// its source's; counts summed, queue samples in time and then the scenario's port order
 /// (`sampled`).
@@ -451,6 +451,18 @@ fn merge(mut sims: Vec<Sim>, parts: &Partitioning, sampled: Vec<u32>, undelivere
         } as usize;
         if owner != 0 {
             std::mem::swap(&mut whole.m.ports[i], &mut rest[owner - 1].m.ports[i]);
+        }
+    }
+    for h in 0..whole.m.shims.len() {
+        let owner = of_host[h] as usize;
+        if owner != 0 {
+            std::mem::swap(&mut whole.m.shims[h], &mut rest[owner - 1].m.shims[h]);
+        }
+    }
+    for s in &rest {
+        for (&kind, &(n, bytes)) in &s.m.control.messages {
+            let e = whole.m.control.messages.entry(kind).or_default();
+            (e.0, e.1) = (e.0 + n, e.1 + bytes);
         }
     }
     for sw in 0..whole.m.tables.len() {
@@ -516,6 +528,8 @@ fn merge(mut sims: Vec<Sim>, parts: &Partitioning, sampled: Vec<u32>, undelivere
     rec.queue_samples
         .sort_by_key(|&(t, p, _, _)| (t, order[&p]));
     rec.packet_ins.sort_by_key(|&(t, sw, _, _)| (t, sw));
+    // A host's VMs are numbered after the hosts before it: by address is by host.
+    rec.rate_samples.sort_by_key(|&(t, vm, _, _)| (t, vm));
     whole.m.sampled_ports = sampled;
     whole.rec = rec;
     whole
@@ -533,4 +547,5 @@ fn add(to: &mut Recorded, from: Recorded) {
     to.vnic_dropped += from.vnic_dropped;
     to.queue_samples.extend(from.queue_samples);
     to.packet_ins.extend(from.packet_ins);
+    to.rate_samples.extend(from.rate_samples);
 }

@@ -348,8 +348,10 @@ impl Sim {
         if now >= self.next_rate_sample {
             self.next_rate_sample += self.m.goodput_bin;
             let samples = &mut self.rec.rate_samples;
-            for shim in self.m.shims.iter().filter_map(|h| h.shim.as_ref()) {
-                shim.rates(&mut |vm, dst, bps| samples.push((now, vm, dst, bps)));
+            for (h, slot) in self.m.shims.iter().enumerate() {
+                if let Some(shim) = slot.shim.as_ref().filter(|_| self.m.host_is_local(h)) {
+                    shim.rates(&mut |vm, dst, bps| samples.push((now, vm, dst, bps)));
+                }
             }
         }
         for i in 0..self.m.sampled_ports.len() {
