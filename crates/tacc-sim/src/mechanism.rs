@@ -30,9 +30,13 @@ pub struct SwitchSlot {
 pub struct Control {
     pub latency: u64,
     pub app: Option<Box<dyn ControllerApp>>,
-    /// Messages in flight; constant latency keeps them in delivery order.
+    /// Messages in flight, in delivery order (constant latency keeps those sent here so;
+    /// another partition's are put in their place).
     pub inflight: VecDeque<(u64, ControlMessage)>,
     pub timer_at: Option<u64>,
+    /// The controller runs in another partition of a partitioned run (`crate::parallel`):
+    /// what is for it goes there.
+    pub elsewhere: bool,
     /// (messages, bytes) by kind, with the shims' in-band feedback packets.
     pub messages: BTreeMap<&'static str, (u64, u64)>,
 }
@@ -56,6 +60,12 @@ impl Control {
         let at = now + self.latency;
         self.inflight.push_back((at, m));
         at
+    }
+
+    /// A message another partition sent, due at `at`: after those due by then.
+    pub fn arrive(&mut self, at: u64, m: ControlMessage) {
+        let i = self.inflight.partition_point(|&(t, _)| t <= at);
+        self.inflight.insert(i, (at, m));
     }
 }
 

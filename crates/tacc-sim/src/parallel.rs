@@ -17,10 +17,11 @@
 //! Open-loop traffic is drawn in every partition from its source's own stream, so that each
 //! new flow has the same index everywhere; a flow's sending end lives in its source's
 //! partition, its receiving end in its destination's, and its record is put together from
-//! both when the run ends. A mechanism's host shims run in their hosts' partitions (their
-//! feedback travels in packets). What crosses partitions otherwise (a controller and switch
-//! hooks, partition-aggregate applications, flows that return by a fixed delay, captures)
-//! keeps the run in one partition, and [`plan`] says why.
+//! both when the run ends. A mechanism's host shims and switch hooks run with their hosts
+//! and switches, and its controller in the first partition: control messages to another
+//! partition go there as mail, due a channel latency later (which bounds the lookahead
+//! too). What else crosses partitions (partition-aggregate applications, flows that return
+//! by a fixed delay, captures) keeps the run in one partition, and [`plan`] says why.
 
 use crate::model::{EpKind, Flow, Model, Part};
 use crate::output::Recorded;
@@ -64,9 +65,6 @@ pub const SPLIT_FROM_HOSTS: usize = 1024;
 /// `SPLIT_FROM_HOSTS` hosts), or
 /// why it runs as one.
 pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
-    if m.control.app.is_some() || m.switch_mech.iter().any(|s| s.hook.is_some()) {
-        return Err("its mechanism's controller and switch hooks run in one partition".into());
-    }
     if m.apps
         .iter()
         .any(|a| matches!(a, crate::model::App::Incast(_)))
@@ -185,8 +183,13 @@ pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
         .map(|p| p.delay_ns + p.ser(MIN_PACKET))
         .min()
         .unwrap_or(u64::MAX);
+    // The controller runs in the first partition: its messages cross too.
+    let lookahead = match m.control.app {
+        Some(_) => lookahead.min(m.control.latency),
+        None => lookahead,
+    };
     if lookahead == 0 {
-        return Err("a link between its partitions takes no time".into());
+        return Err("a link or the control channel between its partitions takes no time".into());
     }
     Ok(Partitioning {
         count: count as u16,
@@ -225,6 +228,9 @@ fn localize(m: &mut Model, parts: &Partitioning, id: u16) {
         of_host: parts.of_host.clone(),
         of_switch: parts.of_switch.clone(),
     });
+    if id > 0 && m.control.app.take().is_some() {
+        m.control.elsewhere = true;
+    }
     for e in 0..m.eps.len() {
         if !m.vm_is_local(m.eps[e].vm) {
             m.eps[e].kind = EpKind::Elsewhere;
@@ -434,7 +440,8 @@ fn windows(
 }
 
 /// Partition 0's Sim with every partition's share of the world and of the records: each
-/// port from the partition of its sending node, each switch's flow table from the switch's,
+/// port from the partition of its sending node, each switch's flow table and hook from the
+/// switch's,
 /// each host's shim and each endpoint from its host's, each flow's
 /// receiving side (delivered bytes, completion) from its destination's and its stop from
 /// its source's; counts summed, queue samples in time and then the scenario's port order
@@ -469,6 +476,11 @@ fn merge(mut sims: Vec<Sim>, parts: &Partitioning, sampled: Vec<u32>, undelivere
         let owner = of_switch[sw] as usize;
         if owner != 0 {
             std::mem::swap(&mut whole.m.tables[sw], &mut rest[owner - 1].m.tables[sw]);
+            let (a, b) = (
+                &mut whole.m.switch_mech[sw],
+                &mut rest[owner - 1].m.switch_mech[sw],
+            );
+            std::mem::swap(a, b);
         }
     }
     let mut closed: Vec<Vec<Option<TcpEndpoint>>> = rest

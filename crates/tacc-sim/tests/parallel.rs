@@ -93,36 +93,56 @@ fn a_fat_tree_split_by_pods_writes_the_same_files_on_1_2_and_4_threads() {
              transport = \"udp\"\nrate = \"300Mbps\"\n",
         ),
     ];
+    // Host shims (HyGenICC, static-rate), a controller reading switch counters and telling
+    // shims (SDN-GCC), one predicting incasts from copied SYNs (SICC), one installing
+    // marking rules (SDN-ECN), and a switch hook (RWNDQ).
     let shims = [
-        r#"[mechanism]
-kind = "hygenicc"
-on_shortage = "queue"
-"#,
-        r#"[mechanism]
-kind = "static-rate"
-rate = "400Mbps"
-"#,
-    ];
+        "kind = \"hygenicc\"\non_shortage = \"queue\"\n",
+        "kind = \"static-rate\"\nrate = \"400Mbps\"\n",
+        "kind = \"sdn-gcc\"\ninterval = \"1ms\"\nlatency = \"50us\"\n",
+        "kind = \"sicc\"\nlatency = \"50us\"\n",
+        "kind = \"sdn-ecn\"\ninterval = \"10ms\"\nrule_timeout = \"20ms\"\nlatency = \"50us\"\n",
+        "kind = \"rwndq\"\n",
+    ]
+    .map(|m| format!("[mechanism]\n{m}"));
     let udp = "[[flows]]\nname = \"udp\"\nsrc = \"h5\"\ndst = \"h9\"\ntransport = \"udp\"\n\
                rate = \"1Gbps\"\n";
     // Host shims run in their hosts' partitions; HyGenICC's feedback crosses in packets.
-    let with_shims = shims.map(|m| fat_tree(0.3, &format!("{m}{udp}")));
+    // Their controller runs in partition 0; with 50 us of control latency the links' 1.288
+    // us stay the lookahead.
+    let with_shims = shims.map(|m| fat_tree(0.3, &format!("{m}{udp}")).replace("60ms", "30ms"));
     for text in cases.iter().chain(&with_shims) {
         let files = same_on_any_threads(text, Some(4));
         assert_eq!(partitions(&files)["count"], 4, "one partition per pod");
         // 1 us of propagation and a 36 B feedback packet's 288 ns on the links between pods.
         assert_eq!(partitions(&files)["lookahead_s"], 1.288e-6);
     }
+    // The signals crossed: HyGenICC's feedback packets, and the controllers' messages.
+    for (text, kind) in with_shims
+        .iter()
+        .zip(["hygenicc", "", "sdn-gcc", "sicc", "sdn-ecn"])
+    {
+        if kind.is_empty() {
+            continue;
+        }
+        let files = files(text, 2, Some(4));
+        let summary: serde_json::Value = serde_json::from_str(&files["summary.json"]).unwrap();
+        let sent = summary["mechanism"]["control_messages_total"]
+            .as_u64()
+            .unwrap();
+        assert!(sent > 0, "{kind}: no control message");
+    }
 }
 
 #[test]
 fn what_cannot_be_split_runs_as_one_partition_and_says_why() {
-    let mechanism = "[mechanism]\nkind = \"sdn-gcc\"\n[[flows]]\nname = \"a\"\nsrc = \"h0\"\n\
-                     dst = \"h15\"\n";
     let incast = "[[incast]]\nname = \"ia\"\naggregator = \"h0\"\nworkers = \"h{i+4}\"\n\
                   count = 3\nbytes = \"20KB\"\nepochs = 3\n";
+    // A controller whose messages take no time cannot run apart from its switches.
+    let instant = "[mechanism]\nkind = \"sdn-gcc\"\n[[flows]]\nname = \"a\"\nsrc = \"h0\"\n\
+                   dst = \"h15\"\n";
     for (text, want, why) in [
-        (fat_tree(0.0, mechanism), Some(4), "mechanism"),
+        (fat_tree(0.0, instant), Some(4), "control channel"),
         (fat_tree(0.0, incast), Some(4), "partition-aggregate"),
         // 16 hosts: too small for partitions unless asked.
         (fat_tree(0.3, ""), None, "16 hosts"),

@@ -63,6 +63,17 @@ pub enum StatsRequest {
     Switch { switch: u32 },
 }
 
+impl StatsRequest {
+    /// The switch asked.
+    pub fn switch(&self) -> u32 {
+        match *self {
+            StatsRequest::PortMarks { switch, .. }
+            | StatsRequest::QueueLength { switch, .. }
+            | StatsRequest::Switch { switch } => switch,
+        }
+    }
+}
+
 /// One switch port's cumulative transmitted bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortSample {

@@ -20,7 +20,7 @@ impl Sim {
         out_port: Option<u32>,
         id: PktId,
     ) {
-        if self.m.control.app.is_none() {
+        if self.m.control.app.is_none() && !self.m.control.elsewhere {
             return;
         }
         let p = self.pkts.get(id);
@@ -44,10 +44,29 @@ impl Sim {
 
     // ------------------------------------------------------------------ control plane
 
-    /// Puts a message on the control channel. A message for a VM no host runs goes nowhere.
+    /// Puts a message on the control channel. A message for a VM no host runs goes nowhere;
+    /// one for another partition's switch, host or controller goes there as mail.
     pub(super) fn ctrl_send(&mut self, m: ControlMessage) {
+        let mut host = None;
         if let ControlMessage::ToHost(h) = &m {
-            if self.m.host_of_ip(h.vm()).is_none() {
+            host = self.m.host_of_ip(h.vm());
+            if host.is_none() {
+                return;
+            }
+        }
+        if let (Some(split), Some(part)) = (self.split.as_deref_mut(), &self.m.part) {
+            let to = match &m {
+                ControlMessage::StatsRequest(r) => part.of_switch[r.switch() as usize],
+                ControlMessage::FlowMod(f) => part.of_switch[f.switch as usize],
+                ControlMessage::ToHost(_) => part.of_host[host.expect("returned above") as usize],
+                // The controller runs in the first partition.
+                ControlMessage::PacketIn(_) | ControlMessage::StatsReply(_) => 0,
+            };
+            if to != split.part {
+                self.m.control.account(&m);
+                let at = self.now + self.m.control.latency;
+                let cargo = super::Cargo::Control(m);
+                split.outbox[to as usize].push(super::Mail { at, cargo });
                 return;
             }
         }

@@ -115,13 +115,22 @@ impl From<Ev> for EvKind {
     }
 }
 
-/// A packet for another partition of a partitioned run (`crate::parallel`): its arrival at
-/// the far end of `port` at `at` (with `forward`, a `Forward` to output port `port`), by value.
+/// What goes to another partition of a partitioned run (`crate::parallel`), due at `at`.
 pub struct Mail {
     pub at: u64,
-    pub port: u32,
-    pub forward: bool,
-    pub pkt: Packet,
+    pub cargo: Cargo,
+}
+
+pub enum Cargo {
+    /// A packet's arrival at the far end of `port` (with `forward`, a `Forward` to output
+    /// port `port`), by value.
+    Packet {
+        port: u32,
+        forward: bool,
+        pkt: Packet,
+    },
+    /// A control message, at the switch, host or controller it is for.
+    Control(tacc_mech::control::ControlMessage),
 }
 
 /// One partition's place in a partitioned run: each port's far end's partition, and the
@@ -205,7 +214,9 @@ impl Sim {
             s.schedule(at, EvKind::InstallRule(i as u32));
         }
         for sw in 0..s.m.switch_mech.len() {
-            s.sync_switch_timer(sw as u32);
+            if s.m.switch_is_local(sw as u32) {
+                s.sync_switch_timer(sw as u32);
+            }
         }
         s.sync_ctrl_timer();
         s.schedule(0, EvKind::Sample);
@@ -256,12 +267,20 @@ impl Sim {
         self.queue.next_at()
     }
 
-    /// A packet from another partition arrives (`Mail`).
+    /// A packet or a control message from another partition (`Mail`).
     pub fn receive(&mut self, mail: Mail) {
-        let id = self.pkts.alloc(mail.pkt);
-        let kind = match mail.forward {
-            true => EvKind::Forward(mail.port, id),
-            false => EvKind::Arrive(mail.port, id),
+        let kind = match mail.cargo {
+            Cargo::Packet { port, forward, pkt } => {
+                let id = self.pkts.alloc(pkt);
+                match forward {
+                    true => EvKind::Forward(port, id),
+                    false => EvKind::Arrive(port, id),
+                }
+            }
+            Cargo::Control(m) => {
+                self.m.control.arrive(mail.at, m);
+                EvKind::CtrlDeliver
+            }
         };
         self.schedule(mail.at, kind);
     }

@@ -114,13 +114,8 @@ impl Sim {
                 let (port, forward) = route.map_or((port, false), |out| (out, true));
                 let pkt = self.pkts.get(id).clone();
                 self.pkts.free(id);
-                let mail = super::Mail {
-                    at,
-                    port,
-                    forward,
-                    pkt,
-                };
-                split.outbox[to as usize].push(mail);
+                let cargo = super::Cargo::Packet { port, forward, pkt };
+                split.outbox[to as usize].push(super::Mail { at, cargo });
                 return;
             }
         }
