@@ -53,9 +53,10 @@ pub struct Partitioning {
 
 /// The partitions of a fabric of at least `SPLIT_FROM_HOSTS` hosts when the scenario does
 /// not say: each partition costs a copy of the world and an exchange per window, which more
-/// threads must pay for. On 2 cores, web search at 50% load: k = 16 (1,024 hosts) ran 1.63
-/// times as fast as one partition with 2 partitions, 1.40 with 4, 0.76 with 16; k = 32 1.70
-/// with 2, 1.35 with 8, 1.12 with 16. More cores want more (`--partitions`).
+/// threads must pay for. On 2 cores, web search at 50% load, against one partition: k = 16
+/// (1,024 hosts, 0.2 s) 1.63 times as fast with 2 partitions, 1.34 with 4, 1.03 with 8, 0.82
+/// with 16 (bench/threads.json); k = 32 (0.05 s) 1.70 with 2, 1.35 with 8, 1.12 with 16.
+/// More cores want more (`--partitions`).
 pub const DEFAULT_PARTITIONS: usize = 2;
 /// Below this many hosts a window holds too few events to pay for the exchange (k = 8, 128
 /// hosts: 8 partitions on 2 threads took 1.7 times as long as one).
