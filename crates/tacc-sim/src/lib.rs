@@ -46,6 +46,8 @@ use std::path::Path;
 
 /// What a caller gets back from [`load`]: the checked world, ready to run.
 pub struct Prepared {
+    /// The world, or in a partitioned run its first partition's copy: the others are built
+    /// from `loaded`, so a caller that changes it runs one partition (`RunOptions`).
     pub model: model::Model,
     pub file: String,
     pub mechanism: tacc_mech::MechanismConfig,

@@ -1241,8 +1241,12 @@ impl Model {
             return;
         }
         for ep in [tx, rx] {
+            let slot = &mut self.eps[ep as usize].kind;
+            if !matches!(slot, EpKind::Tcp(_)) {
+                continue; // the other partition's end
+            }
             let at = EpKind::TcpClosed(self.closed.len() as u32);
-            if let EpKind::Tcp(mut t) = std::mem::replace(&mut self.eps[ep as usize].kind, at) {
+            if let EpKind::Tcp(mut t) = std::mem::replace(slot, at) {
                 t.release_queues();
                 self.closed.push(*t);
             }

@@ -26,11 +26,12 @@
 use crate::model::{EpKind, Flow, Model, Part};
 use crate::output::Recorded;
 use crate::packet::MIN_PACKET;
+use crate::rules::Forward;
 use crate::scenario::Loaded;
 use crate::sim::{Mail, Sim, Split};
 use crate::tcp::TcpEndpoint;
 use crate::topology::NodeRef;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// At most this many partitions: a k = 32 fat tree's 32 pods go two by two. Each partition
@@ -80,6 +81,11 @@ pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
         .any(|e| matches!(e.kind, EpKind::UdpEcho { .. }))
     {
         return Err("UDP flows that echo count their bytes at both ends, in one partition".into());
+    }
+    let forwards = |r: &crate::rules::Rule| matches!(r.actions.forward, Forward::Port(_));
+    if m.pending_rules.iter().any(|(_, _, r)| forwards(r)) {
+        // Such a rule can hand a packet to a host of another partition than its endpoint's.
+        return Err("rules that forward to a port run in one partition".into());
     }
     if !m.pcap_ports.is_empty() {
         return Err("captures (output.pcap) are written by one partition".into());
@@ -253,10 +259,12 @@ fn localize(m: &mut Model, parts: &Partitioning, id: u16) {
 
 /// A barrier whose threads spin, then yield: a window of a large fabric is tens of
 /// microseconds of work, and sleeping on a futex costs as much again.
+/// A thread that panics breaks it, so that the others panic too instead of waiting forever.
 struct SpinBarrier {
     threads: usize,
     arrived: AtomicUsize,
     generation: AtomicUsize,
+    broken: AtomicBool,
 }
 
 impl SpinBarrier {
@@ -269,12 +277,27 @@ impl SpinBarrier {
         }
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == generation {
+            assert!(
+                !self.broken.load(Ordering::Acquire),
+                "another partition's thread panicked"
+            );
             if spins < 1 << 12 {
                 std::hint::spin_loop();
                 spins += 1;
             } else {
                 std::thread::yield_now();
             }
+        }
+    }
+}
+
+/// Breaks the barrier when its thread unwinds from a panic.
+struct BreakOnPanic<'a>(&'a SpinBarrier);
+
+impl Drop for BreakOnPanic<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.0.broken.store(true, Ordering::Release);
         }
     }
 }
@@ -339,6 +362,7 @@ pub fn run(
             threads,
             arrived: AtomicUsize::new(0),
             generation: AtomicUsize::new(0),
+            broken: AtomicBool::new(false),
         },
         count,
     };
@@ -384,6 +408,7 @@ fn windows(
     end: u64,
     progress: &mut dyn FnMut(u64, u64),
 ) -> u64 {
+    let _guard = BreakOnPanic(&x.barrier);
     let mut reported = 0;
     let mut count = 0;
     loop {
@@ -520,8 +545,9 @@ fn merge(mut sims: Vec<Sim>, parts: &Partitioning, sampled: Vec<u32>, undelivere
             0 => &rest[rx - 1].m.flows[f],
             t => &rest[t - 1].m.flows[f],
         };
-        let (stopped, stop_end) = (sender.stopped, sender.end);
+        let (stopped, stop_end, iss) = (sender.stopped, sender.end, sender.iss);
         let flow = &mut whole.m.flows[f];
+        flow.iss = iss;
         if stopped {
             // Ended by its stop if that came first, as in a run of one partition.
             if stop_end.is_some_and(|s| flow.end.is_none_or(|e| s <= e)) {

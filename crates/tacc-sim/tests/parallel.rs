@@ -141,8 +141,13 @@ fn what_cannot_be_split_runs_as_one_partition_and_says_why() {
     // A controller whose messages take no time cannot run apart from its switches.
     let instant = "[mechanism]\nkind = \"sdn-gcc\"\n[[flows]]\nname = \"a\"\nsrc = \"h0\"\n\
                    dst = \"h15\"\n";
+    // A rule can hand a packet to another host than its endpoint's, in another partition.
+    let misdeliver = "[[flows]]\nname = \"a\"\nsrc = \"h0\"\ndst = \"h15\"\nbytes = \"50KB\"\n\
+                      [[rules]]\nswitch = \"edge0_0\"\npriority = 10\ndst = \"h15\"\n\
+                      forward = \"edge0_0->h1\"\n";
     for (text, want, why) in [
         (fat_tree(0.0, instant), Some(4), "control channel"),
+        (fat_tree(0.0, misdeliver), Some(4), "rules that forward"),
         (fat_tree(0.0, incast), Some(4), "partition-aggregate"),
         // 16 hosts: too small for partitions unless asked.
         (fat_tree(0.3, ""), None, "16 hosts"),
