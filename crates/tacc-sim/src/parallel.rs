@@ -63,9 +63,18 @@ pub const DEFAULT_PARTITIONS: usize = 2;
 /// hosts: 8 partitions on 2 threads took 1.7 times as long as one).
 pub const SPLIT_FROM_HOSTS: usize = 1024;
 
+impl Partitioning {
+    /// The partition node `n` runs in.
+    pub fn of(&self, n: NodeRef) -> u16 {
+        match n {
+            NodeRef::Host(h) => self.of_host[h as usize],
+            NodeRef::Switch(s) => self.of_switch[s as usize],
+        }
+    }
+}
+
 /// The scenario's partitions (at most `want`; without it, `DEFAULT_PARTITIONS` from
-/// `SPLIT_FROM_HOSTS` hosts), or
-/// why it runs as one.
+/// `SPLIT_FROM_HOSTS` hosts), or why it runs as one.
 pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
     if m.apps
         .iter()
@@ -243,15 +252,9 @@ fn localize(m: &mut Model, parts: &Partitioning, id: u16) {
             m.eps[e].kind = EpKind::Elsewhere;
         }
     }
-    let (of_host, of_switch) = (&parts.of_host, &parts.of_switch);
     let ports = &m.ports;
-    m.sampled_ports.retain(|&p| {
-        let owner = match ports[p as usize].from {
-            NodeRef::Host(h) => of_host[h as usize],
-            NodeRef::Switch(s) => of_switch[s as usize],
-        };
-        owner == id
-    });
+    m.sampled_ports
+        .retain(|&p| parts.of(ports[p as usize].from) == id);
     if id > 0 {
         m.rng = crate::rng::Rng::new(m.seed ^ (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
     }
@@ -328,14 +331,13 @@ pub fn run(
 ) -> Sim {
     let count = parts.count as usize;
     assert_eq!(models.len(), count);
-    let far = {
-        let m = &models[0];
-        let owner = |n: NodeRef| match n {
-            NodeRef::Host(h) => parts.of_host[h as usize],
-            NodeRef::Switch(s) => parts.of_switch[s as usize],
-        };
-        Arc::new(m.ports.iter().map(|p| owner(p.to())).collect::<Vec<u16>>())
-    };
+    let far = Arc::new(
+        models[0]
+            .ports
+            .iter()
+            .map(|p| parts.of(p.to()))
+            .collect::<Vec<u16>>(),
+    );
     let sampled = models[0].sampled_ports.clone();
     let fib = models[0].fib.clone();
     let mut sims: Vec<Sim> = models
@@ -478,10 +480,7 @@ fn merge(mut sims: Vec<Sim>, parts: &Partitioning, sampled: Vec<u32>, undelivere
     let (of_host, of_switch) = (&parts.of_host, &parts.of_switch);
     let host_part = |m: &Model, vm: u32| of_host[m.vms[vm as usize].host as usize] as usize;
     for i in 0..whole.m.ports.len() {
-        let owner = match whole.m.ports[i].from {
-            NodeRef::Host(h) => of_host[h as usize],
-            NodeRef::Switch(s) => of_switch[s as usize],
-        } as usize;
+        let owner = parts.of(whole.m.ports[i].from) as usize;
         if owner != 0 {
             std::mem::swap(&mut whole.m.ports[i], &mut rest[owner - 1].m.ports[i]);
         }
