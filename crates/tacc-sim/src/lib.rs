@@ -129,7 +129,8 @@ pub fn run(
     opts: RunOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> (sim::Sim, output::Summary) {
-    run_sim(p, None, None, opts, progress)
+    let plan = parallel::plan(&p.model, opts.partitions);
+    run_sim(p, plan, None, None, opts, progress)
 }
 
 /// Runs a prepared scenario and writes its result files into `dir`. Queue samples of a run
@@ -142,27 +143,29 @@ pub fn run_into(
     progress: &mut dyn FnMut(u64, u64),
 ) -> std::io::Result<output::Summary> {
     std::fs::create_dir_all(dir)?;
-    let stream = match parallel::plan(&p.model, opts.partitions) {
+    let plan = parallel::plan(&p.model, opts.partitions);
+    let stream = match plan {
         Ok(_) => None,
         Err(_) => Some(output::QueueStream::create(&dir.join(".queues.csv.tmp"))?),
     };
     let capture = output::Capture::create(dir, &mut p.model)?;
-    let (mut sim, summary) = run_sim(p, stream, capture, opts, progress);
+    let (mut sim, summary) = run_sim(p, plan, stream, capture, opts, progress);
     let end = sim.m.duration;
     sim.rec.capture.take().map(|c| c.finish(end)).transpose()?;
     output::write(dir, &sim.m, &mut sim.rec, &summary)?;
     Ok(summary)
 }
 
+/// Runs `p` as `plan` splits it (or as one partition, `plan` saying why).
 fn run_sim(
     p: Prepared,
+    plan: Result<parallel::Partitioning, String>,
     queue_out: Option<output::QueueStream>,
     capture: Option<output::Capture>,
     opts: RunOptions,
     progress: &mut dyn FnMut(u64, u64),
 ) -> (sim::Sim, output::Summary) {
     let t0 = std::time::Instant::now();
-    let plan = parallel::plan(&p.model, opts.partitions);
     let s = match &plan {
         Ok(parts) => {
             let copies = parallel::build_copies(&p.loaded, p.seed, parts.count - 1, opts.threads);
