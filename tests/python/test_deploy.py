@@ -628,13 +628,11 @@ def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
     agent (`ovs_userspace = true`) handles what arrives for a VM on its port's egress, and
     scrubs what the VMs send on the uplink's egress, which OVS's packets cross.
 
-    The TCP flow's share is printed, not asserted: the median of three runs was 37.5 Mb/s
-    in a clean checkout's suite (34.2-41.3), and single runs gave 34.2-47.1 over 14 runs of
-    two builds, against the first test's bound of 39.3 (0.8 of half), where the Linux
-    bridges of the first test give 1.08-1.09 of half and the simulator at these rates splits
-    the port evenly (49.3 against 48.3). Why the OVS hypervisors cost the TCP pair a tenth
-    to a third of its share is not established. What is asserted: TCP starves without the
-    agents (under 0.15 of half), with them it does not, and the port stays full."""
+    The TCP flow's share is judged on the median of three runs, at the first test's bound.
+    Nine runs gave 48.1-51.1 Mb/s (0.98-1.04 of half; the simulator at these rates splits
+    the port evenly, 49.3 against 48.3). With ovs-vswitchd at normal priority, below the
+    real-time traffic, it forwarded in bursts and single runs gave 34.2-47.1 (docs/testbed.md,
+    the switches' priorities)."""
     fabric = ovs_hypervisors
     base = fabric.traffic("none")
     states = [tmp_path / f"state-h{j}" for j in range(3)]
@@ -659,10 +657,7 @@ def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
         assert _bpf_filters(hv, "tap" + vm) == _bpf_filters(hv, "up0") == [], hv
     print(f"OVS hypervisors: no mechanism: {base}; HyGenICC: {with_agents} (runs: {runs}); "
           f"counters: {[s['counters'] for s in status]}")
-    ideal = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
-    assert base["tcp"] < 0.15 * ideal, base
-    assert with_agents["tcp"] >= 0.15 * ideal, with_agents  # no longer starved
-    assert with_agents["tcp"] + with_agents["udp"] >= 0.9 * 2 * ideal, with_agents
+    assert_hygenicc_halves(base, with_agents, RATE_BPS)
     counters = [s["counters"] for s in status]
     # c's hypervisor cleared the marks on c's port and sent them back; b's consumed them on
     # b's port, and dropped b's forgery on its uplink.

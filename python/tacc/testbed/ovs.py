@@ -172,12 +172,15 @@ class Switches:
 
     def _start_vswitchd(self, switch: int) -> None:
         ns = self.topo.names.switch(switch)
-        # --disable-system: no kernel datapath is tried.
+        # --disable-system: no kernel datapath is tried. The daemon is the switch's
+        # forwarding, so it runs at the mechanism's priority (shell.MECHANISM_PRIORITY), before
+        # the VMs' applications, as a Linux switch forwards in softirq before any process.
         shell.run(shell.in_ns(ns, "ovs-vswitchd", self._db(switch),
                               f"--pidfile={self._file(switch, 'ovs-vswitchd.pid')}",
                               f"--unixctl={self._file(switch, 'ovs-vswitchd.ctl')}",
                               f"--log-file={self._file(switch, 'ovs-vswitchd.log')}",
-                              "--detach", "--no-chdir", "--disable-system"), env=self._env())
+                              "--detach", "--no-chdir", "--disable-system"), env=self._env(),
+                  priority=shell.MECHANISM_PRIORITY)
 
     def restart(self, switch: int) -> None:
         """Kills the switch's ovs-vswitchd and starts it again: the bridge comes back from
