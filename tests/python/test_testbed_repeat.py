@@ -48,9 +48,11 @@ def testbed_runs(tmp_path: Path, write_result: Callable[..., Path]) -> list[Path
 
 
 def fake_run_testbed(monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path],
-                     measured: Sequence[float], fail: Sequence[int] = ()) -> list[Any]:
+                     measured: Sequence[float], fail: Sequence[int] = (),
+                     saturated_s: Sequence[float] = ()) -> list[Any]:
     """Puts in run.run_testbed's place a fake that writes a testbed run into options.out, f0
-    measured measured[i - 1] in call i, and fails the calls in `fail`; returns its calls."""
+    measured measured[i - 1] in call i (and the CPU saturated for saturated_s[i - 1]
+    seconds, if given), and fails the calls in `fail`; returns its calls."""
     calls: list[Any] = []
 
     def run_testbed(scenario: str, sets: Sequence[tuple[str, str]],
@@ -63,6 +65,12 @@ def fake_run_testbed(monkeypatch: pytest.MonkeyPatch, write_result: Callable[...
         assert options.out is not None
         root = as_testbed_run(write_result(options.out))
         set_flow(root, "f0", goodput_mbps=measured[len(calls) - 1])
+        if saturated_s:
+            summary = json.loads((root / "summary.json").read_text())
+            summary["testbed"]["cpu"] = {"every_s": 1.0, "samples": 6, "idle_min": 0.0,
+                                         "idle_mean": 0.1,
+                                         "saturated_s": saturated_s[len(calls) - 1]}
+            (root / "summary.json").write_text(json.dumps(summary))
         return options.out
 
     monkeypatch.setattr(run, "run_testbed", run_testbed)
@@ -168,6 +176,23 @@ def test_run_repeated_runs_each_into_its_directory_and_summarizes(
     assert [r["flow"] for r in rows] == ["f0", "f1", "f2"]
     assert (rows[0]["goodput_mbps_median"], rows[0]["goodput_mbps_ci_level"]) == ("30.0", "0.9375")
     assert (rows[2]["completed"], rows[2]["fct_s_median"]) == ("0", "")
+
+
+def test_a_repeat_names_the_runs_that_saturated_the_machine(
+    monkeypatch: pytest.MonkeyPatch, write_result: Callable[..., Path], tmp_path: Path,
+) -> None:
+    fake_run_testbed(monkeypatch, write_result, [1.0, 2.0, 3.0], saturated_s=[5.0, 0.0, 4.0])
+
+    out = repeat.run_repeated("s.toml", [], run.Options(out=tmp_path / "rep", quiet=True), 3)
+
+    assert repeat.read_header(out)["saturated"] == [
+        {"dir": "run-1", "saturated_s": 5.0}, {"dir": "run-3", "saturated_s": 4.0}]
+    assert ("CPU saturated in 2 of 3 runs: run-1 (5s), run-3 (4s) with no core idle"
+            in repeat.spread_table(out))
+    fake_run_testbed(monkeypatch, write_result, [1.0, 2.0], saturated_s=[0.0, 0.0])
+    calm = repeat.run_repeated("s.toml", [], run.Options(out=tmp_path / "calm", quiet=True), 2)
+    assert repeat.read_header(calm)["saturated"] == []
+    assert "saturated" not in repeat.spread_table(calm)
 
 
 def test_a_repeat_goes_where_a_single_run_would(

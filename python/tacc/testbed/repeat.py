@@ -22,7 +22,10 @@ repeat.json: `scenario` (its name), `scenario_file`, `sets` ([key, value] pairs)
 `summarized` (those of the runs that succeeded: the statistics are over these), `failed`
 (`run`, `dir`, `error` of each run that failed under --keep-going), `bottleneck` (the port
 the shares are of, chosen as `tacc compare` chooses it, over all the summarized runs; null
-when no port carried traffic), `interval` (how the interval was found) and `flows`: per
+when no port carried traffic), `saturated` (`dir` and `saturated_s` of each summarized run
+that left the machine no idle core for seconds of its traffic, testbed.cpu: its figures are
+the machine's as much as the mechanism's), `interval` (how the interval was found) and
+`flows`: per
 flow `flow`, `group`, `runs`, `goodput_mbps`, `share` (null without a bottleneck),
 `completed` and `fct_s` (null when it never completed), each quantity an object of `n`,
 `median`, `min`, `max`, `ci_low`, `ci_high` and `ci_level`. repeat.csv has the same rows,
@@ -301,9 +304,9 @@ def run_repeated(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str
         "scenario": runs[0].summary["scenario"] if runs else Path(scenario).stem,
         "scenario_file": str(scenario), "sets": [list(kv) for kv in sets],
         "runs": n, "run_dirs": names,
-        "summarized": [p.relative_to(out).as_posix() if p.is_relative_to(out) else str(p)
-                       for p in done],
-        "failed": failed, "bottleneck": port, "interval": INTERVAL,
+        "summarized": [relative(p, out) for p in done],
+        "failed": failed, "bottleneck": port, "saturated": saturated_runs(runs, out),
+        "interval": INTERVAL,
         "flows": [row.as_json() for row in rows],
     }
     write_repeat(out, header, rows)
@@ -313,6 +316,17 @@ def run_repeated(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str
                                       f"no run of {n} succeeded (recorded in "
                                       f"{out / REPEAT_FILE})"]))
     return out
+
+
+def saturated_runs(runs: Sequence[Run], out: Path) -> list[dict[str, Any]]:
+    """The runs during which no core was idle for a while, with those seconds."""
+    return [{"dir": relative(r.dir, out), "saturated_s": cpu["saturated_s"]}
+            for r in runs if (cpu := r.summary["testbed"].get("cpu") or {}).get("saturated_s")]
+
+
+def relative(p: Path, out: Path) -> str:
+    """A run's directory as repeat.json names it: relative to the repeat's, where it is in it."""
+    return p.relative_to(out).as_posix() if p.is_relative_to(out) else str(p)
 
 
 def write_repeat(directory: Path, header: dict[str, Any], rows: Sequence[FlowSpread]) -> None:
@@ -335,8 +349,14 @@ def spread_table(directory: str | os.PathLike[str]) -> str:
     lines = [f"scenario {header['scenario']}: {header['runs']} testbed runs in {directory}, "
              f"{len(header['summarized'])} summarized"
              + (f" (failed: {', '.join(failed)})" if failed else ""),
-             f"bottleneck: {header['bottleneck'] or 'none (no port carried traffic); no shares'}",
-             ""]
+             f"bottleneck: {header['bottleneck'] or 'none (no port carried traffic); no shares'}"]
+    saturated = header.get("saturated") or []
+    if saturated:
+        runs = ", ".join(f"{r['dir']} ({r['saturated_s']:g}s)" for r in saturated)
+        lines.append(f"CPU saturated in {len(saturated)} of {len(header['summarized'])} runs: "
+                     f"{runs} with no core idle; their figures measure the machine as well "
+                     f"as the network (a lower --rate-cap leaves it room)")
+    lines.append("")
     table = [[r.flow, r.group, f"{r.runs}", *spread_cells(r.goodput_mbps, format_mbps),
               format_fraction(None if r.share is None else r.share.median),
               f"{r.completed}/{r.runs}",
