@@ -543,6 +543,140 @@ def print_row(r: dict) -> None:
     print(f"{r['scenario']:<24} {r['wall_s']:>8.3f} {r['events']:>12,} {r['events_per_s']:>12,.0f} {r['sim_s_per_wall_s']:>12.2f} {r['peak_rss_mb']:>8.1f} {r['python_overhead']:>6.1%}{cli}", flush=True)
 
 
+# The synchronization model's runs: (label, --set overrides, [(partitions, threads), ...]),
+# each case's variants interleaved round by round. Partitions 1 is the unsplit engine.
+SYNC_CASES = [
+    ("fattree-k16-0.2s", [("topology.k", "16"), ("duration", '"0.2s"')],
+     [(1, 1)] + [(n, p) for n in (2, 4, 8, 16) for p in (1, 2)]),
+    ("fattree-k32-0.05s", [("topology.k", "32"), ("duration", '"0.05s"')],
+     [(1, 1)] + [(n, p) for n in (2, 4, 8, 16, 32) for p in (1, 2)]),
+]
+# k = 32 for 1 s as measured unsplit (bench/README.md, "Threads"): the events the prediction
+# scales the 0.05 s runs' to.
+K32_1S_EVENTS = 3.38e9
+PREDICT_CORES = (2, 16, 32, 64)
+
+
+def critical(parts: dict, cores: int, what: str = "events") -> int:
+    """The run's events (or mail) on the critical path on `cores` cores (summary.json's
+    partitions.critical_events; past the partitions' count, that count's)."""
+    known = {c["cores"]: c[what] for c in parts["critical_events"]}
+    return known[max(c for c in known if c <= cores)]
+
+
+def sync_terms(parts: dict, threads: int, events: int) -> list[float]:
+    """The model's terms for one run: 1 (fixed); the events and the mail taken on the
+    critical path; a thread's partitions after its first in each window (each finds its
+    state gone from the cache: a k = 32 copy is tens of MB); the windows of a split run
+    (their bookkeeping: the outboxes, the next event's time); the windows where threads meet
+    at the barriers."""
+    n = parts["count"]
+    if n == 1:
+        return [1.0, float(events), 0.0, 0.0, 0.0, 0.0]
+    w = parts["windows"]
+    return [1.0, float(critical(parts, threads)), float(critical(parts, threads, "mail")),
+            float(w * (-(-n // threads) - 1)), float(w), float(w if threads > 1 else 0)]
+
+
+SYNC_NAMES = ["fixed_s", "event_ns", "mail_ns", "switch_ns", "window_ns", "barrier_ns"]
+
+
+def run_sync_model(runs: int) -> None:
+    """The synchronization cost of the partitioned engine fitted to runs on this machine,
+    and what it predicts for k = 32 for 1 s on more cores; writes bench/sync_model.json."""
+    import numpy as np
+
+    scenario = HERE / "scenarios" / "fattree-k8-websearch.toml"
+    out: dict = {"machine": machine(), "runs": runs, "cases": []}
+    for label, sets, variants in SYNC_CASES:
+        samples: dict[tuple[int, int], list[dict]] = {v: [] for v in variants}
+        for _ in range(runs):
+            for n, p in variants:
+                samples[(n, p)].append(engine_sample(scenario, sets, {"threads": p, "partitions": n}))
+        rows = []
+        for (n, p), ss in samples.items():
+            parts = ss[0]["partitions"]
+            rows.append({"partitions": parts["count"], "threads": p, "events": ss[0]["events"],
+                         "windows": parts.get("windows", 0),
+                         "critical_events": parts.get("critical_events"),
+                         "engine_wall_s": statistics.median(s["engine_wall"] for s in ss),
+                         "barrier_wall_s": statistics.median(
+                             s["partitions"].get("barrier_wall_seconds") or 0.0 for s in ss),
+                         "peak_rss_mb": max(s["rss_kb"] for s in ss) / 1024})
+        a = np.array([sync_terms(_parts(r), r["threads"], r["events"]) for r in rows])
+        y = np.array([r["engine_wall_s"] for r in rows])
+        # Non-negative least squares by elimination: a coefficient fitted below 0 is dropped.
+        keep = list(range(a.shape[1]))
+        while True:
+            coef, *_ = np.linalg.lstsq(a[:, keep], y, rcond=None)
+            if (coef >= 0).all():
+                break
+            keep.pop(int(np.argmin(coef)))
+        full = np.zeros(a.shape[1])
+        full[keep] = coef
+        for r, terms in zip(rows, a):
+            r["model_s"] = float(terms @ full)
+        fit = {name: float(v) * (1e9 if name.endswith("_ns") else 1.0)
+               for name, v in zip(SYNC_NAMES, full)}
+        print(f"{label}: " + ", ".join(f"{k} {v:.4g}" for k, v in fit.items()))
+        print(f"  {'parts':>5} {'threads':>7} {'wall s':>8} {'model s':>8} {'barrier s':>9} "
+              f"{'windows':>9} {'critical ev':>12} {'critical mail':>13} {'RSS MB':>7}")
+        for r in rows:
+            split = r["partitions"] > 1
+            crit = critical(_parts(r), r["threads"]) if split else r["events"]
+            mail = critical(_parts(r), r["threads"], "mail") if split else 0
+            print(f"  {r['partitions']:>5} {r['threads']:>7} {r['engine_wall_s']:>8.2f} "
+                  f"{r['model_s']:>8.2f} {r['barrier_wall_s']:>9.3f} {r['windows']:>9,} "
+                  f"{crit:>12,} {mail:>13,} {r['peak_rss_mb']:>7.0f}")
+        out["cases"].append({"case": label, "sets": sets, "fit": fit, "rows": rows})
+    k32 = out["cases"][-1]
+    out["prediction"] = predict_k32_1s(k32)
+    for p in out["prediction"]["cores"]:
+        print(f"k = 32 for 1 s on {p['cores']} cores: {p['wall_central_s']:.1f} s with the "
+              f"central barrier, {p['wall_tree_s']:.1f} s with a tree barrier ({p['work_s']:.1f} "
+              f"s of events and mail on the critical path, {p['windows_s']:.1f} s of windows, "
+              f"{p['barrier_central_s']:.1f} or {p['barrier_tree_s']:.1f} s at barriers)")
+    (HERE / "sync_model.json").write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {HERE / 'sync_model.json'}")
+
+
+def _parts(r: dict) -> dict:
+    return {"count": r["partitions"], "windows": r["windows"],
+            "critical_events": r["critical_events"]}
+
+
+def predict_k32_1s(case: dict) -> dict:
+    """k = 32 for 1 s in its 32 pods, from the 0.05 s runs: the events, mail and windows
+    scaled to 1 s (open-loop load, about stationary after the first milliseconds), each term
+    at its fitted cost. The barrier's cost is fitted where 2 threads meet; with more it grows
+    in proportion to the threads for the central barrier the engine has (each arrival an
+    atomic add on one cache line), and in proportion to log2 of them for a tree barrier
+    (pairs meet, then pairs of pairs). Past 32 cores there is no 33rd pod to run."""
+    import math
+
+    fit = case["fit"]
+    row = max(case["rows"], key=lambda r: r["partitions"])
+    scale = K32_1S_EVENTS / row["events"]
+    windows = row["windows"] * (1.0 / 0.05)
+    cores = []
+    for c in PREDICT_CORES:
+        threads = min(c, row["partitions"])
+        parts = _parts(row)
+        work_s = (critical(parts, threads) * fit["event_ns"]
+                  + critical(parts, threads, "mail") * fit["mail_ns"]) * scale / 1e9
+        switches = -(-row["partitions"] // threads) - 1
+        windows_s = windows * (switches * fit["switch_ns"] + fit["window_ns"]) / 1e9
+        rest = fit["fixed_s"] + work_s + windows_s
+        central_s = windows * fit["barrier_ns"] * threads / 2 / 1e9
+        tree_s = windows * fit["barrier_ns"] * math.log2(threads) / 1e9
+        cores.append({"cores": c, "threads": threads, "work_s": work_s,
+                      "windows_s": windows_s, "barrier_central_s": central_s,
+                      "barrier_tree_s": tree_s, "wall_central_s": rest + central_s,
+                      "wall_tree_s": rest + tree_s})
+    return {"partitions": row["partitions"], "events": K32_1S_EVENTS, "windows": windows,
+            "cores": cores}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runs", type=int, default=3)
@@ -555,15 +689,18 @@ def main() -> None:
     ap.add_argument("--mechanisms", action="store_true", help="events per second with each mechanism against the same paper scenario without it, instead of the suite; writes bench/mechanisms.json")
     ap.add_argument("--profiles", action="store_true", help="events per second of the suite's scenarios with tcp.profile = \"linux\" against the classic profile, instead of the suite; writes bench/profiles.json")
     ap.add_argument("--threads", action="store_true", help="wall time by threads and partitions on the fat trees and the dumbbells, paired, instead of the suite; writes bench/threads.json")
+    ap.add_argument("--sync-model", action="store_true", help="fit the partitioned engine's synchronization cost to runs of k = 16 and k = 32 in 1-32 partitions on 1 and 2 threads, and predict k = 32 for 1 s on 16, 32 and 64 cores; writes bench/sync_model.json")
     ap.add_argument("--with-k32", action="store_true", help="with --threads, also run k = 32 for 1 s once each way (about 15 minutes)")
     ap.add_argument("--all", action="store_true", help="every figure the speed goals are judged by, in one run: the suite with htsim and ns-3, then --mechanisms and --scaling")
     ap.add_argument("scenarios", nargs="*", type=Path)
     args = ap.parse_args()
     if args.all:
         args.with_htsim = args.with_ns3 = True
-    elif args.scaling or args.memory or args.mechanisms or args.profiles or args.threads:
+    elif args.scaling or args.memory or args.mechanisms or args.profiles or args.threads or args.sync_model:
         if args.threads:
             run_threads(args.runs, args.with_k32)
+        if args.sync_model:
+            run_sync_model(args.runs)
         if args.profiles:
             run_profiles(args.runs, args.scenarios or sorted((HERE / "scenarios").glob("*.toml")))
         if args.scaling:

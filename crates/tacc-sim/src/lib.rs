@@ -166,18 +166,19 @@ fn run_sim(
     progress: &mut dyn FnMut(u64, u64),
 ) -> (sim::Sim, output::Summary) {
     let t0 = std::time::Instant::now();
-    let s = match &plan {
+    let (s, cost) = match &plan {
         Ok(parts) => {
             let copies = parallel::build_copies(&p.loaded, p.seed, parts.count - 1, opts.threads);
             let models = std::iter::once(p.model).chain(copies).collect();
-            parallel::run(models, parts, opts.threads, progress)
+            let (s, cost) = parallel::run(models, parts, opts.threads, progress);
+            (s, Some(cost))
         }
         Err(_) => {
             let mut s = sim::Sim::new(p.model);
             s.rec.queue_out = queue_out;
             s.rec.capture = capture;
             s.run(progress);
-            s
+            (s, None)
         }
     };
     let mut summary = output::summarize(
@@ -195,6 +196,18 @@ fn run_sim(
         one_because: plan.err(),
         windows,
         events_per_window: windows.map(|w| s.rec.events as f64 / w.max(1) as f64),
+        critical_events: cost.as_ref().map(|c| {
+            c.cores
+                .iter()
+                .zip(c.critical_events.iter().zip(&c.critical_mail))
+                .map(|(&cores, (&events, &mail))| output::CriticalPath {
+                    cores,
+                    events,
+                    mail,
+                })
+                .collect()
+        }),
+        barrier_wall_seconds: cost.map(|c| c.barrier_wait_s),
     };
     (s, summary)
 }

@@ -318,6 +318,24 @@ pub struct PartitionSummary {
     pub windows: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events_per_window: Option<f64>,
+    /// The wall time a thread waited at the windows' barriers, on average over the threads
+    /// (before `critical_events`: a line that tools drop with the run's wall time).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub barrier_wall_seconds: Option<f64>,
+    /// By a number of cores (1, 2, 4, ... and the partitions' count): the events and the
+    /// mail taken on the critical path had the partitions run on that many, partition p on
+    /// core p % cores (the sum over the windows of the busiest core's). The scenario's,
+    /// whatever the threads that ran it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub critical_events: Option<Vec<CriticalPath>>,
+}
+
+#[derive(Serialize)]
+pub struct CriticalPath {
+    pub cores: usize,
+    pub events: u64,
+    /// Packets and control messages taken from other partitions.
+    pub mail: u64,
 }
 
 #[derive(Serialize)]

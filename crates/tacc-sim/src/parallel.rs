@@ -34,10 +34,10 @@ use crate::topology::NodeRef;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-/// At most this many partitions: a k = 32 fat tree's 32 pods go two by two. Each partition
-/// holds a copy of the world's flows, so more cost memory without adding speed on the
-/// machines this runs on.
-pub const MAX_PARTITIONS: usize = 16;
+/// At most this many partitions (a k = 32 fat tree has 32 pods, a k = 64 one 64), when
+/// asked for: each holds a copy of the world's flows, so more cost memory and pay only
+/// with as many cores.
+pub const MAX_PARTITIONS: usize = 64;
 const _: () = assert!(MAX_PARTITIONS <= 64, "a bit per partition in a u64");
 
 /// Where each node runs, and the lookahead the partitions keep to.
@@ -312,8 +312,49 @@ struct Exchange {
     mail: Vec<Mutex<Vec<Mail>>>,
     sent_to: Vec<AtomicU64>,
     next: Vec<AtomicU64>,
+    /// Each partition's events in the window just run, and the mail it then took.
+    window_events: Vec<AtomicU64>,
+    window_mail: Vec<AtomicU64>,
     barrier: SpinBarrier,
     count: usize,
+}
+
+/// What a partitioned run's windows cost, for the synchronization model (bench/README.md,
+/// "Threads"): the events and the mail taken on the critical path were the partitions run
+/// on `cores[i]` cores (partition p on core p % cores, one window after another: the sum
+/// over the windows of the busiest core's), and the wall time the threads waited at the
+/// barriers.
+#[derive(Default)]
+pub struct WindowCost {
+    pub cores: Vec<usize>,
+    pub critical_events: Vec<u64>,
+    pub critical_mail: Vec<u64>,
+    pub barrier_wait_s: f64,
+}
+
+impl WindowCost {
+    fn new(count: usize) -> Self {
+        let mut cores: Vec<usize> = (0..).map(|i| 1 << i).take_while(|&c| c < count).collect();
+        cores.push(count);
+        WindowCost {
+            critical_events: vec![0; cores.len()],
+            critical_mail: vec![0; cores.len()],
+            cores,
+            barrier_wait_s: 0.0,
+        }
+    }
+
+    /// Adds a window's counts by partition to `critical`, by cores.
+    fn add(cores: &[usize], counts: &[AtomicU64], critical: &mut [u64]) {
+        let mut load = [0u64; MAX_PARTITIONS];
+        for (i, &cores) in cores.iter().enumerate() {
+            load[..cores].fill(0);
+            for (p, n) in counts.iter().enumerate() {
+                load[p % cores] += n.load(Ordering::Relaxed);
+            }
+            critical[i] += load[..cores].iter().max().copied().unwrap_or(0);
+        }
+    }
 }
 
 impl Exchange {
@@ -328,7 +369,7 @@ pub fn run(
     parts: &Partitioning,
     threads: usize,
     progress: &mut dyn FnMut(u64, u64),
-) -> Sim {
+) -> (Sim, WindowCost) {
     let count = parts.count as usize;
     assert_eq!(models.len(), count);
     let far = Arc::new(
@@ -360,6 +401,8 @@ pub fn run(
         mail: (0..count * count).map(|_| Mutex::new(Vec::new())).collect(),
         sent_to: (0..count).map(|_| AtomicU64::new(0)).collect(),
         next: (0..count).map(|_| AtomicU64::new(u64::MAX)).collect(),
+        window_events: (0..count).map(|_| AtomicU64::new(0)).collect(),
+        window_mail: (0..count).map(|_| AtomicU64::new(0)).collect(),
         barrier: SpinBarrier {
             threads,
             arrived: AtomicUsize::new(0),
@@ -379,15 +422,25 @@ pub fn run(
         by_thread[i % threads].push(s);
     }
     let lookahead = parts.lookahead;
-    let windows_run = std::thread::scope(|scope| {
+    let mut cost = WindowCost::new(count);
+    let (windows_run, waited) = std::thread::scope(|scope| {
         let mut mine = by_thread.into_iter();
         let first = mine.next().expect("one thread at least");
-        for group in mine {
-            let exchange = &exchange;
-            scope.spawn(move || windows(group, exchange, lookahead, end, &mut |_, _| {}));
-        }
-        windows(first, &exchange, lookahead, end, progress)
+        let others: Vec<_> = mine
+            .map(|group| {
+                let exchange = &exchange;
+                scope
+                    .spawn(move || windows(group, exchange, lookahead, end, &mut |_, _| {}, None).1)
+            })
+            .collect();
+        let (n, mine) = windows(first, &exchange, lookahead, end, progress, Some(&mut cost));
+        let theirs: f64 = others
+            .into_iter()
+            .map(|t| t.join().expect("no thread panicked"))
+            .sum();
+        (n, mine + theirs)
     });
+    cost.barrier_wait_s = waited / threads as f64;
     progress(end, end);
     for s in &mut sims {
         s.finish();
@@ -399,20 +452,28 @@ pub fn run(
         .sum();
     let mut whole = merge(sims, parts, sampled, undelivered as u64);
     whole.rec.windows = windows_run;
-    whole
+    (whole, cost)
 }
 
-/// One thread's part of the run: its partitions' windows until the end; how many there were.
+/// One thread's part of the run: its partitions' windows until the end; how many there were
+/// and the seconds it waited at the barriers. The thread given `cost` tallies each window's.
 fn windows(
     mut sims: Vec<&mut Sim>,
     x: &Exchange,
     lookahead: u64,
     end: u64,
     progress: &mut dyn FnMut(u64, u64),
-) -> u64 {
+    mut cost: Option<&mut WindowCost>,
+) -> (u64, f64) {
     let _guard = BreakOnPanic(&x.barrier);
     let mut reported = 0;
     let mut count = 0;
+    let mut waited = std::time::Duration::ZERO;
+    let wait = |waited: &mut std::time::Duration| {
+        let t = std::time::Instant::now();
+        x.barrier.wait();
+        *waited += t.elapsed();
+    };
     loop {
         let start = x
             .next
@@ -421,13 +482,15 @@ fn windows(
             .min()
             .unwrap_or(u64::MAX);
         if start > end {
-            return count;
+            return (count, waited.as_secs_f64());
         }
         count += 1;
         let last = start.saturating_add(lookahead - 1).min(end);
         for s in sims.iter_mut() {
+            let before = s.rec.events;
             s.run_until(last, &mut |_, _| {});
             let split = s.split.as_mut().expect("a partition");
+            x.window_events[split.part as usize].store(s.rec.events - before, Ordering::Relaxed);
             for (to, outbox) in split.outbox.iter_mut().enumerate() {
                 if outbox.is_empty() {
                     continue;
@@ -445,21 +508,32 @@ fn windows(
                 x.sent_to[to].fetch_or(1 << split.part, Ordering::Relaxed);
             }
         }
-        x.barrier.wait();
+        wait(&mut waited);
+        // Every partition's events of this window are in, and none of the next can be
+        // before the next barrier; the same for the mail after it.
+        if let Some(c) = cost.as_deref_mut() {
+            WindowCost::add(&c.cores, &x.window_events, &mut c.critical_events);
+        }
         for s in sims.iter_mut() {
             let to = s.split.as_ref().expect("a partition").part;
             let mut senders = x.sent_to[to as usize].swap(0, Ordering::Relaxed);
+            let mut taken = 0;
             while senders != 0 {
                 let from = senders.trailing_zeros() as u16;
                 senders &= senders - 1;
                 let mut slot = x.slot(from, to).lock().expect("no thread panicked");
+                taken += slot.len() as u64;
                 for m in slot.drain(..) {
                     s.receive(m);
                 }
             }
+            x.window_mail[to as usize].store(taken, Ordering::Relaxed);
             x.next[to as usize].store(s.next_at().unwrap_or(u64::MAX), Ordering::Release);
         }
-        x.barrier.wait();
+        wait(&mut waited);
+        if let Some(c) = cost.as_deref_mut() {
+            WindowCost::add(&c.cores, &x.window_mail, &mut c.critical_mail);
+        }
         if last >= reported + end / 100 {
             reported = last;
             progress(last, end);
