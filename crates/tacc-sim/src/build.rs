@@ -280,8 +280,8 @@ impl Model {
             .collect();
         m.tables = vec![FlowTable::default(); m.graph.switches.len()];
         m.add_flows(s, &vm_index);
-        for ic in &s.incast {
-            m.add_incast(l, ic, &vm_index);
+        for (ii, ic) in s.incast.iter().enumerate() {
+            m.add_incast(l, ii, ic, &vm_index);
         }
         for (ti, tc) in s.traffic.iter().enumerate() {
             m.add_traffic(l, ti, tc, &vm_index)?;
@@ -493,7 +493,13 @@ impl Model {
         f
     }
 
-    fn add_incast(&mut self, l: &Loaded, ic: &IncastCfg, vm_index: &HashMap<String, u32>) {
+    fn add_incast(
+        &mut self,
+        l: &Loaded,
+        ii: usize,
+        ic: &IncastCfg,
+        vm_index: &HashMap<String, u32>,
+    ) {
         let workers = (0..ic.count)
             .map(|i| vm_index[&expand(&ic.workers, i)])
             .collect();
@@ -510,6 +516,7 @@ impl Model {
             jitter: ic.jitter.0,
             outstanding: 0,
             tcp,
+            rng: Incast::stream(self.seed, ii),
         }));
     }
 

@@ -845,14 +845,16 @@ const INCAST: &[KeyDoc] = &[
         "time",
         "none",
         "> 0",
-        "Fixed epoch period; unset, the next epoch starts when the last one completes.",
+        "Fixed epoch period; unset, the next epoch starts when the last one completes \
+         (and the run stays in one partition: that start has no lookahead).",
     ),
     key!(
         "jitter",
         "time",
         "0s",
         "",
-        "Mean of the exponential delay before each worker starts its response.",
+        "Mean of the exponential delay before each worker starts its response, drawn from \
+         the incast's own random stream.",
     ),
     FLOWS_CC,
     ECN,

@@ -633,6 +633,17 @@ pub struct Incast {
     pub jitter: u64,
     pub outstanding: u32,
     pub tcp: TcpConfig,
+    /// The application's own random stream (its workers' answer delays), as a traffic
+    /// source has (`Traffic::stream`): the same in every partition of a run.
+    pub rng: Rng,
+}
+
+impl Incast {
+    /// The random stream of the run's partition-aggregate application number `index`.
+    pub fn stream(seed: u64, index: usize) -> Rng {
+        const INCAST_STREAM: u64 = 0x696e_6361_7374_0000; // "incast\0\0"
+        Rng::new(seed ^ INCAST_STREAM ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+    }
 }
 
 /// A flow-size distribution: piecewise-linear inverse CDF.

@@ -78,9 +78,13 @@ impl Partitioning {
 pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
     if m.apps
         .iter()
-        .any(|a| matches!(a, crate::model::App::Incast(_)))
+        .any(|a| matches!(a, crate::model::App::Incast(i) if i.interval.is_none()))
     {
-        return Err("partition-aggregate applications run in one partition".into());
+        // Its next epoch starts its workers the instant the last answer arrives, which may
+        // be in another partition: no lookahead.
+        return Err(
+            "partition-aggregate applications without an interval run in one partition".into(),
+        );
     }
     if m.eps.iter().any(|e| e.return_delay().is_some()) {
         return Err("flows with a return_delay run in one partition".into());

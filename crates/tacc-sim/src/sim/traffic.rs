@@ -119,10 +119,9 @@ impl Sim {
             self.schedule(next, EvKind::IncastEpoch(a));
         }
         for (w, &vm) in workers.iter().enumerate() {
-            let delay = if jitter > 0 {
-                self.m.rng.exponential(jitter as f64) as u64
-            } else {
-                0
+            let delay = match &mut self.m.apps[a as usize] {
+                App::Incast(inc) if jitter > 0 => inc.rng.exponential(jitter as f64) as u64,
+                _ => 0,
             };
             let f = self.m.add_tcp_flow(
                 format!("{name}.{w}.{epoch}"),
@@ -134,7 +133,11 @@ impl Sim {
                 tcp.clone(),
                 Some(a),
             );
-            self.schedule(now + delay, EvKind::FlowStart(f));
+            // Every partition runs the epoch (an interval's epochs fall at fixed times), so
+            // that a flow has the same index in each; the worker's starts it.
+            if self.m.vm_is_local(vm) {
+                self.schedule(now + delay, EvKind::FlowStart(f));
+            }
         }
     }
 
