@@ -324,8 +324,9 @@ pub struct PartitionSummary {
     pub barrier_wall_seconds: Option<f64>,
     /// By a number of cores (1, 2, 4, ... and the partitions' count): the events and the
     /// mail taken on the critical path had the partitions run on that many, partition p on
-    /// core p % cores (the sum over the windows of the busiest core's). The scenario's,
-    /// whatever the threads that ran it.
+    /// core p % cores (the sum over the windows of the busiest core's; the busiest in events
+    /// and in mail may be two cores, so together they bound the path from above). The
+    /// scenario's, whatever the threads that ran it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub critical_events: Option<Vec<CriticalPath>>,
 }

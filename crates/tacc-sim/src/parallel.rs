@@ -14,14 +14,15 @@
 //! the same whichever thread runs it, and with however many threads: a run of 1, 2 or N
 //! threads writes the same files.
 //!
-//! Open-loop traffic is drawn in every partition from its source's own stream, so that each
-//! new flow has the same index everywhere; a flow's sending end lives in its source's
-//! partition, its receiving end in its destination's, and its record is put together from
-//! both when the run ends. A mechanism's host shims and switch hooks run with their hosts
-//! and switches, and its controller in the first partition: control messages to another
-//! partition go there as mail, due a channel latency later (which bounds the lookahead
-//! too). What else crosses partitions (partition-aggregate applications, flows that return
-//! by a fixed delay, captures) keeps the run in one partition, and [`plan`] says why.
+//! Open-loop traffic and partition-aggregate applications on an interval are drawn in
+//! every partition, each from its own stream, so that each new flow has the same index
+//! everywhere; a flow's sending end lives in its source's partition, its receiving end in
+//! its destination's, and its record is put together from both when the run ends. A
+//! mechanism's host shims and switch hooks run with their hosts and switches, and its
+//! controller in the first partition: control messages to another partition go there as
+//! mail, due a channel latency later (which bounds the lookahead too). What else crosses
+//! partitions (an incast whose next epoch waits for its last answer, flows that return by
+//! a fixed delay, captures) keeps the run in one partition, and [`plan`] says why.
 
 use crate::model::{EpKind, Flow, Model, Part};
 use crate::output::Recorded;
@@ -348,15 +349,36 @@ impl WindowCost {
         }
     }
 
-    /// Adds a window's counts by partition to `critical`, by cores.
+    /// Adds a window's counts by partition to `critical`, by cores (`cores`: the powers of
+    /// two below the partitions' count, then the count). Done between barriers while the
+    /// other threads wait, so in one pass and halvings: the loads of 2c cores folded give
+    /// c's (partition p on core p % c).
     fn add(cores: &[usize], counts: &[AtomicU64], critical: &mut [u64]) {
         let mut load = [0u64; MAX_PARTITIONS];
-        for (i, &cores) in cores.iter().enumerate() {
-            load[..cores].fill(0);
-            for (p, n) in counts.iter().enumerate() {
-                load[p % cores] += n.load(Ordering::Relaxed);
+        let (&count, powers) = cores.split_last().expect("the partitions' count");
+        // The loads of the most cores that halvings reach: the count's own if a power of
+        // two (each partition alone), else the largest power below it.
+        let widest = match powers.last() {
+            Some(&c) if c * 2 == count => count,
+            Some(&c) => c,
+            None => 1,
+        };
+        let mut max = 0;
+        for (p, n) in counts.iter().enumerate() {
+            let n = n.load(Ordering::Relaxed);
+            max = max.max(n);
+            load[p % widest] += n;
+        }
+        critical[powers.len()] += max;
+        let mut width = widest;
+        for (i, &c) in powers.iter().enumerate().rev() {
+            while width > c {
+                width /= 2;
+                for j in 0..width {
+                    load[j] += load[j + width];
+                }
             }
-            critical[i] += load[..cores].iter().max().copied().unwrap_or(0);
+            critical[i] += load[..c].iter().max().copied().unwrap_or(0);
         }
     }
 }
@@ -664,4 +686,37 @@ fn add(to: &mut Recorded, from: Recorded) {
     to.queue_samples.extend(from.queue_samples);
     to.packet_ins.extend(from.packet_ins);
     to.rate_samples.extend(from.rate_samples);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The critical path by cores against a direct sum, partition p on core p % cores.
+    #[test]
+    fn the_busiest_core_of_each_core_count() {
+        for counts in [
+            vec![3u64, 1, 4, 1, 5, 9],
+            vec![2, 7, 1, 8, 2, 8, 1, 8],
+            vec![5, 3],
+        ] {
+            let cost = WindowCost::new(counts.len());
+            let atomics: Vec<AtomicU64> = counts.iter().map(|&n| AtomicU64::new(n)).collect();
+            let mut critical = vec![0; cost.cores.len()];
+            WindowCost::add(&cost.cores, &atomics, &mut critical);
+            let direct: Vec<u64> = cost
+                .cores
+                .iter()
+                .map(|&c| {
+                    (0..c)
+                        .map(|j| counts.iter().skip(j).step_by(c).sum::<u64>())
+                        .max()
+                        .unwrap()
+                })
+                .collect();
+            assert_eq!(critical, direct, "{counts:?} on {:?} cores", cost.cores);
+        }
+        // Six partitions: [3, 1, 4, 1, 5, 9] on 1, 2, 4 and 6 cores.
+        assert_eq!(WindowCost::new(6).cores, vec![1, 2, 4, 6]);
+    }
 }
