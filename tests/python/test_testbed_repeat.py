@@ -192,7 +192,7 @@ def test_a_repeat_names_the_runs_that_saturated_the_machine(
     fake_run_testbed(monkeypatch, write_result, [1.0, 2.0], saturated_s=[0.0, 0.0])
     calm = repeat.run_repeated("s.toml", [], run.Options(out=tmp_path / "calm", quiet=True), 2)
     assert repeat.read_header(calm)["saturated"] == []
-    assert "saturated" not in repeat.spread_table(calm)
+    assert "CPU saturated" not in repeat.spread_table(calm)
 
 
 def test_a_repeat_goes_where_a_single_run_would(

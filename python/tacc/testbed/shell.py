@@ -39,6 +39,10 @@ def run(argv: Sequence[str], *, input: str | None = None, timeout: float = 60,
             if 0 < number <= len(lines):
                 said += f" (line {number}: {lines[number - 1]})"
         raise TestbedError(f"{shlex.join(argv)}: {said}")
+    if priority is not None:  # what `realtime` said in the child, which stderr captured
+        for line in proc.stderr.splitlines():
+            if line.startswith("real-time policy refused"):
+                print(f"tacc: warning: {line}", file=sys.stderr)
     return proc.stdout
 
 
@@ -69,7 +73,7 @@ def sysctl(ns: str, settings: dict[str, object]) -> None:
 # processes and the softirqs they raise, the controller's polls of the switch agents went
 # unanswered for 50-200 ms at a time (SDN-GCC's Ti is 5 ms), and Open vSwitch forwarded in
 # bursts: static limits of 90% of a port in total (two-bottleneck file) left the port 78%
-# used, its queue at 3.6 packets on average and 258-488 packets dropped, where Linux switches
+# used, its queue at 3.5-3.6 packets on average and 258-488 packets dropped, where Linux switches
 # (and Open vSwitch at 2) kept it 82.5% used with no queue and no drop. The host agents, which
 # poll their datapath, keep normal priority: at 2, four of them left the traffic under 1% of
 # its rate.
@@ -87,13 +91,19 @@ FALLBACK_NICE = -10
 def realtime(priority: int) -> None:
     """This process (and the threads it starts later; called in a thread, that thread alone)
     under SCHED_FIFO at `priority`, or at nice -10 where the kernel refuses it (a
-    container's cgroup), said on stderr."""
+    container's cgroup), or as it is where that is refused too; said on stderr. Safe in a
+    child between fork and exec (a preexec_fn): it writes with os.write, takes no lock."""
     try:
         os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        return
     except OSError as exc:
-        print(f"real-time policy refused ({exc}); running at nice {FALLBACK_NICE}",
-              file=sys.stderr)
+        said = f"real-time policy refused ({exc}); "
+    try:
         os.setpriority(os.PRIO_PROCESS, 0, FALLBACK_NICE)
+        said += f"running at nice {FALLBACK_NICE}"
+    except OSError as exc:
+        said += f"nice {FALLBACK_NICE} refused too ({exc}); running as before"
+    os.write(2, (said + "\n").encode())
 
 
 def wait_exited(pids: Sequence[int], timeout_s: float) -> list[int]:
