@@ -192,6 +192,12 @@ def _events_line(summary: dict[str, Any]) -> str:
     )
 
 
+def saturated_seconds(testbed: dict[str, Any]) -> float:
+    """The seconds of a testbed run's traffic that left no core idle (its summary.json
+    `testbed` object; 0 for a run that sampled no CPU)."""
+    return float((testbed.get("cpu") or {}).get("saturated_s") or 0.0)
+
+
 def _testbed_lines(summary: dict[str, Any]) -> list[str]:
     """How a testbed run differs from a simulation: scaled rates, the measured base RTT,
     what was not emulated, what failed."""

@@ -28,6 +28,7 @@ from tacc.reproduce.registry import (
 )
 from tacc.reproduce.runner import MAX_SEED_FACTOR, engine_version
 from tacc.reproduce.stats import mean_ci
+from tacc.summary import saturated_seconds
 
 
 @dataclass
@@ -352,7 +353,7 @@ def _rate_scale(d: Path) -> float | None:
 
 
 def _saturated_s(d: Path) -> float:
-    return float((_testbed_of(d).get("cpu") or {}).get("saturated_s") or 0.0)
+    return saturated_seconds(_testbed_of(d))
 
 
 def _testbed_runs(runs: on_testbed.Runs) -> str:

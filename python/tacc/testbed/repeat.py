@@ -47,7 +47,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tacc.summary import format_seconds, read_json_object, read_summary, render_table
+from tacc.summary import (format_seconds, read_json_object, read_summary, render_table,
+                          saturated_seconds)
 from tacc.testbed.compare import Run, bottleneck_of, format_fraction, same_flows, share
 
 TYPE_CHECKING = False
@@ -320,8 +321,8 @@ def run_repeated(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str
 
 def saturated_runs(runs: Sequence[Run], out: Path) -> list[dict[str, Any]]:
     """The runs during which no core was idle for a while, with those seconds."""
-    return [{"dir": relative(r.dir, out), "saturated_s": cpu["saturated_s"]}
-            for r in runs if (cpu := r.summary["testbed"].get("cpu") or {}).get("saturated_s")]
+    return [{"dir": relative(r.dir, out), "saturated_s": s}
+            for r in runs if (s := saturated_seconds(r.summary["testbed"]))]
 
 
 def relative(p: Path, out: Path) -> str:
