@@ -25,8 +25,8 @@ use tacc_mech::Nanos;
 use crate::control::ControlSocket;
 use crate::tc::{attach, load as load_programs, Htb};
 use crate::{
-    default_scale, signal_ready, sleep_ns, take_map, wait_readable, Clock, Plan, HOST_OBJECT,
-    HOST_PINNED_OBJECT,
+    default_scale, realtime, signal_ready, sleep_ns, take_map, wait_readable, Clock, Plan,
+    HOST_OBJECT, HOST_PINNED_OBJECT,
 };
 
 #[derive(Deserialize)]
@@ -65,6 +65,14 @@ pub struct HostConfig {
     pub counts: Option<PathBuf>,
     #[serde(default = "default_sample")]
     pub sample_ns: u64,
+    /// SCHED_FIFO priority the agent takes when its shim does not poll the datapath (SICC's
+    /// clamps, static limits): it then sleeps until a controller message or its own timer and
+    /// takes the CPU only for them. Beside VMs whose traffic runs at a real-time priority, at
+    /// normal priority it waited 5-10 ms for a core after SICC's controller spoke, and the
+    /// clamps came that late (docs/testbed.md). A polling agent keeps normal priority: it
+    /// would take the VMs' CPU.
+    #[serde(default)]
+    pub realtime_priority: Option<u8>,
 }
 
 fn yes() -> bool {
@@ -493,6 +501,9 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         })
         .flatten();
     let datapath = shim.as_ref().map(|s| s.datapath()).unwrap_or_default();
+    if let Some(priority) = cfg.realtime_priority.filter(|_| !datapath.pair_counts) {
+        realtime(priority);
+    }
 
     let clock = Clock::new(cfg.start_mono_ns, cfg.time_scale);
     let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub && datapath.scrub))?;

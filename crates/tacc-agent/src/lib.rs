@@ -130,6 +130,21 @@ impl Clock {
     }
 }
 
+/// Puts the calling thread under SCHED_FIFO at `priority`; says so on stderr where the kernel
+/// refuses it (a container's cgroup) and goes on at the priority it has.
+fn realtime(priority: u8) {
+    let param = libc::sched_param {
+        sched_priority: priority.into(),
+    };
+    // SAFETY: sched_setscheduler reads the sched_param it is given; 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!(
+            "tacc agent: real-time priority {priority} refused ({}); running at normal priority",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
 fn sleep_ns(ns: u64) {
     std::thread::sleep(Duration::from_nanos(ns));
 }

@@ -531,12 +531,14 @@ class _Run:
                     "control_key": str(workdir / control.KEY_FILE),
                     "counts": str(workdir / f"agent-h{j}.counts.json"),
                     "scrub": self.options.scrub,
+                    # Taken by an agent whose shim does not poll (shell.MECHANISM_PRIORITY).
+                    "realtime_priority": shell.MECHANISM_PRIORITY,
                 }))
         agents = []
         for name, ns, role, config in configs:
             path = workdir / f"{name}.json"
             path.write_text(json.dumps(config), encoding="utf-8")
-            # The host agents keep normal priority (shell.MECHANISM_PRIORITY says why).
+            # The host agents start at normal priority (shell.MECHANISM_PRIORITY says why).
             priority = shell.MECHANISM_PRIORITY if role == "switch" else None
             agents.append(self.children.start(name, ns, ["tacc.testbed.agent", role, str(path)],
                                               workdir, priority))

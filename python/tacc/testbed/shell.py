@@ -74,9 +74,11 @@ def sysctl(ns: str, settings: dict[str, object]) -> None:
 # unanswered for 50-200 ms at a time (SDN-GCC's Ti is 5 ms), and Open vSwitch forwarded in
 # bursts: static limits of 90% of a port in total (two-bottleneck file) left the port 78%
 # used, its queue at 3.5-3.6 packets on average and 258-488 packets dropped, where Linux switches
-# (and Open vSwitch at 2) kept it 82.5% used with no queue and no drop. The host agents, which
-# poll their datapath, keep normal priority: at 2, four of them left the traffic under 1% of
-# its rate.
+# (and Open vSwitch at 2) kept it 82.5% used with no queue and no drop. The host agents whose
+# shims poll their datapath (HyGenICC, SDN-GCC) keep normal priority: at 2, four of them left
+# the traffic under 1% of its rate. Those whose shims only wait for the controller (SICC)
+# take 2 themselves: at normal priority SICC's clamps came 5-10 ms after the controller
+# sent them.
 APPLICATION_PRIORITY = 1
 MECHANISM_PRIORITY = 2
 # The thread that reads the CPU's idle share each second of the traffic, before everything it
