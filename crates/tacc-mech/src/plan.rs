@@ -230,6 +230,8 @@ pub struct PlanTcp {
     pub minshall: bool,
     /// Segments at most half the peer's largest window.
     pub half_window: bool,
+    /// RTT samples from the echoed timestamps, retransmissions' included.
+    pub timestamps: bool,
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]

@@ -169,6 +169,7 @@ impl Model {
             cubic_clamp: base.cubic_clamp.unwrap_or(d.cubic_clamp),
             minshall: base.minshall.unwrap_or(d.minshall),
             half_window: base.half_window.unwrap_or(d.half_window),
+            timestamps: base.timestamps.unwrap_or(d.timestamps),
             rcv_buf: base.rcv_buf.map(|b| b.0).unwrap_or(d.rcv_buf),
             cc,
             dctcp_g: base.dctcp_g.unwrap_or(d.dctcp_g),

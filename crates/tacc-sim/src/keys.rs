@@ -646,6 +646,17 @@ const TCP: &[KeyDoc] = &[
         two half-size segments a round trip.",
     ),
     key!(
+        "timestamps",
+        "bool",
+        "false (linux: true)",
+        "",
+        "Every ACK of data gives an RTT sample from the timestamp it echoes (RFC 7323), a \
+        retransmission's included, and a sample ends the RTO's backoff (Linux's \
+        tcp_ack_update_rtt). Off, Karn's rule: an acknowledged retransmission gives none and \
+        the RTO stays doubled until new data is acknowledged. The option's 12 bytes are not \
+        carried (a segment holds mss bytes of data; Linux's hold 12 fewer).",
+    ),
+    key!(
         "rcv_buf",
         "bytes",
         "2MB",

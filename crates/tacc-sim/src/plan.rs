@@ -200,6 +200,7 @@ pub fn plan_tcp(tcp: &TcpConfig) -> PlanTcp {
         cubic_clamp: tcp.cubic_clamp,
         minshall: tcp.minshall,
         half_window: tcp.half_window,
+        timestamps: tcp.timestamps,
     }
 }
 

@@ -331,6 +331,7 @@ pub struct TcpCfg {
     pub cubic_clamp: Option<bool>,
     pub minshall: Option<bool>,
     pub half_window: Option<bool>,
+    pub timestamps: Option<bool>,
     pub rcv_buf: Option<Bytes>,
     pub dupthresh: Option<u32>,
     pub dctcp_g: Option<f64>,

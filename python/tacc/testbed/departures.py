@@ -154,6 +154,8 @@ DEPARTURES: list[Departure] = [
               "unless a short one is unacknowledged (Nagle with Minshall's rule)"),
     Departure("tcp.half_window", _is(False), "Linux bounds a segment to half the largest "
               "window the peer has advertised"),
+    Departure("tcp.timestamps", _is(False), "Linux's connections carry timestamps and take "
+              "an RTT from every ACK's"),
     Departure("tcp.dupthresh", lambda v: v != 3, "Linux's duplicate-ACK threshold is 3 "
               "(tcp_reordering), with RACK's time-based loss detection, not set"),
     Departure("tcp.dctcp_g", lambda v: isinstance(v, (int, float)) and abs(v - 1 / 16) > 1e-12,

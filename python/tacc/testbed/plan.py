@@ -66,11 +66,11 @@ _FIELDS: dict[str, tuple[str, ...]] = {
 _LINUX_TCP = (("rack", "rack"), ("tlp", "tlp"), ("dsack", "dsack"), ("quickack", "quickack"),
               ("rto_formula", "rto_linux"), ("hystart", "hystart"),
               ("cubic_clamp", "cubic_clamp"), ("minshall", "minshall"),
-              ("half_window", "half_window"))
+              ("half_window", "half_window"), ("timestamps", "timestamps"))
 _TABLES = {
     "tcp": ("mss", "init_cwnd", "rto_min_ns", "rcv_buf_bytes", "sack", "delack_count", "prr",
             "rack", "tlp", "dsack", "quickack", "rto_linux", "hystart", "cubic_clamp",
-            "minshall", "half_window"),
+            "minshall", "half_window", "timestamps"),
     "output": ("goodput_bin_ns", "queue_sample_ns", "ports", "pcap", "pcap_dropped"),
 }
 

@@ -96,6 +96,12 @@ pub struct TcpConfig {
     /// largest window grows, tcp_sync_mss). A peer whose windows never exceed a segment
     /// (SICC's clamp from the SYN-ACK on) gets two half-size segments a round trip.
     pub half_window: bool,
+    /// Every ACK of data gives an RTT sample, from the timestamp it echoes (RFC 7323 4.1),
+    /// a retransmission's included: Linux's tcp_ack_update_rtt falls back on the echoed
+    /// timestamp where Karn's rule leaves no sample, and a valid sample ends the RTO's
+    /// backoff (RFC 6298 5.7). Without, an acknowledged retransmission keeps the doubled RTO.
+    /// The option's 12 bytes are not carried: a segment holds `mss` of data.
+    pub timestamps: bool,
     /// A connection's own copy only (set through `Arc::make_mut`): while its segments are
     /// bounded by `half_window`, the MSS before the bound and the largest window seen; None
     /// in every configuration a scenario builds.
@@ -124,6 +130,7 @@ impl TcpConfig {
             cubic_clamp: true,
             minshall: true,
             half_window: true,
+            timestamps: true,
             ..TcpConfig::default()
         }
     }
@@ -154,6 +161,7 @@ impl Default for TcpConfig {
             cubic_clamp: false,
             minshall: false,
             half_window: false,
+            timestamps: false,
             bounded: None,
             rcv_buf: 2_000_000,
             cc: CcKind::Newreno,
@@ -1602,5 +1610,43 @@ mod tests {
         let mut classic = TcpEndpoint::client(TcpConfig::default(), (1, 1), (2, 2), 0, 0);
         classic.take_syn_options(&syn_ack);
         assert_eq!(classic.cfg.mss, 1460);
+    }
+
+    /// A starved flow (a queue held full by another sender lets through only what comes back
+    /// later): every segment's first copy is lost and its retransmission passes. With
+    /// timestamps each acknowledged retransmission gives an RTT sample and ends the backoff,
+    /// so every timeout is the base RTO (SRTT + rto_min); under Karn's rule the RTO doubles
+    /// from one segment to the next, as the sender never acknowledges new data sent once.
+    #[test]
+    fn an_acknowledged_retransmission_ends_the_backoff_with_timestamps_only() {
+        let run = |timestamps: bool| {
+            let cfg = TcpConfig {
+                timestamps,
+                init_cwnd: 1,
+                tlp: false,
+                ..linux_every_ack()
+            };
+            let (mss, rto_min) = (cfg.mss as u64, cfg.rto_min);
+            let mut pair = Pair::new(cfg, 4 * mss);
+            let mut sent = std::collections::HashSet::new();
+            let done = delivered_at(&mut pair, 4 * mss, &mut |p| {
+                p.payload() > 0 && sent.insert(data_offset(p))
+            });
+            let timeouts = pair.a.stats.timeouts;
+            // Two segments out at once lose both: the second is repaired on the first's ACK.
+            assert!(timeouts >= 3, "{timeouts} timeouts");
+            (done, timeouts, rto_min)
+        };
+        let (with, timeouts, rto_min) = run(true);
+        // A base RTO each, and the round trips between them (100 us each).
+        assert!(
+            with < timeouts * rto_min + 10_000_000,
+            "{with} ns, {timeouts} timeouts"
+        );
+        let (without, timeouts, _) = run(false);
+        assert!(
+            without >= ((1 << timeouts) - 1) * rto_min,
+            "{without} ns, {timeouts} timeouts"
+        );
     }
 }

@@ -192,7 +192,15 @@ impl TcpEndpoint {
                 if retrans_out(s.flags) {
                     self.retrans_out -= 1;
                 }
-                sample = if s.flags & RETRANS == 0 {
+                sample = if self.cfg.timestamps {
+                    // The ACK echoes the timestamp of the segment that moved it, a
+                    // retransmission's too; one SACKed before moved nothing (RFC 7323 4.3).
+                    if s.flags & SACKED == 0 {
+                        Some(now - s.sent_at)
+                    } else {
+                        sample
+                    }
+                } else if s.flags & RETRANS == 0 {
                     Some(now - s.sent_at)
                 } else {
                     None
