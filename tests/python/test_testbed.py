@@ -284,6 +284,32 @@ def test_traffic_specs_give_each_vm_its_sinks_and_sources(plan: dict[str, Any],
     assert 0 not in short and [s["flow"] for s in short[4]["sinks"]] == [1, 2, 3]
 
 
+def test_a_udp_sink_counts_a_datagram_when_it_arrived_not_when_it_was_read() -> None:
+    """The kernel's arrival stamp (SO_TIMESTAMPNS) on CLOCK_MONOTONIC: a datagram read 300 ms
+    late is still placed where it arrived, so a sink starved of the CPU does not pile its
+    backlog into one bin."""
+    import socket
+    import time
+
+    from tacc.testbed import traffic
+
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as rx, \
+            socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
+        rx.setsockopt(socket.SOL_SOCKET, traffic.SO_TIMESTAMPNS, 1)
+        rx.bind(("127.0.0.1", 0))
+        offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
+        sent = time.monotonic_ns()
+        tx.sendto(b"x" * 100, rx.getsockname())
+        time.sleep(0.3)
+        read = time.monotonic_ns()
+        space = socket.CMSG_SPACE(traffic.TIMESPEC.size)
+        n, anc, _, _ = rx.recvmsg_into([bytearray(2048)], space)
+    at = traffic.arrival_ns(anc, offset)
+    assert n == 100 and at is not None
+    assert sent - 1_000_000 <= at <= sent + 50_000_000 < read, (sent, at, read)
+    assert traffic.arrival_ns([], offset) is None
+
+
 def test_one_tcp_ecn_per_vm_and_disagreements_recorded(plan: dict[str, Any]) -> None:
     plan["flows"].append(dict(plan["flows"][0], name="marked", ecn=True, dst_port=20010))
 
