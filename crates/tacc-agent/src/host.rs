@@ -501,9 +501,6 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         })
         .flatten();
     let datapath = shim.as_ref().map(|s| s.datapath()).unwrap_or_default();
-    if let Some(priority) = cfg.realtime_priority.filter(|_| !datapath.pair_counts) {
-        realtime(priority);
-    }
 
     let clock = Clock::new(cfg.start_mono_ns, cfg.time_scale);
     let (mut bpf, mut maps) = load(flags(datapath, cfg.scrub && datapath.scrub))?;
@@ -543,6 +540,10 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
     };
     let feedback = FeedbackOut::Routed(RawSocket::new()?);
     let mut driver = ShimDriver::new(shim, limiters, feedback, cfg.rate_scale);
+    // Set up at normal priority; only the loop runs at the real-time one.
+    if let Some(priority) = cfg.realtime_priority.filter(|_| !datapath.pair_counts) {
+        realtime(priority);
+    }
     let names: HashMap<u32, &str> = plan.vms.iter().map(|v| (v.ip(), v.name.as_str())).collect();
     let mut next_sample: Nanos = 0;
     let mut next_counts: Nanos = 0;
