@@ -297,6 +297,9 @@ def test_a_udp_sink_counts_a_datagram_when_it_arrived_not_when_it_was_read() -> 
             socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as tx:
         rx.setsockopt(socket.SOL_SOCKET, traffic.SO_TIMESTAMPNS, 1)
         rx.bind(("127.0.0.1", 0))
+        # The kernel turns arrival stamps on for the first such socket in deferred work;
+        # until then it stamps at the read (a sink binds seconds before its flows start).
+        time.sleep(0.2)
         offset = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.monotonic_ns()
         sent = time.monotonic_ns()
         tx.sendto(b"x" * 100, rx.getsockname())

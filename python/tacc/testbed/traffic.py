@@ -58,6 +58,7 @@ UDP_RCVBUF = 4 << 20  # a sink must not be where UDP packets are lost
 # by a controller's start-up), a sink put 113-122 Mb/s of a 100 Mb/s link in one 100 ms bin.
 SO_TIMESTAMPNS = 35
 TIMESPEC = struct.Struct("qq")
+UDP_BATCH = 64
 IP_UDP_HEADERS = 28  # a UDP flow's packet_bytes is the IP packet's size, as in the engine
 SEND_CHUNK = 1 << 16
 RECV_CHUNK = 1 << 18
@@ -289,23 +290,36 @@ class Traffic:
                     self.selector.register(conn, selectors.EVENT_READ,
                                            (transport, port, peers[peer], conn))
                     continue
-                at = None
+                if transport == "udp":
+                    self._drain_udp(sock, peers, buf, ancillary, realtime_offset)
+                    continue
                 try:
-                    if transport == "tcp":
-                        n = sock.recv_into(buf)
-                    else:
-                        n, anc, _, peer = sock.recvmsg_into([buf], ancillary)
-                        flow = peers.get(peer)
-                        at = arrival_ns(anc, realtime_offset)
+                    n = sock.recv_into(buf)
                 except (BlockingIOError, InterruptedError):
                     continue
                 except OSError:  # reset by the source at its stop time
                     n = 0
-                if n == 0 and transport == "tcp":
+                if n == 0:
                     self.selector.unregister(sock)
                     sock.close()
                 elif flow is not None:
-                    self._count(flow, n, time.monotonic_ns() if at is None else at)
+                    self._count(flow, n, time.monotonic_ns())
+
+    def _drain_udp(self, sock: socket.socket, peers: dict[Any, int], buf: bytearray,
+                   ancillary: int, realtime_offset: int) -> None:
+        """Reads what a UDP sink holds, up to UDP_BATCH datagrams: one wake-up of the
+        selector per datagram took more of the CPU than the reads."""
+        for _ in range(UDP_BATCH):
+            try:
+                n, anc, _, peer = sock.recvmsg_into([buf], ancillary)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError:
+                return
+            flow = peers.get(peer)
+            if flow is not None:
+                at = arrival_ns(anc, realtime_offset)
+                self._count(flow, n, time.monotonic_ns() if at is None else at)
 
     def _count(self, flow: int, n: int, now: int) -> None:
         if now >= self.end:
