@@ -60,7 +60,8 @@ class Fabric:
                     for k, vm in enumerate("abc")}
         self.children: list[subprocess.Popen[str]] = []
         self.guest_consoles: dict[str, Path] = {}
-        self.last_bins: dict[str, list[float]] = {}  # each flow's Mb/s per bin, last traffic
+        # Each flow's Mb/s per bin in the last traffic, and what the UDP source offered.
+        self.last_bins: dict[str, list[float]] = {}
         # `ip netns exec` mounts a sysfs of its own, hiding /sys/fs/bpf: the agents pin their
         # maps in a BPF filesystem of the test's, which every namespace's mounts see.
         self.bpffs = workdir / "bpffs"
@@ -305,14 +306,17 @@ class Fabric:
         first = round(MEASURED_FROM_S * 1e9 / BIN_NS)
         span_s = DURATION_S - MEASURED_FROM_S
 
-        def goodput(flow: str) -> float:
-            bins = received[flow]["bins"]
+        def goodput(flow: str, side: dict[str, Any] = received) -> float:
+            bins = side[flow]["bins"]
             return sum(v for b, v in bins.items() if int(b) >= first) * 8 / span_s / 1e6
 
-        self.last_bins = {name: [received[flow]["bins"].get(str(b), 0) * 8 / (BIN_NS / 1e9) / 1e6
+        series = [("tcp", "0", received), ("udp", "1", received)]
+        if "b" not in self.guests:  # what b's source offered, in payload as the sink counts
+            series.append(("udp_sent", "1", json.loads((run / "b.json").read_text())["sent"]))
+        self.last_bins = {name: [side[flow]["bins"].get(str(b), 0) * 8 / (BIN_NS / 1e9) / 1e6
                                  for b in range(round(DURATION_S * 1e9 / BIN_NS))]
-                          for name, flow in (("tcp", "0"), ("udp", "1"))}
-        return {"tcp": goodput("0"), "udp": goodput("1")}
+                          for name, flow, side in series}
+        return {name: goodput(flow, side) for name, flow, side in series}
 
     def median_traffic(self, tag: str, runs: int = 3) -> tuple[dict[str, float],
                                                                list[dict[str, float]]]:
@@ -480,9 +484,20 @@ def assert_hygenicc_halves(base: dict[str, float], with_agents: dict[str, float]
     pairs' rates saw around the fair point (a cut per mark every Tu, a climb of 1% of the
     NIC per Tu), and the testbed's own hosts measure 0.80-0.85 of half for the tagged flow:
     within 20% either way (namespaces, 4 runs: TCP 1.08-1.09 of half, UDP 0.92-0.94). The
-    port stays full."""
+    port stays full.
+
+    Without agents the drop-tail port also gives TCP whatever the UDP source left unsent: at
+    normal priority beside two ovs-vswitchd at real-time priority, the source woke late and
+    offered 94.7-99.1% of line rate (6 runs), and TCP took 3.1-7.1 Mb/s, against 0.7-1.2 with
+    the source held at its rate (at real-time priority, 5 of 6 runs). So the bound on TCP is
+    the unsent rate above the few Mb/s, and the source must offer at least 7/8 of line rate:
+    the baseline's bound then stays under half the bound with agents (0.4 of half against
+    0.8), or the run does not show the contrast the mechanism is judged on. A guest's source
+    is not measured; its rate is taken as offered."""
     ideal = rate_bps / 2 / 1e6 * UDP_PAYLOAD  # half the port, in payload
-    assert base["tcp"] < 0.15 * ideal, base
+    offered = base.get("udp_sent", 2 * ideal)
+    assert offered >= 0.875 * 2 * ideal, f"the UDP source offered too little: {base}"
+    assert base["tcp"] < 0.15 * ideal + (2 * ideal - offered), base
     assert with_agents["tcp"] >= 0.8 * ideal, with_agents
     assert with_agents["udp"] <= 1.2 * ideal, with_agents
     assert with_agents["tcp"] + with_agents["udp"] >= 0.9 * 2 * ideal, with_agents
@@ -1264,9 +1279,17 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
     # controller is ready 1.0-1.1 s after the kill) the UDP VM stays at its held rate (bins
     # vary by 3-4 Mb/s around it), no 100 ms passes without the TCP VM moving, and from 4.5
     # s the new controller holds the UDP VM well under line rate.
-    udp = fabric.last_bins["udp"]
-    held = statistics.median(udp[31:36])
-    assert max(udp[31:40]) <= 1.15 * held + 2, udp
+    # The held rate shows only in a bin where the limiter held the source back (the source
+    # offered more than got through): the new controller's start-up takes the CPU, and the
+    # UDP source beside it, at normal priority, offered as little as 30-49 Mb/s for 0.3 s
+    # after the kill, its received bins then the source's rate, not the limiter's (3 runs of
+    # 8 whose median over all bins fell below the held rate and failed the bound).
+    udp, offered = fabric.last_bins["udp"], fabric.last_bins["udp_sent"]
+    limited = [udp[b] for b in range(31, 36) if offered[b] > 1.05 * udp[b]]
+    assert limited, ("the UDP source offered no more than got through from the kill to "
+                     f"3.6 s: the held rate is not seen (offered {offered[31:36]})")
+    held = statistics.median(limited)
+    assert max(udp[31:40]) <= 1.15 * held + 2, (held, udp, offered)
     assert min(tcp[20:]) > 0, tcp
     udp_after = udp[45:]
     assert sum(udp_after) / len(udp_after) <= 0.75 * 2 * half, udp_after

@@ -425,17 +425,23 @@ class Traffic:
             sock.connect((src["dst"], src["dst_port"]))
             payload = bytes(src["packet_bytes"] - IP_UDP_HEADERS)
             gap = src["packet_bytes"] * 8 * 1e9 / src["rate_bps"]
+            # What the source offered in each bin: a source woken more than MAX_LAG_NS late
+            # sends less than its rate, and what it left, a competing flow may take.
+            bins = rec["bins"] = {}
             stop_at, due = self._stop_at(src), float(time.monotonic_ns())
             while not self.stopping.is_set():
                 now = time.monotonic_ns()
                 if now >= stop_at:
                     break
                 due = max(due, now - MAX_LAG_NS)
+                b = max(0, now - self.t0) // self.spec["bin_ns"]
                 for _ in range(MAX_BATCH):
                     if due > now:
                         break
                     try:
-                        rec["bytes"] += sock.send(payload)
+                        n = sock.send(payload)
+                        rec["bytes"] += n
+                        bins[b] = bins.get(b, 0) + n
                     except OSError:  # a full queue (ENOBUFS), or ICMP port unreachable
                         rec["send_errors"] += 1
                     due += gap * jitter.uniform(0.9, 1.1)
