@@ -801,7 +801,15 @@ def test_an_sdn_gcc_agent_follows_its_controller_then_keeps_its_rates_then_lifts
                 break
             time.sleep(0.005)
         end.close()
+        # The status written while the controller is away (once a second: one falls in
+        # fail_static, and stays until the next).
+        while time.monotonic() < start + 3.4:
+            seen = json.loads((state / "status.json").read_text())
+            if seen["controller"] == "down":
+                held.append(seen)
+            time.sleep(0.02)
 
+    held: list[dict[str, Any]] = []
     thread = threading.Thread(target=controller)
     thread.start()
     fabric.traffic("controller")
@@ -825,7 +833,13 @@ def test_an_sdn_gcc_agent_follows_its_controller_then_keeps_its_rates_then_lifts
     assert mean(1.3, 2.5) <= 0.05 * line
     assert mean(2.6, 3.4) <= 0.05 * line
     assert mean(3.8, 6.0) >= 0.9 * line
-    assert status["controller"] == "open"
+    # Down, the status shows the rates the datapath holds, the notified VM's at that low;
+    # open, none.
+    assert held, "no status written while the controller was away"
+    name = next(v["name"] for v in held[-1]["vms"] if v["address"] == fabric.vms["b"][2])
+    vm_b = [rate for vm, _, rate in held[-1]["rates"] if vm == name]
+    assert vm_b and max(vm_b) <= 0.05 * RATE_BPS / 1e6, held[-1]["rates"]
+    assert status["controller"] == "open" and status["rates"] == [], status
     counts = status["counters"]
     assert counts["controller_connects"] == 1 and counts["control_notify"] >= 250, counts
     assert counts["control_forged"] == counts["control_replayed"] == 0, counts

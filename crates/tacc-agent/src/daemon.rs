@@ -648,6 +648,9 @@ fn serve(
         .filter(|_| roles(&cfg.mechanism).controller.is_some());
     let mut open = false;
     let mut hold = Hold::default();
+    // The rates the datapath holds (VM, remote, b/s): a frozen shim's are the last round's,
+    // which the status and metrics go on showing until the limits are lifted.
+    let mut in_force: Vec<(u32, u32, u64)> = Vec::new();
     let rate = format!("{}", cfg.uplink_rate_bps);
     let metrics = cfg
         .metrics
@@ -775,6 +778,7 @@ fn serve(
             (Some(link), Some(d)) if d >= link.fail_static && !open => {
                 if let Some(drv) = &mut driver {
                     drv.lift(maps, cfg.uplink_rate_bps)?;
+                    in_force.clear();
                 }
                 open = true;
                 let secs = format!("{:.1}", d.as_secs_f64());
@@ -791,12 +795,12 @@ fn serve(
             d.unknown_sources = false;
             next_scan = next_scan.min(last_scan + EAGER_SCAN_NS);
         }
-        let rates = match &mut driver {
+        match &mut driver {
             // Frozen: the datapath keeps the rates (or, open, none) as they are.
-            Some(_) if frozen => Vec::new(),
-            Some(d) => d.round(now, &clock, maps, None)?,
-            None => Vec::new(),
-        };
+            Some(_) if frozen => {}
+            Some(d) => in_force = d.round(now, &clock, maps, None)?,
+            None => in_force.clear(),
+        }
         if now >= next_status {
             let mut counters = match &driver {
                 Some(d) => d.counts(maps, None)?,
@@ -813,7 +817,7 @@ fn serve(
                     .find(|v| v.address == dotted)
                     .map_or(dotted, |v| v.name.clone())
             };
-            let rates: Vec<(String, String, f64)> = rates
+            let rates: Vec<(String, String, f64)> = in_force
                 .iter()
                 .map(|&(vm, dst, bps)| {
                     let dst = if dst == 0 { "*".into() } else { name_of(dst) };
