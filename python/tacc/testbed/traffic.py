@@ -312,9 +312,7 @@ class Traffic:
         for _ in range(UDP_BATCH):
             try:
                 n, anc, _, peer = sock.recvmsg_into([buf], ancillary)
-            except (BlockingIOError, InterruptedError):
-                return
-            except OSError:
+            except OSError:  # drained (BlockingIOError), or an ICMP error queued on it
                 return
             flow = peers.get(peer)
             if flow is not None:
