@@ -10,7 +10,7 @@ use crate::model::{
     vm_address, App, Cdf, EpKind, Fib, Host, Incast, LinkNoise, Model, Port, PortSubset, Traffic,
     UdpState, Vm, FIRST_PORT,
 };
-use crate::packet::Packet;
+use crate::packet::{Packet, MIN_PACKET};
 use crate::queue::{Qdisc, Red, RedParams};
 use crate::rng::Rng;
 use crate::rules::{FlowTable, Forward, Rule, RuleActions, RuleMatch};
@@ -501,13 +501,27 @@ impl Model {
         ic: &IncastCfg,
         vm_index: &HashMap<String, u32>,
     ) {
-        let workers = (0..ic.count)
+        let workers: Vec<u32> = (0..ic.count)
             .map(|i| vm_index[&expand(&ic.workers, i)])
             .collect();
         let tcp = Model::tcp_config(&l.scenario.tcp, ic.cc, ic.ecn);
+        let aggregator = vm_index[&ic.aggregator];
+        let request_ns: Vec<u64> = match ic.interval {
+            // An interval's epochs start their workers on the clock, as the papers' scripts do.
+            Some(_) => vec![0; workers.len()],
+            None => {
+                let flight = self.flight_from(self.vms[aggregator as usize].host);
+                workers
+                    .iter()
+                    .map(|&w| flight[self.vms[w as usize].host as usize])
+                    .collect()
+            }
+        };
         self.apps.push(App::Incast(Incast {
             name: ic.name.clone(),
-            aggregator: vm_index[&ic.aggregator],
+            aggregator,
+            request_min: request_ns.iter().copied().min().unwrap_or(0),
+            request_ns,
             workers,
             bytes: ic.bytes.0,
             epochs: ic.epochs,
@@ -519,6 +533,41 @@ impl Model {
             tcp,
             rng: Incast::stream(self.seed, ii),
         }));
+    }
+
+    /// How long the smallest packet takes from host `from` to each host (by host index;
+    /// `u64::MAX` if none is reached): each link's delay and serialization on the quickest
+    /// path through the switches, queues empty. A request's flight.
+    pub fn flight_from(&self, from: u32) -> Vec<u64> {
+        let hosts = self.hosts.len();
+        let index = |n: NodeRef| match n {
+            NodeRef::Host(h) => h as usize,
+            NodeRef::Switch(s) => hosts + s as usize,
+        };
+        let mut out: Vec<Vec<u32>> = vec![Vec::new(); hosts + self.graph.switches.len()];
+        for (i, p) in self.ports.iter().enumerate() {
+            out[index(p.from)].push(i as u32);
+        }
+        let mut best = vec![u64::MAX; out.len()];
+        let mut heap = std::collections::BinaryHeap::new();
+        best[from as usize] = 0;
+        heap.push(std::cmp::Reverse((0u64, from as usize)));
+        while let Some(std::cmp::Reverse((t, n))) = heap.pop() {
+            // Another host is where a path ends, never a hop.
+            if t > best[n] || (n < hosts && n != from as usize) {
+                continue;
+            }
+            for &i in &out[n] {
+                let p = &self.ports[i as usize];
+                let (to, at) = (index(p.to()), t + p.delay_ns + p.ser(MIN_PACKET));
+                if at < best[to] {
+                    best[to] = at;
+                    heap.push(std::cmp::Reverse((at, to)));
+                }
+            }
+        }
+        best.truncate(hosts);
+        best
     }
 
     /// Adds a traffic source; its CDF file is read again here, and may have changed since.

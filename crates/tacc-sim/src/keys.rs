@@ -856,8 +856,10 @@ const INCAST: &[KeyDoc] = &[
         "time",
         "none",
         "> 0",
-        "Fixed epoch period; unset, the next epoch starts when the last one completes \
-         (and the run stays in one partition: that start has no lookahead).",
+        "Fixed epoch period, each epoch's workers starting on the clock; unset, each \
+         epoch's requests leave the aggregator as the last answer of the one before arrives \
+         (the first at start), and each worker answers when its request reaches it (each \
+         link's delay and a 36 B packet's serialization, on the quickest path).",
     ),
     key!(
         "jitter",

@@ -631,6 +631,13 @@ pub struct Incast {
     pub start: u64,
     pub interval: Option<u64>,
     pub jitter: u64,
+    /// Without an interval, each epoch's requests leave the aggregator when the last answer
+    /// arrives (the first at `start`), and each worker answers when its request reaches it:
+    /// this long later (`Model::flight_from`), by worker.
+    pub request_ns: Vec<u64>,
+    /// The shortest of them: the epoch begins (its flows are made) then, in every
+    /// partition of a partitioned run, which is told as mail.
+    pub request_min: u64,
     pub outstanding: u32,
     pub tcp: TcpConfig,
     /// The application's own random stream (its workers' answer delays), as a traffic

@@ -20,9 +20,12 @@
 //! its destination's, and its record is put together from both when the run ends. A
 //! mechanism's host shims and switch hooks run with their hosts and switches, and its
 //! controller in the first partition: control messages to another partition go there as
-//! mail, due a channel latency later (which bounds the lookahead too). What else crosses
-//! partitions (an incast whose next epoch waits for its last answer, flows that return by
-//! a fixed delay, captures) keeps the run in one partition, and [`plan`] says why.
+//! mail, due a channel latency later (which bounds the lookahead too). An incast without an
+//! interval begins its next epoch when its requests reach the nearest worker, a flight no
+//! shorter than the lookahead (or the run stays in one partition): the aggregator's
+//! partition tells every partition (itself too) as mail, due then. What else crosses
+//! partitions (flows that return by a fixed delay, captures) keeps the run in one
+//! partition, and [`plan`] says why.
 
 use crate::model::{EpKind, Flow, Model, Part};
 use crate::output::Recorded;
@@ -77,16 +80,6 @@ impl Partitioning {
 /// The scenario's partitions (at most `want`; without it, `DEFAULT_PARTITIONS` from
 /// `SPLIT_FROM_HOSTS` hosts), or why it runs as one.
 pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
-    if m.apps
-        .iter()
-        .any(|a| matches!(a, crate::model::App::Incast(i) if i.interval.is_none()))
-    {
-        // Its next epoch starts its workers the instant the last answer arrives, which may
-        // be in another partition: no lookahead.
-        return Err(
-            "partition-aggregate applications without an interval run in one partition".into(),
-        );
-    }
     if m.eps.iter().any(|e| e.return_delay().is_some()) {
         return Err("flows with a return_delay run in one partition".into());
     }
@@ -211,6 +204,21 @@ pub fn plan(m: &Model, want: Option<usize>) -> Result<Partitioning, String> {
     };
     if lookahead == 0 {
         return Err("a link or the control channel between its partitions takes no time".into());
+    }
+    // An epoch without an interval begins when its requests reach the nearest worker; every
+    // partition must hear of it before.
+    let quick = m.apps.iter().find_map(|a| match a {
+        crate::model::App::Incast(i) if i.interval.is_none() && i.request_min < lookahead => {
+            Some(i)
+        }
+        _ => None,
+    });
+    if let Some(i) = quick {
+        return Err(format!(
+            "partition-aggregate application {:?} without an interval reaches a worker in \
+             {} ns, sooner than the {lookahead} ns between its partitions",
+            i.name, i.request_min
+        ));
     }
     Ok(Partitioning {
         count: count as u16,

@@ -1,5 +1,5 @@
 //! Traffic sources and topologies beyond the single bottleneck: UDP on/off and request/reply,
-//! periodic incast epochs, open-loop flows from the shipped CDFs on a fat tree and on racks.
+//! periodic and back-to-back incast epochs, open-loop flows from the shipped CDFs on a fat tree and on racks.
 
 mod common;
 use common::*;
@@ -53,6 +53,31 @@ fn periodic_incast_runs_every_epoch_with_new_connections() {
                 .all(|&t| t >= 0.1 * e as f64 && t < 0.1 * e as f64 + 0.01),
             "epoch {e} starts {starts:?}"
         );
+    }
+}
+
+#[test]
+fn a_back_to_back_incast_asks_again_when_the_last_answer_is_in() {
+    // Some epochs wait out a 200 ms RTO (8 answers at once, without ECN): 3 s for 5.
+    let (sim, s) = run(&star(8, "3s", "[[incast]]\nname = \"q\"\naggregator = \"r0\"\nworkers = \"s{i}\"\ncount = 8\nbytes = \"10KB\"\nepochs = 5\n"));
+    assert_eq!(s.flows.len(), 40);
+    assert!(s.flows.iter().all(|f| f.completed));
+    // A request, the smallest packet (36 B, 288 ns at 1 Gb/s), crosses two 25 us links.
+    let flight = 2 * (25_000 + 288);
+    let epoch = |e: u32| {
+        sim.m
+            .flows
+            .iter()
+            .filter(move |f| f.name.ends_with(&format!(".{e}")))
+    };
+    assert!(
+        epoch(0).all(|f| f.start == flight),
+        "the first requests leave at 0"
+    );
+    for e in 1..5 {
+        let last_answer = epoch(e - 1).map(|f| f.end.unwrap()).max().unwrap();
+        let starts: Vec<u64> = epoch(e).map(|f| f.start).collect();
+        assert_eq!(starts, vec![last_answer + flight; 8], "epoch {e}");
     }
 }
 

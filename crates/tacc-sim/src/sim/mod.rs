@@ -131,6 +131,9 @@ pub enum Cargo {
     },
     /// A control message, at the switch, host or controller it is for.
     Control(tacc_mech::control::ControlMessage),
+    /// The next epoch of partition-aggregate application `app` (without an interval), whose
+    /// last answer arrived in the aggregator's partition: every partition begins it.
+    Epoch(u32),
 }
 
 /// One partition's place in a partitioned run: each port's far end's partition, and the
@@ -197,7 +200,9 @@ impl Sim {
         for a in 0..s.m.apps.len() {
             match &s.m.apps[a] {
                 App::Incast(i) => {
-                    let at = i.start;
+                    // The first requests leave at the start (no interval: they begin the
+                    // epoch when they reach the nearest worker).
+                    let at = i.start + i.request_min;
                     s.schedule(at, EvKind::IncastEpoch(a as u32));
                 }
                 App::Traffic(t) => {
@@ -281,6 +286,7 @@ impl Sim {
                 self.m.control.arrive(mail.at, m);
                 EvKind::CtrlDeliver
             }
+            Cargo::Epoch(a) => EvKind::IncastEpoch(a),
         };
         self.schedule(mail.at, kind);
     }

@@ -106,6 +106,9 @@ impl Sim {
         let epoch = inc.epoch;
         inc.epoch += 1;
         inc.outstanding = inc.workers.len() as u32;
+        // The epoch began as its requests reached the nearest worker; each starts when its
+        // own reaches it.
+        let flights: Vec<u64> = inc.request_ns.iter().map(|r| r - inc.request_min).collect();
         let (workers, agg, bytes, jitter, name) = (
             inc.workers.clone(),
             inc.aggregator,
@@ -119,10 +122,11 @@ impl Sim {
             self.schedule(next, EvKind::IncastEpoch(a));
         }
         for (w, &vm) in workers.iter().enumerate() {
-            let delay = match &mut self.m.apps[a as usize] {
-                App::Incast(inc) if jitter > 0 => inc.rng.exponential(jitter as f64) as u64,
-                _ => 0,
-            };
+            let delay = flights[w]
+                + match &mut self.m.apps[a as usize] {
+                    App::Incast(inc) if jitter > 0 => inc.rng.exponential(jitter as f64) as u64,
+                    _ => 0,
+                };
             let f = self.m.add_tcp_flow(
                 format!("{name}.{w}.{epoch}"),
                 name.clone(),
@@ -147,8 +151,23 @@ impl Sim {
             return;
         };
         inc.outstanding = inc.outstanding.saturating_sub(1);
-        if inc.outstanding == 0 && inc.interval.is_none() {
-            self.schedule(now, EvKind::IncastEpoch(a));
+        if inc.outstanding > 0 || inc.interval.is_some() || inc.epoch >= inc.epochs {
+            return;
+        }
+        // The next requests leave now, and the epoch begins as they reach the nearest
+        // worker: no sooner than the lookahead (`parallel::plan`), so every partition can be
+        // told in time, this one too, and all make its flows in the same order.
+        let at = now + inc.request_min;
+        match self.split.as_deref_mut() {
+            Some(split) => {
+                for outbox in &mut split.outbox {
+                    outbox.push(super::Mail {
+                        at,
+                        cargo: super::Cargo::Epoch(a),
+                    });
+                }
+            }
+            None => self.schedule(at, EvKind::IncastEpoch(a)),
         }
     }
 
