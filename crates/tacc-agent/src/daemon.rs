@@ -159,11 +159,28 @@ fn roles(mechanism: &MechanismConfig) -> tacc_mech::roles::Instance<Ipv4Packet<V
     mechanism.build(&fabric)
 }
 
+/// The rates in force (VM, remote, b/s) with each VM by its name, and a remote of 0 as "*".
+fn named_rates(vms: &[VmSeen], in_force: &[(u32, u32, u64)]) -> Vec<(String, String, f64)> {
+    let name_of = |ip: u32| {
+        let dotted = std::net::Ipv4Addr::from(ip).to_string();
+        vms.iter()
+            .find(|v| v.address == dotted)
+            .map_or(dotted, |v| v.name.clone())
+    };
+    in_force
+        .iter()
+        .map(|&(vm, dst, bps)| {
+            let dst = if dst == 0 { "*".into() } else { name_of(dst) };
+            (name_of(vm), dst, bps as f64)
+        })
+        .collect()
+}
+
 /// Whether a shim that takes its rates from a controller is frozen (its datapath keeping the
 /// rates and clamps in force): while the channel is down (fail-static), and once it is back,
 /// until the controller says it is in control (it has its switches) or sends a message, for
-/// at most `fail_static`. An agent reconnects as soon as the new controller listens, before
-/// that controller can read its switches: a shim resumed then climbs from the rates held, its
+/// at most `fail_static`. An agent reconnects at its first try after the new controller
+/// listens, before that controller can read its switches: a shim resumed then climbs from the rates held, its
 /// notifications long past, and in the controller-restart test the UDP VM went to line rate
 /// for 0.3 s. Back from fail-open (the limits lifted), there is nothing to hold.
 #[derive(Default)]
@@ -647,6 +664,7 @@ fn serve(
         .as_ref()
         .filter(|_| roles(&cfg.mechanism).controller.is_some());
     let mut open = false;
+    let mut connected = false;
     let mut hold = Hold::default();
     // The rates the datapath holds (VM, remote, b/s): a frozen shim's are the last round's,
     // which the status and metrics go on showing until the limits are lifted.
@@ -765,6 +783,20 @@ fn serve(
             });
         }
         let down = channel.as_ref().and_then(Channel::down_for);
+        if channel.is_some() && down.is_none() != connected {
+            connected = down.is_none();
+            match (connected, frozen_without.is_some()) {
+                (true, _) => log.event("controller connected", &[]),
+                (false, true) if !open => {
+                    let held: Vec<String> = named_rates(&vms, &in_force)
+                        .iter()
+                        .map(|(vm, dst, bps)| format!("{vm}>{dst}:{:.3}Mbps", bps / 1e6))
+                        .collect();
+                    log.event("controller lost: rates held", &[("rates", &held.join(","))])
+                }
+                (false, _) => log.event("controller lost", &[]),
+            }
+        }
         let in_control = heard || channel.as_ref().is_some_and(Channel::in_control);
         let was_holding = hold.holding();
         let frozen = match frozen_without {
@@ -811,19 +843,7 @@ fn serve(
                     counters.insert(k, v);
                 });
             }
-            let name_of = |ip: u32| {
-                let dotted = std::net::Ipv4Addr::from(ip).to_string();
-                vms.iter()
-                    .find(|v| v.address == dotted)
-                    .map_or(dotted, |v| v.name.clone())
-            };
-            let rates: Vec<(String, String, f64)> = in_force
-                .iter()
-                .map(|&(vm, dst, bps)| {
-                    let dst = if dst == 0 { "*".into() } else { name_of(dst) };
-                    (name_of(vm), dst, bps as f64)
-                })
-                .collect();
+            let rates = named_rates(&vms, &in_force);
             if cfg.metrics.is_some() {
                 let pairs = driver.as_ref().map(|d| d.pair_totals()).unwrap_or_default();
                 let text = exposition_text(cfg, &clock, &vms, &rates, &pairs, &counters, bpf);
