@@ -193,8 +193,8 @@ def _events_line(summary: dict[str, Any]) -> str:
 
 
 def saturated_seconds(testbed: dict[str, Any]) -> float:
-    """The seconds of a testbed run's traffic that left no core idle (its summary.json
-    `testbed` object; 0 for a run that sampled no CPU)."""
+    """The seconds of a testbed run's traffic that left under a tenth of the CPU idle (its
+    summary.json `testbed` object; 0 for a run that sampled no CPU)."""
     return float((testbed.get("cpu") or {}).get("saturated_s") or 0.0)
 
 
@@ -211,9 +211,9 @@ def _testbed_lines(summary: dict[str, Any]) -> list[str]:
     lines += [f"  not emulated: {note}" for note in tb.get("not_emulated", [])]
     cpu = tb.get("cpu") or {}
     if cpu.get("saturated_s"):
-        lines.append(f"  CPU saturated: {cpu['saturated_s']:g}s of the traffic with no core "
-                     f"left idle (least idle {100 * cpu['idle_min']:.0f}%): packets waited "
-                     f"for a core, the results measure the machine as well as the network")
+        lines.append(f"  CPU saturated: {cpu['saturated_s']:g}s of the traffic with under a "
+                     f"tenth of it idle (least idle {100 * cpu['idle_min']:.0f}%): packets "
+                     f"waited for a core, the results measure the machine as well as the network")
     lines += [f"  failed: {failure}" for failure in tb.get("failures", [])]
     return lines
 

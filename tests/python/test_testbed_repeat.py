@@ -187,7 +187,7 @@ def test_a_repeat_names_the_runs_that_saturated_the_machine(
 
     assert repeat.read_header(out)["saturated"] == [
         {"dir": "run-1", "saturated_s": 5.0}, {"dir": "run-3", "saturated_s": 4.0}]
-    assert ("CPU saturated in 2 of 3 runs: run-1 (5s), run-3 (4s) with no core idle"
+    assert ("CPU saturated in 2 of 3 runs: run-1 (5s), run-3 (4s) with under a tenth of it idle"
             in repeat.spread_table(out))
     fake_run_testbed(monkeypatch, write_result, [1.0, 2.0], saturated_s=[0.0, 0.0])
     calm = repeat.run_repeated("s.toml", [], run.Options(out=tmp_path / "calm", quiet=True), 2)

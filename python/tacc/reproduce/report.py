@@ -362,7 +362,8 @@ def _testbed_runs(runs: on_testbed.Runs) -> str:
     saturated = {v: [s for d in ds if (s := _saturated_s(d))] for v, ds in runs.dirs.items()}
     saturated = {v: s for v, s in saturated.items() if s}
     if saturated:
-        text += (" The machine's CPU was saturated (no core idle for seconds of the traffic) "
+        text += (" The machine's CPU was saturated (under a tenth of it idle for seconds of the "
+                 "traffic) "
                  "in runs of " + ", ".join(f"{v} ({len(s)} of {len(runs.dirs[v])} runs, up "
                                              f"to {max(s):g} s)" for v, s in saturated.items())
                  + ": packets waited for a core there, so their numbers measure the machine "

@@ -23,8 +23,8 @@ repeat.json: `scenario` (its name), `scenario_file`, `sets` ([key, value] pairs)
 (`run`, `dir`, `error` of each run that failed under --keep-going), `bottleneck` (the port
 the shares are of, chosen as `tacc compare` chooses it, over all the summarized runs; null
 when no port carried traffic), `saturated` (`dir` and `saturated_s` of each summarized run
-that left the machine no idle core for seconds of its traffic, testbed.cpu: its figures are
-the machine's as much as the mechanism's), `interval` (how the interval was found) and
+that left under a tenth of the CPU idle for seconds of its traffic, testbed.cpu: its figures
+are the machine's as much as the mechanism's), `interval` (how the interval was found) and
 `flows`: per
 flow `flow`, `group`, `runs`, `goodput_mbps`, `share` (null without a bottleneck),
 `completed` and `fct_s` (null when it never completed), each quantity an object of `n`,
@@ -320,7 +320,7 @@ def run_repeated(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str
 
 
 def saturated_runs(runs: Sequence[Run], out: Path) -> list[dict[str, Any]]:
-    """The runs during which no core was idle for a while, with those seconds."""
+    """The runs that left under a tenth of the CPU idle for a while, with those seconds."""
     return [{"dir": relative(r.dir, out), "saturated_s": s}
             for r in runs if (s := saturated_seconds(r.summary["testbed"]))]
 
@@ -355,8 +355,8 @@ def spread_table(directory: str | os.PathLike[str]) -> str:
     if saturated:
         runs = ", ".join(f"{r['dir']} ({r['saturated_s']:g}s)" for r in saturated)
         lines.append(f"CPU saturated in {len(saturated)} of {len(header['summarized'])} runs: "
-                     f"{runs} with no core idle; their figures measure the machine as well "
-                     f"as the network (a lower --rate-cap leaves it room)")
+                     f"{runs} with under a tenth of it idle; their figures measure the machine "
+                     f"as well as the network (a lower --rate-cap leaves it room)")
     lines.append("")
     table = [[r.flow, r.group, f"{r.runs}", *spread_cells(r.goodput_mbps, format_mbps),
               format_fraction(None if r.share is None else r.share.median),
