@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import secrets
 import signal
 import statistics
@@ -270,8 +271,8 @@ class Fabric:
                 f"{what} did not say {line!r}: {path.read_text(errors='replace') if path.exists() else ''}"
             time.sleep(0.1)
 
-    def traffic(self, tag: str) -> dict[str, float]:
-        """A TCP flow from a and UDP at line rate from b, both to c, for DURATION_S; each
+    def traffic(self, tag: str, duration_s: float = DURATION_S) -> dict[str, float]:
+        """A TCP flow from a and UDP at line rate from b, both to c, for `duration_s`; each
         flow's goodput in Mb/s from MEASURED_FROM_S on. A guest VM's source is its traffic
         program, running since it booted."""
         run = self.workdir / tag
@@ -298,14 +299,14 @@ class Fabric:
             self._wait_for(run / f"{vm}.ready", f"the traffic of {vm}")
         t0 = time.monotonic_ns() + 300_000_000
         (run / ".go").write_text(json.dumps({"start_mono_ns": t0,
-                                             "end_mono_ns": t0 + round(DURATION_S * 1e9)}))
+                                             "end_mono_ns": t0 + round(duration_s * 1e9)}))
         os.replace(run / ".go", run / "go")
         for p in procs:
-            _, err = p.communicate(timeout=DURATION_S + 30)
+            _, err = p.communicate(timeout=duration_s + 30)
             assert p.returncode == 0, err
         received = json.loads((run / "c.json").read_text())["received"]
         first = round(MEASURED_FROM_S * 1e9 / BIN_NS)
-        span_s = DURATION_S - MEASURED_FROM_S
+        span_s = duration_s - MEASURED_FROM_S
 
         def goodput(flow: str, side: dict[str, Any] = received) -> float:
             bins = side[flow]["bins"]
@@ -315,7 +316,7 @@ class Fabric:
         if "b" not in self.guests:  # what b's source offered, in payload as the sink counts
             series.append(("udp_sent", "1", json.loads((run / "b.json").read_text())["sent"]))
         self.last_bins = {name: [side[flow]["bins"].get(str(b), 0) * 8 / (BIN_NS / 1e9) / 1e6
-                                 for b in range(round(DURATION_S * 1e9 / BIN_NS))]
+                                 for b in range(round(duration_s * 1e9 / BIN_NS))]
                           for name, flow, side in series}
         return {name: goodput(flow, side) for name, flow, side in series}
 
@@ -1078,9 +1079,9 @@ class ControllerDaemons:
     """`tacc switch-agent` and `tacc controller` in the OVS switch's namespace, `tacc agent`
     on the senders' hypervisors (h0: the TCP VM's, h1: the UDP VM's), each started by its
     command line with its config file, all running `mechanism` (SDN-GCC's table by
-    default), the agents logging JSON (`stop` returns their events). The switch agent serves its stats on a Unix socket, or with `stats_over_udp`
-    on the switch's address over UDP, signed with its key, as for a controller on another
-    machine."""
+    default), the agents logging JSON (`stop` returns their events). The switch agent serves
+    its stats on a Unix socket, or with `stats_over_udp` on the switch's address over UDP,
+    signed with its key, as for a controller on another machine."""
 
     def __init__(self, fabric: Fabric, tmp_path: Path, *, stats_over_udp: bool = False,
                  mechanism: str = SDN_GCC_TABLE, fail_static: str = "1s") -> None:
@@ -1147,17 +1148,18 @@ class ControllerDaemons:
         raise AssertionError(f"not connected: {self.status()}")
 
     def stop(self) -> dict[str, list[dict[str, Any]]]:
-        """SIGTERM to every daemon; each must exit 0. Returns each agent's log events."""
-        procs = (*self.agents.values(), self.controller, self.switch_agent)
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        logs = []
-        for p in procs:
-            _, err = p.communicate(timeout=10)
-            assert p.returncode == 0, (p.args, err)
-            logs.append(err)
-        return {hv: [json.loads(line) for line in err.splitlines() if line.startswith("{")]
-                for hv, err in zip(self.agents, logs)}
+        """SIGTERM to every daemon, the agents first (so that none logs the controller's
+        going); each must exit 0. Returns each agent's log events."""
+        logs = {}
+        for procs in (self.agents, {"controller": self.controller, "switch": self.switch_agent}):
+            for p in procs.values():
+                p.send_signal(signal.SIGTERM)
+            for name, p in procs.items():
+                _, err = p.communicate(timeout=10)
+                assert p.returncode == 0, (p.args, err)
+                logs[name] = err
+        return {hv: [json.loads(line) for line in logs[hv].splitlines() if line.startswith("{")]
+                for hv in self.agents}
 
 
 @pytest.mark.testbed
@@ -1256,6 +1258,20 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
     assert sorted(status["agents_refused_recently"]) == ["no key for host ''",
                                                           "not a tacc agent"], status
     restarted: list[float] = []
+    # The UDP VM's HTB class on its hypervisor's uplink, read while the controller is away:
+    # (seconds since the traffic's start, its rate in b/s).
+    class_rates: list[tuple[float, float]] = []
+    away = threading.Event()
+
+    def read_class(start: float) -> None:
+        while away.is_set():
+            shown = subprocess.run(["ip", "netns", "exec", fabric.hvs[1], "tc", "class", "show",
+                                    "dev", "up0"], capture_output=True, text=True).stdout
+            found = re.search(r"class htb 1:10 .*? rate ([0-9.]+)([KMG]?)bit", shown)
+            if found:
+                scale = {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[found[2]]
+                class_rates.append((time.monotonic() - start, float(found[1]) * scale))
+            time.sleep(0.05)
 
     def restart() -> None:
         go = tmp_path / "restart" / "go"
@@ -1269,14 +1285,19 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
         daemons.controller.kill()
         daemons.controller.communicate(timeout=10)
         killed = time.monotonic()
+        away.set()
+        reader = threading.Thread(target=read_class, args=(start,))
+        reader.start()
         daemons.controller = daemons.launch_controller()
         listening = _listening_at(daemons.controller, 6653)
         fabric._wait_for(daemons.state / "ready", "the controller", daemons.controller)
         restarted.extend(t - start for t in (killed, listening, time.monotonic()))
+        away.clear()
+        reader.join()
 
     thread = threading.Thread(target=restart)
     thread.start()
-    shares = fabric.traffic("restart")
+    shares = fabric.traffic("restart", duration_s=8.0)
     thread.join()
     daemons.wait_connected()
     status = daemons.status()
@@ -1294,6 +1315,7 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
           f"ready at {restarted} s; controller: {status}")
     for hv, evs in events.items():
         print(hv, [(round(t, 3), e, r) for t, e, r in evs])
+    print(f"the UDP VM's class while the controller was away: {class_rates}")
     assert len(restarted) == 3, restarted
     killed, listening, ready = restarted
     # Open vSwitch tries its controller again 1 s after the connection closed or a try failed
@@ -1314,10 +1336,12 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
     # reconnect at their first try after the new controller listens and go on holding until
     # it has its switch and says it is in control: before that hold, their shims resumed at
     # once, with nothing to cut them, and the UDP VM went to 86-96 Mb/s for 0.3 s. The agent
-    # logs the rates it holds; its HTB class lets through at most that rate in Ethernet
-    # frames (1514 B for 1472 B of payload) plus its burst, and the sink's 100 ms bins,
+    # logs the rates it holds, and the datapath holds them: its HTB class keeps that rate
+    # (read with tc while the controller is away) and lets through at most that rate in
+    # Ethernet frames (1514 B for 1472 B of payload) plus its burst. The sink's 100 ms bins,
     # read by a process at normal priority, take a few Mb/s from their neighbours (68 and 58
-    # in turn for a held 65.1 Mb/s, whose ceiling is 63.3).
+    # in turn for a held 65.1 Mb/s, whose ceiling is 63.3). A rate held near line rate
+    # leaves the bins nothing to show: the class's rate is the check there.
     udp_vm = events[fabric.hvs[1]]
     lost = [(t, r) for t, e, r in udp_vm if e == "controller lost: rates held"]
     in_control = [t for t, e, _ in udp_vm
@@ -1329,11 +1353,17 @@ def test_a_tacc_controller_killed_mid_run_and_started_again_takes_back_its_switc
     assert ready - 0.2 < t_back < ready + 0.5, (t_back, ready)  # until in control
     assert held_text.count(":") == 1, held_text  # the UDP VM's one rate, to every remote
     held = float(held_text.split(":")[1].removesuffix("Mbps"))
+    # The traffic lasts 8 s: the new controller must be in control with time to show it.
+    assert t_back <= 6.5, (t_back, restarted)
+    read = [bps for t, bps in class_rates if t_lost + 0.05 < t < t_back - 0.05]
+    assert len(read) >= 3, (class_rates, t_lost, t_back)
+    for bps in read:  # tc shows the rate in whole Kbit/s
+        assert abs(bps - held * 1e6) <= 1e3 + 1e-4 * held * 1e6, (read, held)
     hold_bins = range(math.ceil(t_lost * 10), math.floor(t_back * 10))
     assert len(hold_bins) >= 5, (t_lost, t_back)
     ceiling = held * 1472 / 1514
     assert statistics.mean(udp[b] for b in hold_bins) <= ceiling + 1, (held, udp)
-    for b in hold_bins:  # not one bin climbs as a resumed shim would (1 Mb/s a ms)
+    for b in hold_bins:  # nor climbs in a bin, as a resumed shim would (1 Mb/s a ms)
         assert udp[b] <= 1.1 * ceiling + 2, (b, udp[b], held, udp)
     # No 100 ms passes without the TCP VM moving where the UDP VM's limit leaves it a fifth
     # of the line: while the controller is in control, and during the hold if held there.

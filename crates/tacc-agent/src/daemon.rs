@@ -180,9 +180,10 @@ fn named_rates(vms: &[VmSeen], in_force: &[(u32, u32, u64)]) -> Vec<(String, Str
 /// rates and clamps in force): while the channel is down (fail-static), and once it is back,
 /// until the controller says it is in control (it has its switches) or sends a message, for
 /// at most `fail_static`. An agent reconnects at its first try after the new controller
-/// listens, before that controller can read its switches: a shim resumed then climbs from the rates held, its
-/// notifications long past, and in the controller-restart test the UDP VM went to line rate
-/// for 0.3 s. Back from fail-open (the limits lifted), there is nothing to hold.
+/// listens, often before that controller has read its switches: a shim resumed then climbs
+/// from the rates held, its notifications long past, and in the controller-restart test the
+/// UDP VM went to line rate for 0.3 s. Back from fail-open (the limits lifted), there is
+/// nothing to hold.
 #[derive(Default)]
 struct Hold {
     /// When the channel came back with the rates still held.
@@ -193,11 +194,6 @@ struct Hold {
 }
 
 impl Hold {
-    /// Back, and holding the rates until the controller is in control.
-    fn holding(&self) -> bool {
-        self.back_at.is_some()
-    }
-
     fn frozen(
         &mut self,
         down: Option<std::time::Duration>,
@@ -665,6 +661,7 @@ fn serve(
         .filter(|_| roles(&cfg.mechanism).controller.is_some());
     let mut open = false;
     let mut connected = false;
+    let mut holding = false; // since "controller lost: rates held"
     let mut hold = Hold::default();
     // The rates the datapath holds (VM, remote, b/s): a frozen shim's are the last round's,
     // which the status and metrics go on showing until the limits are lifted.
@@ -787,7 +784,8 @@ fn serve(
             connected = down.is_none();
             match (connected, frozen_without.is_some()) {
                 (true, _) => log.event("controller connected", &[]),
-                (false, true) if !open => {
+                (false, true) => {
+                    holding = true;
                     let held: Vec<String> = named_rates(&vms, &in_force)
                         .iter()
                         .map(|(vm, dst, bps)| format!("{vm}>{dst}:{:.3}Mbps", bps / 1e6))
@@ -798,13 +796,22 @@ fn serve(
             }
         }
         let in_control = heard || channel.as_ref().is_some_and(Channel::in_control);
-        let was_holding = hold.holding();
         let frozen = match frozen_without {
             Some(link) => hold.frozen(down, in_control, open, link.fail_static),
             None => false,
         };
-        if was_holding && !frozen {
-            log.event("controller in control: the rates follow it again", &[]);
+        // The rates held since the loss apply no more (back from fail-open, the match below
+        // says so).
+        if holding && !frozen {
+            holding = false;
+            match (open, in_control) {
+                (true, _) => {}
+                (false, true) => log.event("controller in control: the rates follow it again", &[]),
+                (false, false) => log.event(
+                    "controller not in control within fail_static: the shim's rates apply",
+                    &[],
+                ),
+            }
         }
         match (frozen_without, down) {
             (Some(link), Some(d)) if d >= link.fail_static && !open => {

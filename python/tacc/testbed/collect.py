@@ -75,8 +75,8 @@ def cpu_summary(idle: list[float]) -> dict[str, Any]:
 
 
 CPU_EVERY_S = 1.0
-# Below this idle share a second counts as saturated: on two cores the runs measured kept
-# 14-48% idle in their least idle second where the machine kept up, and 0-0.5% in the
+# Below this idle share a second counts as saturated: on two cores the runs first measured
+# kept 14-48% idle in their least idle second where the machine kept up, and 0-0.5% in the
 # four-rack scenario on Open vSwitch, which did not. sdn-gcc-two-bottlenecks.toml at 50 Mb/s
 # on Open vSwitch, 34 runs as the machine's spare capacity came and went: every run whose
 # least idle second kept 8.3% or more gave each TCP tenant 0.367-0.419 of its port; 6 of the
