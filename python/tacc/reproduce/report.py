@@ -363,8 +363,7 @@ def _testbed_runs(runs: on_testbed.Runs) -> str:
     saturated = {v: s for v, s in saturated.items() if s}
     if saturated:
         text += (" The machine's CPU was saturated (under a tenth of it idle for seconds of the "
-                 "traffic) "
-                 "in runs of " + ", ".join(f"{v} ({len(s)} of {len(runs.dirs[v])} runs, up "
+                 "traffic) in runs of " + ", ".join(f"{v} ({len(s)} of {len(runs.dirs[v])} runs, up "
                                              f"to {max(s):g} s)" for v, s in saturated.items())
                  + ": packets waited for a core there, so their numbers measure the machine "
                  "as well as the mechanism.")
