@@ -805,7 +805,7 @@ pub struct Model {
     pub hosts: Vec<Host>,
     pub vms: Vec<Vm>,
     /// Shared by the copies of a partitioned run: routing reads it at every hop, and one
-    /// copy stays in the cache where several would not (a k = 32 fat tree's is 2.6 MB).
+    /// copy stays in the cache where several would not (a k = 32 fat tree's is 0.56 MB).
     pub(crate) fib: Arc<Fib>,
     pub switch_salt: Vec<u64>,
     pub eps: Vec<EpSlot>,
@@ -859,18 +859,32 @@ pub(crate) struct Part {
 
 /// Forwarding table. A packet's egress port is a load or two from its address: the
 /// destination VM's last hop (its host's switch and port) and, at any other switch, the
-/// route towards the host's group (the hosts behind one switch share it), one flat array. An
-/// ECMP set is stored once however many entries share it (in a fat tree every edge switch
-/// sends all other racks' hosts to the same uplinks).
+/// route towards the host's group (the hosts behind one switch share it). A switch's routes
+/// are stored as its most common entry and the span of groups where others lie: in a fat
+/// tree an edge switch sends every other rack to the same uplinks and an aggregation switch
+/// differs from its uplinks only for its own pod, so a k = 32 fabric's table is 0.56 MB where
+/// a full row per switch would be 2.6 MB, and more of it stays in the cache. An ECMP set is
+/// stored once however many entries share it.
 pub(crate) struct Fib {
-    groups: usize,
     /// Per VM.
     dest: Vec<Dest>,
-    /// At `switch * groups + group`.
-    entries: Vec<FibEntry>,
+    /// Per switch.
+    rows: Vec<FibRow>,
+    /// The entries of every row's span, row after row.
+    spans: Vec<FibEntry>,
     /// ECMP sets of two or more choices: (start in `ecmp`, length).
     sets: Vec<(u32, u32)>,
     ecmp: Vec<u32>,
+}
+
+/// One switch's routes: `default` towards every group outside `first..first + len`, whose
+/// entries are `spans[at..at + len]`.
+#[derive(Clone, Copy)]
+struct FibRow {
+    default: FibEntry,
+    first: u32,
+    len: u32,
+    at: u32,
 }
 
 /// Where a VM is: its host's group, and the switch the host hangs off with that switch's
@@ -882,9 +896,9 @@ struct Dest {
 }
 
 /// One port, an ECMP set (`SET` and the set's index) or no route (`NO_ROUTE`), in four
-/// bytes: a k = 16 fat tree has 40,960 entries, one read at every hop, and the smaller the
-/// table the more of it stays in the cache.
-#[derive(Clone, Copy)]
+/// bytes: one is read at every hop, and the smaller the table the more of it stays in the
+/// cache.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct FibEntry(u32);
 
 const SET: u32 = 1 << 31;
@@ -916,7 +930,12 @@ impl Fib {
     pub(crate) fn new(g: &Graph, vms: &[Vm]) -> Fib {
         let at = topology::attachments(g);
         let groups = at.roots.len();
-        let mut entries = vec![NONE_ENTRY; g.switches.len() * groups];
+        // Full rows first; `None` where a switch's entry is never read: towards its own
+        // hosts' group, which it reaches by their last hop.
+        let mut full = vec![Some(NONE_ENTRY); g.switches.len() * groups];
+        for (group, &root) in at.roots.iter().enumerate() {
+            full[root as usize * groups + group] = None;
+        }
         let (mut sets, mut ecmp) = (Vec::new(), Vec::new());
         let mut interned: HashMap<Vec<u32>, u32> = HashMap::new();
         topology::routes(g, &at, |group, s, choices| {
@@ -936,8 +955,12 @@ impl Fib {
                     FibEntry::set(set)
                 }
             };
-            entries[s as usize * groups + group as usize] = e;
+            full[s as usize * groups + group as usize] = Some(e);
         });
+        let mut spans = Vec::new();
+        let rows = (0..g.switches.len())
+            .map(|s| FibRow::compress(&full[s * groups..(s + 1) * groups], &mut spans))
+            .collect();
         let dest = vms
             .iter()
             .map(|vm| {
@@ -951,9 +974,9 @@ impl Fib {
             })
             .collect();
         Fib {
-            groups,
             dest,
-            entries,
+            rows,
+            spans,
             sets,
             ecmp,
         }
@@ -968,7 +991,13 @@ impl Fib {
         } else if d.group == topology::NONE {
             &NONE_ENTRY
         } else {
-            &self.entries[s as usize * self.groups + d.group as usize]
+            let r = &self.rows[s as usize];
+            let i = d.group.wrapping_sub(r.first);
+            if i < r.len {
+                &self.spans[(r.at + i) as usize]
+            } else {
+                &r.default
+            }
         })
     }
 
@@ -982,6 +1011,44 @@ impl Fib {
             &[]
         } else {
             std::slice::from_ref(&e.0)
+        }
+    }
+}
+
+impl FibRow {
+    /// The row of `full` (`None`: never read), its span's entries appended to `spans`. The
+    /// default is the most common entry, the smallest of equals, so a table is the same
+    /// from run to run.
+    fn compress(full: &[Option<FibEntry>], spans: &mut Vec<FibEntry>) -> FibRow {
+        let mut sorted: Vec<FibEntry> = full.iter().flatten().copied().collect();
+        sorted.sort_unstable();
+        let default = sorted
+            .chunk_by(|a, b| a == b)
+            .fold((NONE_ENTRY, 0), |best, run| {
+                if run.len() > best.1 {
+                    (run[0], run.len())
+                } else {
+                    best
+                }
+            })
+            .0;
+        let differs = |e: &Option<FibEntry>| matches!(e, Some(e) if *e != default);
+        let Some(first) = full.iter().position(differs) else {
+            return FibRow {
+                default,
+                first: 0,
+                len: 0,
+                at: 0,
+            };
+        };
+        let end = full.iter().rposition(differs).unwrap() + 1;
+        let at = spans.len() as u32;
+        spans.extend(full[first..end].iter().map(|e| e.unwrap_or(default)));
+        FibRow {
+            default,
+            first: first as u32,
+            len: (end - first) as u32,
+            at,
         }
     }
 }
@@ -1318,8 +1385,20 @@ mod tests {
         assert_eq!(m.fib.sets.len(), k * k);
         assert!(m.fib.sets.iter().all(|&(_, n)| n as usize == k / 2));
         assert_eq!(m.fib.ecmp.len(), k * k * k / 2);
-        // One entry per switch and edge switch (k/2 hosts behind each), not per host.
-        assert_eq!(m.fib.entries.len(), m.graph.switches.len() * k * k / 2);
+        // An edge switch's routes are its uplinks' set alone; an aggregation switch's differ
+        // from its uplinks' set for its own pod's k/2 racks; a core switch's span every rack
+        // but the default pod's.
+        let (edges, aggs, cores) = (k * k / 2, k * k / 2, k * k / 4);
+        let spans = |prefix: &str| -> (usize, usize) {
+            let rows = m.graph.switches.iter().zip(&m.fib.rows);
+            let of = rows.filter(|(name, _)| name.starts_with(prefix));
+            of.fold((0, 0), |(n, len), (_, r)| (n + 1, len + r.len as usize))
+        };
+        assert_eq!(spans("edge"), (edges, 0));
+        assert_eq!(spans("agg"), (aggs, aggs * k / 2));
+        let (n, core_len) = spans("core");
+        assert!(n == cores && core_len <= cores * (k - 1) * k / 2);
+        assert_eq!(m.fib.spans.len(), aggs * k / 2 + core_len);
         let hosts = k * k * k / 4;
         let edge0 = m
             .graph
@@ -1330,5 +1409,53 @@ mod tests {
         let last = (hosts - 1) as u32;
         assert_eq!(m.route_ports(edge0, last).len(), k / 2);
         assert_eq!(m.route_ports(edge0, 0).len(), 1);
+    }
+
+    /// The compressed table answers what shortest-path routing computes, for every switch
+    /// and VM, in a fat tree and in a leaf-spine with a host linked straight to another.
+    #[test]
+    fn forwarding_entries_are_the_shortest_paths() {
+        let fat = "name = \"ft\"\nduration = \"1s\"\n[topology]\nkind = \"fat-tree\"\nk = 6\nlink_rate = \"1Gbps\"\nlink_delay = \"1us\"\n";
+        // A diamond (an ECMP choice), a pair of hosts linked straight, and a switch no other
+        // reaches.
+        let link = |a: &str, b: &str| {
+            format!("{{a = \"{a}\", b = \"{b}\", rate = \"1Gbps\", delay = \"1us\"}}")
+        };
+        let links = [
+            ("a", "x"),
+            ("x", "y"),
+            ("x", "w"),
+            ("y", "z"),
+            ("w", "z"),
+            ("b", "z"),
+            ("c", "z"),
+            ("d", "e"),
+            ("f", "v"),
+        ]
+        .map(|(a, b)| link(a, b))
+        .join(", ");
+        let explicit = format!("name = \"x\"\nduration = \"1s\"\n[topology]\nkind = \"explicit\"\nhosts = [\"a\", \"b\", \"c\", \"d\", \"e\", \"f\"]\nswitches = [\"x\", \"y\", \"w\", \"z\", \"v\"]\nlinks = [{links}]\n");
+        for text in [fat, &explicit] {
+            let m = crate::load(text, "t.toml", &[], None).unwrap().model;
+            let g = &m.graph;
+            let at = crate::topology::attachments(g);
+            let mut want = vec![Vec::new(); g.switches.len() * at.roots.len()];
+            crate::topology::routes(g, &at, |group, s, choices| {
+                want[s as usize * at.roots.len() + group as usize] = choices.to_vec();
+            });
+            for (vm, v) in m.vms.iter().enumerate() {
+                let h = v.host as usize;
+                for s in 0..g.switches.len() as u32 {
+                    let expected: &[u32] = if at.last_hop[h].0 == s {
+                        std::slice::from_ref(&at.last_hop[h].1)
+                    } else if at.group[h] == crate::topology::NONE {
+                        &[]
+                    } else {
+                        &want[s as usize * at.roots.len() + at.group[h] as usize]
+                    };
+                    assert_eq!(m.route_ports(s, vm as u32), expected, "switch {s}, vm {vm}");
+                }
+            }
+        }
     }
 }
