@@ -593,6 +593,17 @@ pub struct Flow {
     pub mss: u32,
 }
 
+// What a credit reads (`Sim::credit`) in the first 64 bytes, which a data segment's arrival
+// asks the cache for.
+const _: () = {
+    use std::mem::{offset_of, size_of};
+    assert!(offset_of!(Flow, delivered) + 8 <= 64 && offset_of!(Flow, bin_bytes) + 8 <= 64);
+    assert!(offset_of!(Flow, bytes) + size_of::<Option<u64>>() <= 64);
+    assert!(offset_of!(Flow, end) + size_of::<Option<u64>>() <= 64);
+    assert!(offset_of!(Flow, bin_now) + 4 <= 64);
+    assert!(offset_of!(Flow, app) + size_of::<Option<u32>>() <= 64);
+};
+
 impl Flow {
     /// Adds delivered bytes to goodput bin `b` (bins are filled in time order).
     #[inline]
