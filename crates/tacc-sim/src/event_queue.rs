@@ -362,11 +362,11 @@ impl<T: Copy + Default> EventQueue<T> {
         self.overflow[r].push(entry);
     }
 
-    /// Likely the next `N` events to pop, `none` where there are fewer (a hint for
+    /// Likely the next four events to pop, `none` where there are fewer (a hint for
     /// prefetching what they will touch: after the current slot's, the next slot's first in
     /// insertion order).
     #[inline]
-    pub fn peek_hint<const N: usize>(&self, none: T) -> [T; N] {
+    pub fn peek_hint(&self, none: T) -> [T; 4] {
         let rest = &self.cur[self.pos..];
         let rest = if rest.is_empty() {
             match self.first_occupied() {
@@ -376,7 +376,13 @@ impl<T: Copy + Default> EventQueue<T> {
         } else {
             rest
         };
-        std::array::from_fn(|i| rest.get(i).map_or(none, |e| e.item))
+        match rest {
+            [a, b, c, d, ..] => [a.item, b.item, c.item, d.item],
+            [a, b, c] => [a.item, b.item, c.item, none],
+            [a, b] => [a.item, b.item, none, none],
+            [a] => [a.item, none, none, none],
+            [] => [none; 4],
+        }
     }
 
     /// The earliest pending event's time: the current slot's next (it is sorted), else the

@@ -568,11 +568,11 @@ pub struct Flow {
     pub bytes: Option<u64>,
     pub end: Option<u64>,
     /// The goodput bin being filled and its bytes so far; earlier bins are in `bins`.
-    bin_now: u32,
     bin_bytes: u64,
-    pub app: Option<u32>,
+    bin_now: u32,
     pub completed: bool,
     pub stopped: bool,
+    pub app: Option<u32>,
     /// Delivered bytes per goodput bin before `bin_now` (see `Flow::bin`).
     bins: Vec<u64>,
     pub name: String,
@@ -593,14 +593,12 @@ pub struct Flow {
     pub mss: u32,
 }
 
-// What a credit reads (`Sim::credit`) in the first 64 bytes, which a data segment's arrival
-// asks the cache for.
+// What a credit reads and writes, in the first line, which a data segment's arrival asks the
+// cache for.
 const _: () = {
-    use std::mem::{offset_of, size_of};
-    assert!(offset_of!(Flow, delivered) + 8 <= 64 && offset_of!(Flow, bin_bytes) + 8 <= 64);
-    assert!(offset_of!(Flow, bytes) + size_of::<Option<u64>>() <= 64);
-    assert!(offset_of!(Flow, end) + size_of::<Option<u64>>() <= 64);
-    assert!(offset_of!(Flow, bin_now) + 4 <= 64);
+    use std::mem::{align_of, offset_of, size_of};
+    assert!(align_of::<Flow>() == 64);
+    // The last field of the line; `repr(C)` keeps the ones before it in order.
     assert!(offset_of!(Flow, app) + size_of::<Option<u32>>() <= 64);
 };
 
@@ -868,7 +866,7 @@ pub(crate) struct Part {
     pub of_switch: Arc<Vec<u16>>,
 }
 
-/// Forwarding table. A packet's egress port is a load or two from its address: the
+/// Forwarding table. A packet's egress port is a few loads from its address: the
 /// destination VM's last hop (its host's switch and port) and, at any other switch, the
 /// route towards the host's group (the hosts behind one switch share it). A switch's routes
 /// are stored as its most common entry and the span of groups where others lie: in a fat
@@ -941,11 +939,12 @@ impl Fib {
     pub(crate) fn new(g: &Graph, vms: &[Vm]) -> Fib {
         let at = topology::attachments(g);
         let groups = at.roots.len();
-        // Full rows first; `None` where a switch's entry is never read: towards its own
-        // hosts' group, which it reaches by their last hop.
-        let mut full = vec![Some(NONE_ENTRY); g.switches.len() * groups];
+        // Full rows first. A switch's entry towards its own hosts' group is never read (it
+        // reaches them by their last hop), so it counts for nothing in the compression.
+        let mut full = vec![NONE_ENTRY; g.switches.len() * groups];
+        let mut own = vec![None; g.switches.len()];
         for (group, &root) in at.roots.iter().enumerate() {
-            full[root as usize * groups + group] = None;
+            own[root as usize] = Some(group);
         }
         let (mut sets, mut ecmp) = (Vec::new(), Vec::new());
         let mut interned: HashMap<Vec<u32>, u32> = HashMap::new();
@@ -966,11 +965,11 @@ impl Fib {
                     FibEntry::set(set)
                 }
             };
-            full[s as usize * groups + group as usize] = Some(e);
+            full[s as usize * groups + group as usize] = e;
         });
         let mut spans = Vec::new();
         let rows = (0..g.switches.len())
-            .map(|s| FibRow::compress(&full[s * groups..(s + 1) * groups], &mut spans))
+            .map(|s| FibRow::compress(&full[s * groups..(s + 1) * groups], own[s], &mut spans))
             .collect();
         let dest = vms
             .iter()
@@ -1005,7 +1004,7 @@ impl Fib {
             let r = &self.rows[s as usize];
             let i = d.group.wrapping_sub(r.first);
             if i < r.len {
-                &self.spans[(r.at + i) as usize]
+                &self.spans[r.at as usize + i as usize]
             } else {
                 &r.default
             }
@@ -1027,11 +1026,12 @@ impl Fib {
 }
 
 impl FibRow {
-    /// The row of `full` (`None`: never read), its span's entries appended to `spans`. The
-    /// default is the most common entry, the smallest of equals, so a table is the same
-    /// from run to run.
-    fn compress(full: &[Option<FibEntry>], spans: &mut Vec<FibEntry>) -> FibRow {
-        let mut sorted: Vec<FibEntry> = full.iter().flatten().copied().collect();
+    /// The row of `full` whose entry at `own` (its own hosts' group, if any) is never read,
+    /// its span's entries appended to `spans`. The default is the most common entry, the
+    /// smallest of equals, so a table is the same from run to run.
+    fn compress(full: &[FibEntry], own: Option<usize>, spans: &mut Vec<FibEntry>) -> FibRow {
+        let read = |g: &usize| Some(*g) != own;
+        let mut sorted: Vec<FibEntry> = (0..full.len()).filter(read).map(|g| full[g]).collect();
         sorted.sort_unstable();
         let default = sorted
             .chunk_by(|a, b| a == b)
@@ -1043,8 +1043,8 @@ impl FibRow {
                 }
             })
             .0;
-        let differs = |e: &Option<FibEntry>| matches!(e, Some(e) if *e != default);
-        let Some(first) = full.iter().position(differs) else {
+        let differs = |g: &usize| read(g) && full[*g] != default;
+        let Some(first) = (0..full.len()).find(differs) else {
             return FibRow {
                 default,
                 first: 0,
@@ -1052,9 +1052,9 @@ impl FibRow {
                 at: 0,
             };
         };
-        let end = full.iter().rposition(differs).unwrap() + 1;
-        let at = spans.len() as u32;
-        spans.extend(full[first..end].iter().map(|e| e.unwrap_or(default)));
+        let end = (0..full.len()).rfind(differs).unwrap() + 1;
+        let at = u32::try_from(spans.len()).expect("a forwarding table under 2^32 entries");
+        spans.extend((first..end).map(|g| if read(&g) { full[g] } else { default }));
         FibRow {
             default,
             first: first as u32,
@@ -1408,7 +1408,8 @@ mod tests {
         assert_eq!(spans("edge"), (edges, 0));
         assert_eq!(spans("agg"), (aggs, aggs * k / 2));
         let (n, core_len) = spans("core");
-        assert!(n == cores && core_len <= cores * (k - 1) * k / 2);
+        // Pod 0's port, the smallest, is the default: a span over the other pods' racks.
+        assert!(n == cores && core_len == cores * (k - 1) * k / 2);
         assert_eq!(m.fib.spans.len(), aggs * k / 2 + core_len);
         let hosts = k * k * k / 4;
         let edge0 = m
@@ -1423,7 +1424,8 @@ mod tests {
     }
 
     /// The compressed table answers what shortest-path routing computes, for every switch
-    /// and VM, in a fat tree and in a leaf-spine with a host linked straight to another.
+    /// and VM, in a fat tree and in a graph with an ECMP diamond, a host linked straight to
+    /// another and a switch no other reaches.
     #[test]
     fn forwarding_entries_are_the_shortest_paths() {
         let fat = "name = \"ft\"\nduration = \"1s\"\n[topology]\nkind = \"fat-tree\"\nk = 6\nlink_rate = \"1Gbps\"\nlink_delay = \"1us\"\n";

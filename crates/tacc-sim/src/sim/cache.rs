@@ -117,11 +117,9 @@ impl Sim {
                 use crate::tcp::TcpEndpoint;
                 let lines = if pkt.payload() > 0 {
                     // New bytes are credited to the flow's record (`Sim::credit`): one of
-                    // thousands, long out of the cache on a large fabric. Its first 64 bytes,
-                    // the fields a credit reads, on one or two lines.
-                    let f = self.m.flows.as_ptr().wrapping_add(slot.flow as usize);
-                    prefetch(f);
-                    prefetch(f.cast::<u8>().wrapping_add(63));
+                    // thousands, long out of the cache on a large fabric. Its first line
+                    // holds what a credit reads.
+                    prefetch(self.m.flows.as_ptr().wrapping_add(slot.flow as usize));
                     TcpEndpoint::RECEIVER_LINES
                 } else {
                     TcpEndpoint::SENDER_LINES

@@ -277,7 +277,8 @@ impl TcpEndpoint {
                 self.win.cwnd = self.win.ssthresh;
             }
         }
-        // Only probes set `tlp_high`: without them its line is not read on every ACK.
+        // Only probes set `tlp_high`; without TLP its line is not read on every ACK
+        // (`on_probe_ack` is out of line for that).
         if self.cfg.tlp {
             let progress = acked > 0 || newly_sacked > 0 || window_changed || p.payload() > 0;
             self.on_probe_ack(acked_to, dsack_probe, progress);
