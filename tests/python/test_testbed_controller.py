@@ -178,7 +178,7 @@ def test_sdn_gcc_gives_the_tcp_tenant_its_share_next_to_two_udp_tenants(
     three runs is judged (one run is one sample of a noisy system): within 0.05 of the
     simulator's share, and above 0.75 of the fair share (the simulator's 0.26 is below a
     third because the rates saw under the controller's 5 ms polls: 79% of the port used).
-    Five runs gave 0.274-0.282 (simulator 0.262-0.266 over five seeds); before the
+    At 100 Mb/s five runs gave 0.274-0.282 (simulator 0.262-0.266 over five seeds); before the
     mechanism's clock was dilated on the testbed, 0.20-0.23 with its timers in real time
     against queues ten times slower (docs/testbed.md)."""
     # At a 50 Mb/s cap: at 100 Mb/s the runs left under a tenth of the CPU idle for 2-5 s of

@@ -362,9 +362,10 @@ def _testbed_runs(runs: on_testbed.Runs) -> str:
     saturated = {v: [s for d in ds if (s := _saturated_s(d))] for v, ds in runs.dirs.items()}
     saturated = {v: s for v, s in saturated.items() if s}
     if saturated:
+        each = ", ".join(f"{v} ({len(s)} of {len(runs.dirs[v])} runs, up to {max(s):g} s)"
+                         for v, s in saturated.items())
         text += (" The machine's CPU was saturated (under a tenth of it idle for seconds of the "
-                 "traffic) in runs of " + ", ".join(f"{v} ({len(s)} of {len(runs.dirs[v])} runs, up "
-                                             f"to {max(s):g} s)" for v, s in saturated.items())
+                 "traffic) in runs of " + each
                  + ": packets waited for a core there, so their numbers measure the machine "
                  "as well as the mechanism.")
     for reason, names in runs.fit.refused.items():
