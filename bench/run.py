@@ -21,8 +21,9 @@ across machines.
 local sources) and --with-ns3 installs the Debian ns-3 packages (apt) and builds
 bench/ns3/dumbbell.cc. The three dumbbell scenarios are then also run in those simulators, each
 as a whole process: htsim N times (twice: with tacc's host timing noise, the same model, and
-without it, as htsim's own examples run), ns-3 --ns3-runs times (default 1). Every round runs
-the engine alone, `tacc run` and each reference once, interleaved. It prints the outputs side by
+without it, as htsim's own examples run, against tacc also run without it: nic.jitter = 0),
+ns-3 --ns3-runs times (default 1). Every round runs the engine alone, `tacc run` and each
+reference once, interleaved. It prints the outputs side by
 side and the time ratios tacc / reference (medians): whole process (wall and CPU time) and the
 engine alone (the extension call against the reference's own event loop). See
 bench/htsim/README.md and bench/ns3/README.md.
@@ -145,11 +146,12 @@ def tacc_cli() -> Path:
     return tacc
 
 
-def cli_sample(scenario: Path) -> dict:
-    """One whole-process run of `tacc run SCENARIO --no-plot --quiet`: its wall and CPU time
-    and what it adds to the engine's wall_seconds of the same run."""
+def cli_sample(scenario: Path, sets: list[tuple[str, str]] | None = None) -> dict:
+    """One whole-process run of `tacc run SCENARIO --no-plot --quiet [--set KEY=VALUE ...]`: its
+    wall and CPU time and what it adds to the engine's wall_seconds of the same run."""
+    overrides = [arg for key, value in sets or [] for arg in ("--set", f"{key}={value}")]
     with tempfile.TemporaryDirectory() as out:
-        wall, cpu = timed([str(tacc_cli()), "run", str(scenario), "--no-plot", "--quiet", "--out", out])
+        wall, cpu = timed([str(tacc_cli()), "run", str(scenario), "--no-plot", "--quiet", "--out", out, *overrides])
         engine = json.loads((Path(out) / "summary.json").read_text())["wall_seconds"]
     return {"wall": wall, "cpu": cpu, "engine_wall": engine}
 
@@ -180,6 +182,9 @@ class Reference:
     binary: Path
     runs: int  # process runs per scenario
     args: list[str] = field(default_factory=list)
+    # tacc's scenario keys for the same model as `args` (none: the scenario as it is); tacc is
+    # then run with them too, and timed against this reference under them
+    tacc_sets: list[tuple[str, str]] = field(default_factory=list)
 
     def cmd(self, case: tuple[int, str], sim_s: float, out: Path) -> list[str]:
         return [str(self.binary), f"--flows={case[0]}", f"--cc={case[1]}", f"--time={sim_s}", f"--out={out}", *self.args]
@@ -217,24 +222,34 @@ def ratios(r: dict, ref: dict) -> dict:
 
 
 def measure_suite(scenario: Path, runs: int, refs: list[Reference]) -> dict:
-    """The engine alone, `tacc run` and each reference simulator (if the scenario has a twin),
-    interleaved: round i runs each once, so a change in the machine's load falls on all of them."""
+    """The engine alone, `tacc run` (as the scenario is, and under each reference's `tacc_sets`)
+    and each reference simulator (if the scenario has a twin), interleaved: round i runs each
+    once, so a change in the machine's load falls on all of them. A reference with `tacc_sets`
+    gets the tacc runs under them as its "tacc" entry, and its ratios are taken against those."""
     case = TWIN_CASES.get(scenario.stem)
     refs = refs if case else []
-    engine, cli, other = [], [], {ref.key: [] for ref in refs}
+    variants = list(dict.fromkeys([(), *(tuple(ref.tacc_sets) for ref in refs)]))
+    engine: dict[tuple, list[dict]] = {v: [] for v in variants}
+    cli: dict[tuple, list[dict]] = {v: [] for v in variants}
+    other: dict[str, list[dict]] = {ref.key: [] for ref in refs}
     for i in range(runs):
-        engine.append(engine_sample(scenario))
-        cli.append(cli_sample(scenario))
+        for v in variants:
+            engine[v].append(engine_sample(scenario, list(v)))
+            cli[v].append(cli_sample(scenario, list(v)))
         for ref in refs:
             if i < ref.runs:
-                other[ref.key].append(ref.sample(case, engine[0]["sim"]))
+                other[ref.key].append(ref.sample(case, engine[()][0]["sim"]))
     for ref in refs:  # references with more runs than tacc
         while len(other[ref.key]) < ref.runs:
-            other[ref.key].append(ref.sample(case, engine[0]["sim"]))
-    row = engine_row(scenario, engine) | cli_row(cli)
+            other[ref.key].append(ref.sample(case, engine[()][0]["sim"]))
+    rows = {v: engine_row(scenario, engine[v], list(v)) | cli_row(cli[v]) for v in variants}
+    row = rows[()]
     for ref in refs:
         row[ref.key] = reference_row(other[ref.key])
-        row.setdefault("ratios", {})[ref.key] = ratios(row, row[ref.key])
+        twin = rows[tuple(ref.tacc_sets)]
+        if ref.tacc_sets:
+            row[ref.key]["tacc"] = twin
+        row.setdefault("ratios", {})[ref.key] = ratios(twin, row[ref.key])
     return row
 
 
@@ -252,15 +267,21 @@ def print_references(rows: list[dict], refs: list[Reference]) -> None:
         if not any(ref.key in r for ref in refs):
             print(f"{r['scenario']:<24} no twin in the other simulators, skipped")
             continue
-        t_gp = r["goodput_mbps"]
-        t_mean = statistics.mean(t_gp)
-        sims = [("tacc", r["cli_wall_s"], r["events"], t_mean, _jain(t_gp), r["bottleneck"] or {})]
+        def tacc_sim(t: dict, name: str) -> tuple:
+            gp = t["goodput_mbps"]
+            return (name, t["cli_wall_s"], t["events"], statistics.mean(gp), _jain(gp), t["bottleneck"] or {})
+
+        sims = [tacc_sim(r, "tacc")]
         for ref in refs:
             n = r[ref.key]
+            if "tacc" in n:
+                # the reference's name says how its model differs: "htsim j=0" -> "tacc j=0"
+                sims.append(tacc_sim(n["tacc"], "tacc " + ref.name.partition(" ")[2]))
             sims.append((ref.name, n["process_wall_s"], n["events"], statistics.mean(n["goodput_mbps"]), n["jain"], n["bottleneck"]))
         for i, (name, w, ev, mean, jain, b) in enumerate(sims):
             print(f"{r['scenario'] if i == 0 else '':<24} {name:<12} {w:>8.3f} {ev:>12,} {mean:>10.2f} {jain:>7.4f} {b.get('marked', 0):>9,} {b.get('dropped', 0):>7,} {b.get('utilization', 0):>7.2%}")
         for ref in refs:
+            t_mean = statistics.mean(r[ref.key].get("tacc", r)["goodput_mbps"])
             n_mean = statistics.mean(r[ref.key]["goodput_mbps"])
             diff = (n_mean - t_mean) / t_mean if t_mean else float("inf")
             flag = f"  GOODPUT DIFFERS BY MORE THAN 5% (see bench/{ref.setup[-1].parent.name}/README.md)" if abs(diff) > 0.05 else ""
@@ -739,7 +760,8 @@ def main() -> None:
     if args.with_htsim:
         build = HTSIM / "build.sh"
         refs.append(Reference("htsim", "htsim", [build], HTSIM / "build" / "dumbbell", args.runs))
-        refs.append(Reference("htsim_no_jitter", "htsim j=0", [build], HTSIM / "build" / "dumbbell", args.runs, ["--nic-jitter-us=0"]))
+        refs.append(Reference("htsim_no_jitter", "htsim j=0", [build], HTSIM / "build" / "dumbbell", args.runs,
+                              ["--nic-jitter-us=0"], [("nic.jitter", '"0s"')]))
     if args.with_ns3:
         refs.append(Reference("ns3", "ns-3", [NS3 / "install.sh", NS3 / "build.sh"], NS3 / "build" / "dumbbell", args.ns3_runs))
     for script in dict.fromkeys(script for ref in refs for script in ref.setup):
