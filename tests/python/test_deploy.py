@@ -604,12 +604,16 @@ def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
     assert status["resumed"] and [v["address"] for v in status["vms"]] == ["10.77.0.2"]
     ideal = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
     assert result["tcp"] >= 0.8 * ideal and result["udp"] <= 1.2 * ideal, result
-    # No stall of the TCP flow: a pause of 80 ms would leave its 100 ms bin under 20% of
-    # half the port. HyGenICC's own sawtooth makes dips (the lowest bin from 2 s on: 29.8-48.2
-    # Mb/s in 4 runs with a restart, 30.6-37.9 in runs without), and the bins after the
-    # restart (the new shim resumes the pinned rates in force) are like the others.
-    first = round(MEASURED_FROM_S * 1e9 / BIN_NS)
-    assert min(bins["tcp"][first:]) >= 0.2 * ideal, bins["tcp"]
+    # No stall of the TCP flow while the agent is replaced: a pause of 80 ms would leave its
+    # 100 ms bin under 20% of half the port. HyGenICC's own sawtooth makes dips (the lowest bin
+    # from 2 s on: 28.7-48.2 Mb/s in 12 runs with a restart, 30.6-37.9 in 4 without), and now
+    # and then a stall of its own: with its 1 Gb/s timers at 100 Mb/s (1 ms without feedback,
+    # 8 packets here, is uncongested) the UDP limiter climbs to line rate and TCP waits out an
+    # RTO, two or three empty bins. 3 runs of 24 had one, one of them 0.5 s before the kill:
+    # so the claim is judged in the second after the kill (the new shim resumes the pinned
+    # rates in force), where a stall of HyGenICC's own falls in about 1 run in 30.
+    kill = killed_at[0] // BIN_NS
+    assert min(bins["tcp"][kill:kill + 10]) >= 0.2 * ideal, bins["tcp"]
     for agent in (*agents, *restarted):
         if agent.poll() is None:
             agent.send_signal(signal.SIGTERM)
