@@ -23,10 +23,9 @@ bench/ns3/dumbbell.cc. The three dumbbell scenarios are then also run in those s
 as a whole process: htsim N times (twice: with tacc's host timing noise, the same model, and
 without it, as htsim's own examples run, against tacc also run without it: nic.jitter = 0),
 ns-3 --ns3-runs times (default 1). Every round runs the engine alone, `tacc run` and each
-reference once, interleaved. It prints the outputs side by
-side and the time ratios tacc / reference (medians): whole process (wall and CPU time) and the
-engine alone (the extension call against the reference's own event loop). See
-bench/htsim/README.md and bench/ns3/README.md.
+reference once, interleaved. It prints the outputs side by side and the time ratios tacc /
+reference (medians): whole process (wall and CPU time) and the engine alone (the extension call
+against the reference's own event loop). See bench/htsim/README.md and bench/ns3/README.md.
 
 --scaling runs a series instead of the suite: dumbbell-4-newreno.toml with 4, 16, 64 and 256
 flows (senders, receivers and flows[0].count overridden with --set), and
