@@ -22,8 +22,9 @@ local sources) and --with-ns3 installs the Debian ns-3 packages (apt) and builds
 bench/ns3/dumbbell.cc. The three dumbbell scenarios are then also run in those simulators, each
 as a whole process: htsim N times (twice: with tacc's host timing noise, the same model, and
 without it, as htsim's own examples run, against tacc also run without it: nic.jitter = 0),
-ns-3 --ns3-runs times (default 1). Every round runs the engine alone, `tacc run` and each
-reference once, interleaved. It prints the outputs side by side and the time ratios tacc /
+ns-3 --ns3-runs times (default 1). Every round runs the engine alone and `tacc run` once as the
+scenario is (and once more without the noise, with --with-htsim) and each reference once,
+interleaved. It prints the outputs side by side and the time ratios tacc /
 reference (medians): whole process (wall and CPU time) and the engine alone (the extension call
 against the reference's own event loop). See bench/htsim/README.md and bench/ns3/README.md.
 
@@ -182,8 +183,9 @@ class Reference:
     runs: int  # process runs per scenario
     args: list[str] = field(default_factory=list)
     # tacc's scenario keys for the same model as `args` (none: the scenario as it is); tacc is
-    # then run with them too, and timed against this reference under them
+    # then run with them too, printed as `tacc_name`, and timed against this reference under them
     tacc_sets: list[tuple[str, str]] = field(default_factory=list)
+    tacc_name: str = "tacc"
 
     def cmd(self, case: tuple[int, str], sim_s: float, out: Path) -> list[str]:
         return [str(self.binary), f"--flows={case[0]}", f"--cc={case[1]}", f"--time={sim_s}", f"--out={out}", *self.args]
@@ -243,6 +245,7 @@ def measure_suite(scenario: Path, runs: int, refs: list[Reference]) -> dict:
             other[ref.key].append(ref.sample(case, engine[()][0]["sim"]))
     rows = {v: engine_row(scenario, engine[v], list(v)) | cli_row(cli[v]) for v in variants}
     row = rows[()]
+    row["conservation_ok"] = all(r["conservation_ok"] for r in rows.values())
     for ref in refs:
         row[ref.key] = reference_row(other[ref.key])
         twin = rows[tuple(ref.tacc_sets)]
@@ -274,8 +277,7 @@ def print_references(rows: list[dict], refs: list[Reference]) -> None:
         for ref in refs:
             n = r[ref.key]
             if "tacc" in n:
-                # the reference's name says how its model differs: "htsim j=0" -> "tacc j=0"
-                sims.append(tacc_sim(n["tacc"], "tacc " + ref.name.partition(" ")[2]))
+                sims.append(tacc_sim(n["tacc"], ref.tacc_name))
             sims.append((ref.name, n["process_wall_s"], n["events"], statistics.mean(n["goodput_mbps"]), n["jain"], n["bottleneck"]))
         for i, (name, w, ev, mean, jain, b) in enumerate(sims):
             print(f"{r['scenario'] if i == 0 else '':<24} {name:<12} {w:>8.3f} {ev:>12,} {mean:>10.2f} {jain:>7.4f} {b.get('marked', 0):>9,} {b.get('dropped', 0):>7,} {b.get('utilization', 0):>7.2%}")
@@ -760,7 +762,7 @@ def main() -> None:
         build = HTSIM / "build.sh"
         refs.append(Reference("htsim", "htsim", [build], HTSIM / "build" / "dumbbell", args.runs))
         refs.append(Reference("htsim_no_jitter", "htsim j=0", [build], HTSIM / "build" / "dumbbell", args.runs,
-                              ["--nic-jitter-us=0"], [("nic.jitter", '"0s"')]))
+                              ["--nic-jitter-us=0"], [("nic.jitter", '"0s"')], "tacc j=0"))
     if args.with_ns3:
         refs.append(Reference("ns3", "ns-3", [NS3 / "install.sh", NS3 / "build.sh"], NS3 / "build" / "dumbbell", args.ns3_runs))
     for script in dict.fromkeys(script for ref in refs for script in ref.setup):

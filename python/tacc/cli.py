@@ -22,8 +22,8 @@ import tacc
 from tacc.summary import format_seconds, read_summary, summary_table
 
 # Each command imports what it needs (pandas, matplotlib, the reproduction; even json, shlex and
-# threading, 3 ms of a `tacc run`) itself: importing them up front would take most of the time
-# of `tacc --version` or `tacc validate`.
+# threading, about 2 ms of a `tacc run`) itself: importing them up front would take most of the
+# time of `tacc --version` or `tacc validate`.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
