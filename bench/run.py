@@ -259,6 +259,13 @@ def _jain(x: list[float]) -> float:
     return sum(x) ** 2 / (len(x) * sum(v * v for v in x)) if x and any(x) else 0.0
 
 
+def _tacc_outputs(t: dict, name: str) -> tuple:
+    """A tacc row's line of the side-by-side table: name, process wall s, events, mean goodput,
+    Jain, bottleneck counters."""
+    gp = t["goodput_mbps"]
+    return (name, t["cli_wall_s"], t["events"], statistics.mean(gp), _jain(gp), t["bottleneck"] or {})
+
+
 def print_references(rows: list[dict], refs: list[Reference]) -> None:
     """tacc and every reference side by side: outputs (mean goodput, fairness, bottleneck), then
     the time ratios tacc / reference."""
@@ -269,15 +276,11 @@ def print_references(rows: list[dict], refs: list[Reference]) -> None:
         if not any(ref.key in r for ref in refs):
             print(f"{r['scenario']:<24} no twin in the other simulators, skipped")
             continue
-        def tacc_sim(t: dict, name: str) -> tuple:
-            gp = t["goodput_mbps"]
-            return (name, t["cli_wall_s"], t["events"], statistics.mean(gp), _jain(gp), t["bottleneck"] or {})
-
-        sims = [tacc_sim(r, "tacc")]
+        sims = [_tacc_outputs(r, "tacc")]
         for ref in refs:
             n = r[ref.key]
             if "tacc" in n:
-                sims.append(tacc_sim(n["tacc"], ref.tacc_name))
+                sims.append(_tacc_outputs(n["tacc"], ref.tacc_name))
             sims.append((ref.name, n["process_wall_s"], n["events"], statistics.mean(n["goodput_mbps"]), n["jain"], n["bottleneck"]))
         for i, (name, w, ev, mean, jain, b) in enumerate(sims):
             print(f"{r['scenario'] if i == 0 else '':<24} {name:<12} {w:>8.3f} {ev:>12,} {mean:>10.2f} {jain:>7.4f} {b.get('marked', 0):>9,} {b.get('dropped', 0):>7,} {b.get('utilization', 0):>7.2%}")

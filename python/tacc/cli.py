@@ -464,7 +464,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     try:
         report, results = reproduce.reproduce(
             args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
-            command=shlex.join(["tacc", *args.words]), testbed=args.testbed, approximate=args.approximate,
+            command=shlex.join(["tacc", *args.words]), testbed=args.testbed,
+            approximate=args.approximate,
         )
     except TestbedUnavailable as exc:
         return _fail_lines([f"testbed: {item}" for item in exc.missing], 2)
