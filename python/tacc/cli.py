@@ -13,23 +13,25 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import json
 import os
+import shlex
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import tacc
 from tacc.summary import format_seconds, read_summary, summary_table
 
-# Each command imports what it needs (pandas, matplotlib, the reproduction; even json, shlex and
-# threading, about 2 ms of a `tacc run`) itself: importing them up front would take most of the
-# time of `tacc --version` or `tacc validate`.
+# Each command imports what it needs (pandas, matplotlib, the reproduction) itself: importing
+# them up front would take most of the time of `tacc --version` or `tacc validate`.
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(words)
-    args.words = words  # the command line, for the reproduction report
+    args.typed = shlex.join(["tacc", *words])  # the command line, for the reproduction report
     try:
         return args.command(args)
     except KeyboardInterrupt:
@@ -261,8 +263,6 @@ def _add_pcap_option(parser: argparse.ArgumentParser) -> None:
 def _pcap_sets(args: argparse.Namespace) -> None:
     """--pcap as the scenario key it stands for."""
     if args.pcap:
-        import json
-
         items = ", ".join(json.dumps(p) for p in args.pcap)  # a JSON string is a TOML one
         args.sets.append(("output.pcap", f"[{items}]"))
 
@@ -305,14 +305,11 @@ def _positive(text: str) -> int:
 def _run(args: argparse.Namespace) -> int:
     out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
     _pcap_sets(args)
-    plotting = None
-    if not args.no_plot:
-        import threading
-
-        # The plotting libraries take most of a second to import: a thread imports them while
-        # the engine, which lets go of the interpreter, simulates.
-        plotting = threading.Thread(target=importlib.import_module, args=("tacc.plot",),
-                                    daemon=True)
+    # The plotting libraries take most of a second to import: a thread imports them while
+    # the engine, which lets go of the interpreter, simulates.
+    plotting = None if args.no_plot else threading.Thread(target=importlib.import_module,
+                                                          args=("tacc.plot",), daemon=True)
+    if plotting is not None:
         plotting.start()
     try:
         written = tacc.run_dir(
@@ -448,8 +445,6 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    import shlex
-
     from tacc import reproduce  # matplotlib and the registry load only here
     from tacc.reproduce.report import summary_line
 
@@ -464,8 +459,7 @@ def _reproduce(args: argparse.Namespace) -> int:
     try:
         report, results = reproduce.reproduce(
             args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
-            command=shlex.join(["tacc", *args.words]), testbed=args.testbed,
-            approximate=args.approximate,
+            command=args.typed, testbed=args.testbed, approximate=args.approximate,
         )
     except TestbedUnavailable as exc:
         return _fail_lines([f"testbed: {item}" for item in exc.missing], 2)
