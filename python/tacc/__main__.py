@@ -1,5 +1,5 @@
 """`python -m tacc` is the `tacc` command."""
 
-from tacc.cli import main
+from tacc.cli import entry
 
-raise SystemExit(main())
+entry()

@@ -35,14 +35,19 @@ transport = "tcp"
 """
 
 
-def tacc_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    # The child must import this same tacc, whether installed or from the source tree.
+def child_env() -> dict[str, str]:
+    """The environment of a child Python, which must import this same tacc, whether
+    installed or from the source tree."""
     package_root = str(Path(tacc.__file__).resolve().parents[1])
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
+    return env
+
+
+def tacc_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tacc", *args],
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
+        capture_output=True, text=True, env=child_env(), cwd=cwd, timeout=300,
     )
 
 
@@ -237,15 +242,28 @@ def heavy_imports_after(*args: str, cwd: Path | None = None) -> list[str]:
         f"status = main({list(args)!r})\n"
         f"print(json.dumps([status, [m for m in {HEAVY!r} if m in sys.modules]]))\n"
     )
-    package_root = str(Path(tacc.__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, cwd=cwd, timeout=300)
+                          env=child_env(), cwd=cwd, timeout=300)
     assert proc.returncode == 0, proc.stderr
     status, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert status == 0, proc.stdout
     return loaded
+
+
+def test_the_command_still_runs_the_exit_handlers_of_its_host(engine: None) -> None:
+    # `tacc` skips the interpreter's teardown only when nothing is registered to run at exit.
+    code = (
+        "import atexit, sys\n"
+        "atexit.register(print, 'handler ran')\n"
+        "sys.argv = ['tacc', 'validate', 'default']\n"
+        "from tacc.cli import entry\n"
+        "entry()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), timeout=300)
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.rstrip().endswith("handler ran"), proc.stdout
 
 
 def test_validate_starts_without_the_heavy_libraries(engine: None) -> None:
