@@ -14,9 +14,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import importlib
-import json
 import os
-import shlex
 import sys
 import threading
 from collections.abc import Sequence
@@ -25,8 +23,9 @@ from pathlib import Path
 import tacc
 from tacc.summary import format_seconds, read_summary, summary_table
 
-# Each command imports what it needs (pandas, matplotlib, the reproduction) itself: importing
-# them up front would take most of the time of `tacc --version` or `tacc validate`.
+# Each command imports what it needs (pandas, matplotlib, the reproduction; even json and shlex,
+# about 1 ms of a `tacc run`) itself: importing them up front would take most of the time of
+# `tacc --version` or `tacc validate`.
 
 
 def entry() -> None:
@@ -46,8 +45,8 @@ def entry() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
-    args = _parser().parse_args(words)
-    args.typed = shlex.join(["tacc", *words])  # the command line, for the reproduction report
+    args = _parser(words).parse_args(words)
+    args.words = words  # the command line, for the reproduction report
     try:
         return args.command(args)
     except KeyboardInterrupt:
@@ -59,14 +58,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, 2)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The command line's parser. Of the commands, only the one named in `words` gets its
+    options: adding every command's would be half the parser's cost in a `tacc run`."""
     parser = argparse.ArgumentParser(
         prog="tacc", description="Packet-level data-center network simulator."
     )
     parser.add_argument("--version", action="version", version=f"tacc {tacc.__version__}")
     commands = parser.add_subparsers(title="commands", required=True, metavar="COMMAND")
+    typed = next((w for w in words if not w.startswith("-")), None)  # no option takes a value
+    for name, (summary, description, fill) in _COMMANDS.items():
+        command = commands.add_parser(name, help=summary, description=description)
+        if name == typed:
+            fill(command)
+    return parser
 
-    run = commands.add_parser("run", help="run a scenario and write its result directory")
+
+def _fill_run(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "scenario", nargs="?", default="default", metavar="SCENARIO",
         help="scenario TOML file (default: the built-in default scenario)",
@@ -87,34 +95,31 @@ def _parser() -> argparse.ArgumentParser:
     _add_pcap_option(run)
     run.set_defaults(command=_run)
 
-    validate = commands.add_parser("validate", help="check a scenario without running it")
+
+def _fill_validate(validate: argparse.ArgumentParser) -> None:
     validate.add_argument("scenario", metavar="SCENARIO", help='scenario TOML file or "default"')
     _add_set_option(validate)
     validate.set_defaults(command=_validate)
 
-    keys = commands.add_parser(
-        "keys", help="document a scenario's tables and keys: unit, default, accepted values",
-        description="Print what a scenario key means, its unit, default and accepted values: "
-        'every table, one table ("tcp", "mechanism.hygenicc") or one key ("tcp.rto_min").')
+
+def _fill_keys(keys: argparse.ArgumentParser) -> None:
     keys.add_argument("name", nargs="?", metavar="TABLE[.KEY]")
     keys.add_argument("--markdown", action="store_true",
                       help="as the Markdown of docs/scenario-keys.md")
     keys.set_defaults(command=_keys)
 
-    plot = commands.add_parser("plot", help="write the PNG plots of a result directory")
+
+def _fill_plot(plot: argparse.ArgumentParser) -> None:
     plot.add_argument("dir", type=Path, metavar="DIR")
     plot.set_defaults(command=_plot)
 
-    show = commands.add_parser("show", help="print the summary table of a result directory")
+
+def _fill_show(show: argparse.ArgumentParser) -> None:
     show.add_argument("dir", type=Path, metavar="DIR")
     show.set_defaults(command=_show)
 
-    testbed = commands.add_parser(
-        "testbed", help="emulate a scenario on this machine (namespaces, tc, real TCP; root)",
-        description="Emulate a scenario with network namespaces, veth pairs, tc queues and "
-                    "the kernel's TCP and UDP, and write a result directory as `tacc run` "
-                    "does. Needs root. Rates are scaled down to --rate-cap.",
-    )
+
+def _fill_testbed(testbed: argparse.ArgumentParser) -> None:
     testbed.add_argument(
         "scenario", nargs="?", default="default", metavar="SCENARIO",
         help="scenario TOML file (default: the built-in default scenario)",
@@ -163,15 +168,8 @@ def _parser() -> argparse.ArgumentParser:
     testbed.add_argument("--quiet", action="store_true", help="print nothing but errors")
     testbed.set_defaults(command=_testbed)
 
-    agent = commands.add_parser(
-        "agent", help="run the host agent as a daemon on a hypervisor (root), or show a "
-                      "running agent's status",
-        description="Run a mechanism on a hypervisor tacc did not build: attach the eBPF "
-                    "programs to the VMs' ports and the uplink named by a host config, run "
-                    "the mechanism's host shim until SIGTERM, then detach everything "
-                    "(docs/deploy.md). `tacc agent status` prints what a running agent has "
-                    "attached and in force (exit status 3 if none runs).",
-    )
+
+def _fill_agent(agent: argparse.ArgumentParser) -> None:
     agent.add_argument("action", nargs="?", choices=["status"],
                        help="status: show the running agent of --state-dir")
     agent.add_argument("--config", type=Path, metavar="HOST.toml",
@@ -183,41 +181,18 @@ def _parser() -> argparse.ArgumentParser:
                             "config's state_dir, else /run/tacc-agent)")
     agent.set_defaults(command=_agent)
 
-    fabric_daemons = {
-        "controller": ("run the mechanism's SDN controller as a daemon for Open vSwitch switches",
-                       "Run the controller of sdn-gcc, sicc or sdn-ecn for the OVS switches of a "
-                       "fabric config (switches, their ports and cables, hosts and VMs, "
-                       "[mechanism]): the switches connect over OpenFlow 1.3, the hosts' agents "
-                       "over the control channel (docs/deploy.md). Runs until SIGTERM."),
-        "switch-agent": ("run a switch's agent: ECN marking and the counters OpenFlow lacks "
-                         "(root)",
-                         "Beside an OVS switch of a fabric config: attach tacc's eBPF programs "
-                         "to the ports the config gives a device, mark CE above each port's "
-                         "`marking` threshold, and answer the controller's requests for a "
-                         "port's marks and queue on the switch's `stats` socket. Runs until "
-                         "SIGTERM."),
-    }
-    for name, (summary, description) in fabric_daemons.items():
-        daemon = commands.add_parser(name, help=summary, description=description)
-        daemon.add_argument("--config", type=Path, metavar="FABRIC.toml", required=True,
-                            help="the fabric config")
-        if name == "switch-agent":
-            daemon.add_argument("--switch", required=True, metavar="NAME",
-                                help="the switch, by its name in the config")
-        daemon.add_argument("--check", action="store_true", help="check the config and exit")
-        daemon.set_defaults(command=_controller)
 
-    compare = commands.add_parser(
-        "compare", help="two result directories side by side (simulation or testbed), or "
-                        "the spread of several runs",
-        description="Set two runs side by side: per-flow goodput and share of the "
-                    "bottleneck, Jain's index per flow group, completion times, drops and "
-                    "marks per port. A side may be several runs: a repeat directory "
-                    "(tacc testbed --repeat N) or several directories after -A or -B, e.g. "
-                    "`tacc compare -A sim-seed1 sim-seed2 sim-seed3 -B out/x-testbed`; it "
-                    "then shows the median over its runs, their min..max and the 95% "
-                    "interval of the median.",
-    )
+def _fill_fabric_daemon(daemon: argparse.ArgumentParser, switch: bool) -> None:
+    daemon.add_argument("--config", type=Path, metavar="FABRIC.toml", required=True,
+                        help="the fabric config")
+    if switch:
+        daemon.add_argument("--switch", required=True, metavar="NAME",
+                            help="the switch, by its name in the config")
+    daemon.add_argument("--check", action="store_true", help="check the config and exit")
+    daemon.set_defaults(command=_controller)
+
+
+def _fill_compare(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("dirs", nargs="*", type=Path, metavar="DIR",
                          help="A and B, each a result directory or a repeat directory; with "
                               "-A or -B, the side they leave")
@@ -232,12 +207,8 @@ def _parser() -> argparse.ArgumentParser:
                               "congested port)")
     compare.set_defaults(command=_compare)
 
-    repro = commands.add_parser(
-        "reproduce", help="re-run the papers' experiments and write figures and a report",
-        description="Re-run the papers' experiments (all, or by paper: hygenicc, sdn-gcc, "
-                    "sicc, sdn-ecn, or by figure id; --list shows them) and write "
-                    "REPORT.md, report.html and figures.",
-    )
+
+def _fill_reproduce(repro: argparse.ArgumentParser) -> None:
     repro.add_argument("names", nargs="*", metavar="PAPER|FIGURE",
                        help="papers or figure ids (default: all)")
     repro.add_argument("--quick", action="store_true",
@@ -258,7 +229,70 @@ def _parser() -> argparse.ArgumentParser:
                             "the testbed does not honour (each listed in the report)")
     repro.add_argument("--list", action="store_true", help="list the experiments and exit")
     repro.set_defaults(command=_reproduce)
-    return parser
+
+
+# Each command: its line in `tacc --help`, the description of its own help, and what adds
+# its options.
+_COMMANDS = {
+    "run": ("run a scenario and write its result directory", None, _fill_run),
+    "validate": ("check a scenario without running it", None, _fill_validate),
+    "keys": (
+        "document a scenario's tables and keys: unit, default, accepted values",
+        "Print what a scenario key means, its unit, default and accepted values: every table, "
+        'one table ("tcp", "mechanism.hygenicc") or one key ("tcp.rto_min").',
+        _fill_keys,
+    ),
+    "plot": ("write the PNG plots of a result directory", None, _fill_plot),
+    "show": ("print the summary table of a result directory", None, _fill_show),
+    "testbed": (
+        "emulate a scenario on this machine (namespaces, tc, real TCP; root)",
+        "Emulate a scenario with network namespaces, veth pairs, tc queues and the kernel's TCP "
+        "and UDP, and write a result directory as `tacc run` does. Needs root. Rates are "
+        "scaled down to --rate-cap.",
+        _fill_testbed,
+    ),
+    "agent": (
+        "run the host agent as a daemon on a hypervisor (root), or show a running agent's "
+        "status",
+        "Run a mechanism on a hypervisor tacc did not build: attach the eBPF programs to the "
+        "VMs' ports and the uplink named by a host config, run the mechanism's host shim until "
+        "SIGTERM, then detach everything (docs/deploy.md). `tacc agent status` prints what a "
+        "running agent has attached and in force (exit status 3 if none runs).",
+        _fill_agent,
+    ),
+    "controller": (
+        "run the mechanism's SDN controller as a daemon for Open vSwitch switches",
+        "Run the controller of sdn-gcc, sicc or sdn-ecn for the OVS switches of a fabric config "
+        "(switches, their ports and cables, hosts and VMs, [mechanism]): the switches connect "
+        "over OpenFlow 1.3, the hosts' agents over the control channel (docs/deploy.md). Runs "
+        "until SIGTERM.",
+        lambda daemon: _fill_fabric_daemon(daemon, switch=False),
+    ),
+    "switch-agent": (
+        "run a switch's agent: ECN marking and the counters OpenFlow lacks (root)",
+        "Beside an OVS switch of a fabric config: attach tacc's eBPF programs to the ports the "
+        "config gives a device, mark CE above each port's `marking` threshold, and answer the "
+        "controller's requests for a port's marks and queue on the switch's `stats` socket. "
+        "Runs until SIGTERM.",
+        lambda daemon: _fill_fabric_daemon(daemon, switch=True),
+    ),
+    "compare": (
+        "two result directories side by side (simulation or testbed), or the spread of "
+        "several runs",
+        "Set two runs side by side: per-flow goodput and share of the bottleneck, Jain's index "
+        "per flow group, completion times, drops and marks per port. A side may be several "
+        "runs: a repeat directory (tacc testbed --repeat N) or several directories after -A or "
+        "-B, e.g. `tacc compare -A sim-seed1 sim-seed2 sim-seed3 -B out/x-testbed`; it then "
+        "shows the median over its runs, their min..max and the 95% interval of the median.",
+        _fill_compare,
+    ),
+    "reproduce": (
+        "re-run the papers' experiments and write figures and a report",
+        "Re-run the papers' experiments (all, or by paper: hygenicc, sdn-gcc, sicc, sdn-ecn, "
+        "or by figure id; --list shows them) and write REPORT.md, report.html and figures.",
+        _fill_reproduce,
+    ),
+}
 
 
 def _add_set_option(parser: argparse.ArgumentParser) -> None:
@@ -279,6 +313,8 @@ def _add_pcap_option(parser: argparse.ArgumentParser) -> None:
 def _pcap_sets(args: argparse.Namespace) -> None:
     """--pcap as the scenario key it stands for."""
     if args.pcap:
+        import json
+
         items = ", ".join(json.dumps(p) for p in args.pcap)  # a JSON string is a TOML one
         args.sets.append(("output.pcap", f"[{items}]"))
 
@@ -461,6 +497,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
+    import shlex
+
     from tacc import reproduce  # matplotlib and the registry load only here
     from tacc.reproduce.report import summary_line
 
@@ -475,7 +513,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     try:
         report, results = reproduce.reproduce(
             args.names, quick=args.quick, jobs=args.jobs, engine=args.engine, out=args.out,
-            command=args.typed, testbed=args.testbed, approximate=args.approximate,
+            command=shlex.join(["tacc", *args.words]), testbed=args.testbed,
+            approximate=args.approximate,
         )
     except TestbedUnavailable as exc:
         return _fail_lines([f"testbed: {item}" for item in exc.missing], 2)
