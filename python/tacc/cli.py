@@ -18,14 +18,17 @@ import os
 import sys
 import threading
 from collections.abc import Sequence
-from pathlib import Path
 
 import tacc
 from tacc.summary import format_seconds, read_summary, summary_table
 
-# Each command imports what it needs (pandas, matplotlib, the reproduction; even json and shlex,
-# about 1 ms of a `tacc run`) itself: importing them up front would take most of the time of
-# `tacc --version` or `tacc validate`.
+TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
+if TYPE_CHECKING:
+    from pathlib import Path
+
+# Each command imports what it needs (pandas, matplotlib, the reproduction; even json, shlex
+# and pathlib, about 4 ms of a `tacc run`) itself: importing them up front would take most of
+# the time of `tacc --version` or `tacc validate`.
 
 
 def entry() -> None:
@@ -79,7 +82,7 @@ def _fill_run(run: argparse.ArgumentParser) -> None:
         "scenario", nargs="?", default="default", metavar="SCENARIO",
         help="scenario TOML file (default: the built-in default scenario)",
     )
-    run.add_argument("--out", type=Path, metavar="DIR",
+    run.add_argument("--out", metavar="DIR",
                      help="result directory (default: out/<scenario name>)")
     run.add_argument("--seed", type=int, metavar="N", help="random seed (overrides the file's)")
     _add_set_option(run)
@@ -110,12 +113,12 @@ def _fill_keys(keys: argparse.ArgumentParser) -> None:
 
 
 def _fill_plot(plot: argparse.ArgumentParser) -> None:
-    plot.add_argument("dir", type=Path, metavar="DIR")
+    plot.add_argument("dir", type=_path, metavar="DIR")
     plot.set_defaults(command=_plot)
 
 
 def _fill_show(show: argparse.ArgumentParser) -> None:
-    show.add_argument("dir", type=Path, metavar="DIR")
+    show.add_argument("dir", type=_path, metavar="DIR")
     show.set_defaults(command=_show)
 
 
@@ -124,7 +127,7 @@ def _fill_testbed(testbed: argparse.ArgumentParser) -> None:
         "scenario", nargs="?", default="default", metavar="SCENARIO",
         help="scenario TOML file (default: the built-in default scenario)",
     )
-    testbed.add_argument("--out", type=Path, metavar="DIR",
+    testbed.add_argument("--out", type=_path, metavar="DIR",
                          help="result directory (default: out/<scenario name>-testbed)")
     _add_set_option(testbed)
     testbed.add_argument("--duration", type=_seconds, metavar="T",
@@ -172,18 +175,18 @@ def _fill_testbed(testbed: argparse.ArgumentParser) -> None:
 def _fill_agent(agent: argparse.ArgumentParser) -> None:
     agent.add_argument("action", nargs="?", choices=["status"],
                        help="status: show the running agent of --state-dir")
-    agent.add_argument("--config", type=Path, metavar="HOST.toml",
+    agent.add_argument("--config", type=_path, metavar="HOST.toml",
                        help="the host config: uplink, VMs or bridges, [mechanism]")
     agent.add_argument("--check", action="store_true",
                        help="check the config and exit")
-    agent.add_argument("--state-dir", type=Path, metavar="DIR",
+    agent.add_argument("--state-dir", type=_path, metavar="DIR",
                        help="with status: the agent's state directory (default: the "
                             "config's state_dir, else /run/tacc-agent)")
     agent.set_defaults(command=_agent)
 
 
 def _fill_fabric_daemon(daemon: argparse.ArgumentParser, switch: bool) -> None:
-    daemon.add_argument("--config", type=Path, metavar="FABRIC.toml", required=True,
+    daemon.add_argument("--config", type=_path, metavar="FABRIC.toml", required=True,
                         help="the fabric config")
     if switch:
         daemon.add_argument("--switch", required=True, metavar="NAME",
@@ -193,14 +196,14 @@ def _fill_fabric_daemon(daemon: argparse.ArgumentParser, switch: bool) -> None:
 
 
 def _fill_compare(compare: argparse.ArgumentParser) -> None:
-    compare.add_argument("dirs", nargs="*", type=Path, metavar="DIR",
+    compare.add_argument("dirs", nargs="*", type=_path, metavar="DIR",
                          help="A and B, each a result directory or a repeat directory; with "
                               "-A or -B, the side they leave")
-    compare.add_argument("-A", dest="side_a", nargs="+", type=Path, metavar="DIR",
+    compare.add_argument("-A", dest="side_a", nargs="+", type=_path, metavar="DIR",
                          help="side A as several result (or repeat) directories")
-    compare.add_argument("-B", dest="side_b", nargs="+", type=Path, metavar="DIR",
+    compare.add_argument("-B", dest="side_b", nargs="+", type=_path, metavar="DIR",
                          help="side B as several result (or repeat) directories")
-    compare.add_argument("--out", type=Path, metavar="FILE.md",
+    compare.add_argument("--out", type=_path, metavar="FILE.md",
                          help="also write the comparison as Markdown")
     compare.add_argument("--bottleneck", metavar="PORT",
                          help="the port whose rate the shares are of (default: the most "
@@ -217,7 +220,7 @@ def _fill_reproduce(repro: argparse.ArgumentParser) -> None:
                        metavar="N", help="parallel simulations (default: CPU count)")
     repro.add_argument("--engine", choices=("local", "ray"), default="local",
                        help="local process pool (default) or a ray cluster (RAY_ADDRESS)")
-    repro.add_argument("--out", type=Path, default=Path("out/reproduce"), metavar="DIR",
+    repro.add_argument("--out", type=_path, default="out/reproduce", metavar="DIR",
                        help="output directory (default: out/reproduce); runs are cached here")
     repro.add_argument("--testbed", action="store_true",
                        help="also run the experiments' variants that fit on the testbed "
@@ -319,6 +322,12 @@ def _pcap_sets(args: argparse.Namespace) -> None:
         args.sets.append(("output.pcap", f"[{items}]"))
 
 
+def _path(text: str) -> Path:
+    from pathlib import Path
+
+    return Path(text)
+
+
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -355,7 +364,8 @@ def _positive(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    out = args.out or Path("out") / Path(args.scenario).stem  # "default" -> out/default
+    stem = os.path.splitext(os.path.basename(args.scenario))[0]  # "default" -> out/default
+    out = args.out or os.path.join("out", stem)
     _pcap_sets(args)
     # The plotting libraries take most of a second to import: a thread imports them while
     # the engine, which lets go of the interpreter, simulates.
@@ -364,7 +374,7 @@ def _run(args: argparse.Namespace) -> int:
     if plotting is not None:
         plotting.start()
     try:
-        written = tacc.run_dir(
+        written = tacc._run_dir(
             args.scenario, seed=args.seed, sets=args.sets, out=out,
             progress=not args.quiet, threads=args.threads, partitions=args.partitions,
         )
@@ -374,16 +384,19 @@ def _run(args: argparse.Namespace) -> int:
     return _present(written, args)
 
 
-def _present(written: Path, args: argparse.Namespace) -> int:
+def _present(written: str | os.PathLike[str], args: argparse.Namespace) -> int:
     """Plots, the summary table and the files of a result directory a command wrote."""
     if not args.no_plot:
         from tacc.plot import plot_dir
 
         plot_dir(written)
     if not args.quiet:
-        print(summary_table(read_summary(written)))
-        print(f"\nwrote {written}:")
-        for path in sorted(p for p in written.iterdir() if p.is_file()):
+        from pathlib import Path
+
+        root = Path(written)
+        print(summary_table(read_summary(root)))
+        print(f"\nwrote {root}:")
+        for path in sorted(p for p in root.iterdir() if p.is_file()):
             print(f"  {path}")
     return 0
 

@@ -9,10 +9,10 @@ import errno
 import math
 from collections.abc import Iterable, Sequence
 from os import PathLike
-from pathlib import Path
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING, without importing typing at start-up
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Any
 
 FLOW_ROW_LIMIT = 40  # above this many flows the table shows per-group aggregates
@@ -26,6 +26,8 @@ _SUMMARY_KEYS = (
 
 def read_summary(directory: str | PathLike[str]) -> dict[str, Any]:
     """Only summary.json of a result directory: cheap even for huge runs."""
+    from pathlib import Path  # not needed by a quiet `tacc run`
+
     root = Path(directory)
     if not root.is_dir():
         raise FileNotFoundError(errno.ENOENT, "no such result directory", str(root))

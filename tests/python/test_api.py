@@ -96,7 +96,7 @@ def test_run_removes_its_temp_dir_when_the_engine_fails(engine: FakeEngine, scen
 def test_run_default_uses_the_built_in_scenario(
     engine: FakeEngine, monkeypatch: pytest.MonkeyPatch, scenario: Path, tmp_path: Path
 ) -> None:
-    monkeypatch.setattr(tacc, "default_scenario_path", lambda: scenario)
+    monkeypatch.setattr(tacc, "_default_scenario_file", lambda: str(scenario))
 
     tacc.run("default", out=tmp_path / "out")
 

@@ -29,8 +29,7 @@ def workload(scenario: str | PathLike[str], sets: Sequence[tuple[str, str]]) -> 
     """The scenario's `[[traffic]]` flows as the engine draws them for its seed."""
     import tacc
 
-    return tacc._engine().workload(str(tacc._scenario_path(scenario)),
-                                   sets=tacc._set_pairs(sets))
+    return tacc._engine().workload(tacc._scenario_file(scenario), sets=tacc._set_pairs(sets))
 
 
 def expand(plan: Plan, workload: list[dict[str, Any]]) -> Plan:

@@ -37,14 +37,14 @@ def load_plan(scenario: str | PathLike[str], sets: Sequence[tuple[str, str]] = (
 
     import tacc
 
-    path = tacc._scenario_path(scenario)
+    path = tacc._scenario_file(scenario)
     engine = tacc._engine()
     if not hasattr(engine, "plan"):
         raise tacc.EngineUnavailableError(
             "the compiled engine has no plan() (built before the testbed); rebuild it with "
             "`maturin develop --release`"
         )
-    plan = json.loads(engine.plan(str(path), sets=tacc._set_pairs(sets)))
+    plan = json.loads(engine.plan(path, sets=tacc._set_pairs(sets)))
     check_plan(plan)
     return plan
 

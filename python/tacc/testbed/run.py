@@ -105,8 +105,8 @@ def run_testbed(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str]
     """Runs a scenario file (or "default") on the testbed; returns the result directory."""
     options = options or Options()
     plan = load_plan(scenario, sets)
-    path = tacc.default_scenario_path() if scenario == "default" else Path(scenario)
-    found = scenario_departures(path, sets)
+    path = tacc._scenario_file(scenario)
+    found = scenario_departures(Path(path), sets)
     refused = [message for message, d in found if not d.output_only]
     if refused and not options.approximate:
         raise PlanError("\n".join([*refused, "the testbed does not emulate the keys above; "
@@ -114,7 +114,7 @@ def run_testbed(scenario: str | os.PathLike[str], sets: Sequence[tuple[str, str]
                                    "summary.json's testbed.not_emulated"]))
     if plan["apps"]:
         plan = apps.expand(plan, apps.workload(scenario, sets))
-    return run_plan(plan, options, scenario_file=str(path), departures=found)
+    return run_plan(plan, options, scenario_file=path, departures=found)
 
 
 def run_plan(plan: Plan, options: Options, scenario_file: str = "",
