@@ -663,11 +663,12 @@ def run_sync_model(runs: int) -> None:
           f"{K32_1S_MEASURED['threads']} threads: predicted {check['predicted_s']:.1f} s, "
           f"measured {check['measured_s']:.1f} s: the critical path's work x{check['work_factor']:.2f}")
     for p in out["prediction"]["cores"]:
-        print(f"k = 32 for 1 s on {p['cores']} cores: {p['calibrated_central_s']:.1f} s with the "
-              f"central barrier, {p['calibrated_tree_s']:.1f} s with a tree barrier, calibrated "
-              f"({p['wall_central_s']:.1f} and {p['wall_tree_s']:.1f} s as fitted; "
+        print(f"k = 32 for 1 s on {p['cores']} cores: {p['calibrated_tree_s']:.1f} s with the "
+              f"engine's dissemination barrier, {p['calibrated_central_s']:.1f} s with a central "
+              f"one, calibrated "
+              f"({p['wall_tree_s']:.1f} and {p['wall_central_s']:.1f} s as fitted; "
               f"{p['work_s']:.1f} s of work on the critical path as fitted, {p['windows_s']:.1f} "
-              f"s of windows, {p['barrier_central_s']:.1f} or {p['barrier_tree_s']:.1f} s at "
+              f"s of windows, {p['barrier_tree_s']:.1f} or {p['barrier_central_s']:.1f} s at "
               f"barriers)")
     (HERE / "sync_model.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {HERE / 'sync_model.json'}")
@@ -700,9 +701,10 @@ def predict_k32_1s(case: dict) -> dict:
     flows open), so the prediction is checked against the 1 s run measured
     (K32_1S_MEASURED), and the work on the critical path calibrated by their ratio. The
     barrier's cost is fitted where 2 threads meet; with more it grows in proportion to the
-    threads for the central barrier the engine has (each arrival an atomic add on one cache
-    line), and in proportion to log2 of them for a tree barrier (pairs meet, then pairs of
-    pairs). Past 32 cores there is no 33rd pod to run."""
+    threads for a central barrier (each arrival an atomic add on one cache line, the
+    engine's until its dissemination barrier), and in proportion to log2 of them for a tree
+    or dissemination barrier (the engine's: ceil(log2 n) rounds of signals to one thread
+    each). Past 32 cores there is no 33rd pod to run."""
     fit = case["fit"]
     biggest = max(case["rows"], key=lambda r: r["partitions"])
     scale = K32_1S_EVENTS / biggest["events"]

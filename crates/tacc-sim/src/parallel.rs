@@ -35,7 +35,7 @@ use crate::scenario::Loaded;
 use crate::sim::{Mail, Sim, Split};
 use crate::tcp::TcpEndpoint;
 use crate::topology::NodeRef;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// At most this many partitions (a k = 32 fat tree has 32 pods, a k = 64 one 64), when
@@ -273,42 +273,80 @@ fn localize(m: &mut Model, parts: &Partitioning, id: u16) {
     }
 }
 
-/// A barrier whose threads spin, then yield: a window of a large fabric is tens of
-/// microseconds of work, and sleeping on a futex costs as much again.
-/// A thread that panics breaks it, so that the others panic too instead of waiting forever.
-struct SpinBarrier {
+/// A dissemination barrier (Hensgen, Finkel and Manber, 1988): in round k each thread
+/// signals thread (i + 2^k) mod n and waits for the signal of (i - 2^k) mod n, so after
+/// ceil(log2 n) rounds each has heard from every other, and no line is written by all of
+/// them: the time to meet grows with log2 of the threads, where a central counter's grows
+/// with the threads (bench/README.md, "What a window costs"). A signal carries the least
+/// value its sender has heard of, so the barrier also gives every thread the least of all
+/// (`min`). Threads spin, then yield: a window of a large fabric is tens of microseconds of
+/// work, and sleeping on a futex costs as much again. A thread that panics breaks the
+/// barrier, so that the others panic too instead of waiting forever.
+struct Barrier {
     threads: usize,
-    arrived: AtomicUsize,
-    generation: AtomicUsize,
+    rounds: usize,
+    /// Thread t's signal of round k at `t * rounds + k`.
+    signals: Vec<Signal>,
     broken: AtomicBool,
 }
 
-impl SpinBarrier {
-    fn wait(&self) {
-        let generation = self.generation.load(Ordering::Acquire);
-        if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == self.threads {
-            self.arrived.store(0, Ordering::Relaxed);
-            self.generation.fetch_add(1, Ordering::Release);
-            return;
+/// The last meeting signalled to a thread in a round, and the value it carried, by the
+/// meeting's parity: a signaller can be one meeting ahead of its reader, never two.
+#[repr(align(128))] // a line (and its prefetched neighbour) of its own
+struct Signal {
+    meeting: AtomicU64,
+    value: [AtomicU64; 2],
+}
+
+impl Barrier {
+    fn new(threads: usize) -> Barrier {
+        let rounds = threads.next_power_of_two().trailing_zeros() as usize;
+        let signal = || Signal {
+            meeting: AtomicU64::new(0),
+            value: [AtomicU64::new(0), AtomicU64::new(0)],
+        };
+        Barrier {
+            threads,
+            rounds,
+            signals: (0..threads * rounds).map(|_| signal()).collect(),
+            broken: AtomicBool::new(false),
         }
-        let mut spins = 0u32;
-        while self.generation.load(Ordering::Acquire) == generation {
-            assert!(
-                !self.broken.load(Ordering::Acquire),
-                "another partition's thread panicked"
-            );
-            if spins < 1 << 12 {
-                std::hint::spin_loop();
-                spins += 1;
-            } else {
-                std::thread::yield_now();
+    }
+
+    /// Waits for every thread and returns the least `value` any of them gave; `me` is this
+    /// thread's index and `met` the meetings it has been to.
+    fn min(&self, me: usize, met: &mut u64, value: u64) -> u64 {
+        *met += 1;
+        let meeting = *met;
+        let parity = (meeting & 1) as usize;
+        let mut least = value;
+        for k in 0..self.rounds {
+            let to = (me + (1 << k)) % self.threads;
+            let out = &self.signals[to * self.rounds + k];
+            out.value[parity].store(least, Ordering::Relaxed);
+            out.meeting.store(meeting, Ordering::Release);
+            let mine = &self.signals[me * self.rounds + k];
+            let mut spins = 0u32;
+            while mine.meeting.load(Ordering::Acquire) < meeting {
+                assert!(
+                    !self.broken.load(Ordering::Acquire),
+                    "another partition's thread panicked"
+                );
+                if spins < 1 << 12 {
+                    std::hint::spin_loop();
+                    spins += 1;
+                } else {
+                    std::thread::yield_now();
+                }
             }
+            least = least.min(mine.value[parity].load(Ordering::Relaxed));
         }
+        least
     }
 }
 
 /// Breaks the barrier when its thread unwinds from a panic.
-struct BreakOnPanic<'a>(&'a SpinBarrier);
+struct BreakOnPanic<'a>(&'a Barrier);
 
 impl Drop for BreakOnPanic<'_> {
     fn drop(&mut self) {
@@ -319,16 +357,15 @@ impl Drop for BreakOnPanic<'_> {
 }
 
 /// What the partitions share: the mail between each pair (handed over by the sender after
-/// a window, read by the receiver before the next), which senders left each partition mail
-/// (a bit each), and each partition's next event time.
+/// a window, read by the receiver before the next) and which senders left each partition
+/// mail (a bit each).
 struct Exchange {
     mail: Vec<Mutex<Vec<Mail>>>,
     sent_to: Vec<AtomicU64>,
-    next: Vec<AtomicU64>,
     /// Each partition's events in the window just run, and the mail it then took.
     window_events: Vec<AtomicU64>,
     window_mail: Vec<AtomicU64>,
-    barrier: SpinBarrier,
+    barrier: Barrier,
     count: usize,
 }
 
@@ -434,20 +471,11 @@ pub fn run(
     let exchange = Exchange {
         mail: (0..count * count).map(|_| Mutex::new(Vec::new())).collect(),
         sent_to: (0..count).map(|_| AtomicU64::new(0)).collect(),
-        next: (0..count).map(|_| AtomicU64::new(u64::MAX)).collect(),
         window_events: (0..count).map(|_| AtomicU64::new(0)).collect(),
         window_mail: (0..count).map(|_| AtomicU64::new(0)).collect(),
-        barrier: SpinBarrier {
-            threads,
-            arrived: AtomicUsize::new(0),
-            generation: AtomicUsize::new(0),
-            broken: AtomicBool::new(false),
-        },
+        barrier: Barrier::new(threads),
         count,
     };
-    for (i, s) in sims.iter().enumerate() {
-        exchange.next[i].store(s.next_at().unwrap_or(u64::MAX), Ordering::Relaxed);
-    }
     crate::heap::advise();
     // Partition i runs on thread i % threads; the caller's thread is thread 0 and reports
     // progress.
@@ -461,13 +489,33 @@ pub fn run(
         let mut mine = by_thread.into_iter();
         let first = mine.next().expect("one thread at least");
         let others: Vec<_> = mine
-            .map(|group| {
+            .enumerate()
+            .map(|(i, group)| {
                 let exchange = &exchange;
-                scope
-                    .spawn(move || windows(group, exchange, lookahead, end, &mut |_, _| {}, None).1)
+                scope.spawn(move || {
+                    let mut no_progress = |_, _| {};
+                    windows(
+                        group,
+                        i + 1,
+                        exchange,
+                        lookahead,
+                        end,
+                        &mut no_progress,
+                        None,
+                    )
+                    .1
+                })
             })
             .collect();
-        let (n, mine) = windows(first, &exchange, lookahead, end, progress, Some(&mut cost));
+        let (n, mine) = windows(
+            first,
+            0,
+            &exchange,
+            lookahead,
+            end,
+            progress,
+            Some(&mut cost),
+        );
         let theirs: f64 = others
             .into_iter()
             .map(|t| t.join().expect("no thread panicked"))
@@ -489,10 +537,12 @@ pub fn run(
     (whole, cost)
 }
 
-/// One thread's part of the run: its partitions' windows until the end; how many there were
-/// and the seconds it waited at the barriers. The thread given `cost` tallies each window's.
+/// One thread's part of the run (thread `me`): its partitions' windows until the end; how
+/// many there were and the seconds it waited at the barriers. The thread given `cost`
+/// tallies each window's.
 fn windows(
     mut sims: Vec<&mut Sim>,
+    me: usize,
     x: &Exchange,
     lookahead: u64,
     end: u64,
@@ -503,18 +553,17 @@ fn windows(
     let mut reported = 0;
     let mut count = 0;
     let mut waited = std::time::Duration::ZERO;
-    let wait = |waited: &mut std::time::Duration| {
+    let mut met = 0;
+    // Meets the other threads: the least of their `value`s.
+    let mut meet = |value: u64, waited: &mut std::time::Duration| {
         let t = std::time::Instant::now();
-        x.barrier.wait();
+        let least = x.barrier.min(me, &mut met, value);
         *waited += t.elapsed();
+        least
     };
+    let next = |sims: &[&mut Sim]| sims.iter().filter_map(|s| s.next_at()).min();
+    let mut start = meet(next(&sims).unwrap_or(u64::MAX), &mut waited);
     loop {
-        let start = x
-            .next
-            .iter()
-            .map(|n| n.load(Ordering::Acquire))
-            .min()
-            .unwrap_or(u64::MAX);
         if start > end {
             return (count, waited.as_secs_f64());
         }
@@ -542,7 +591,7 @@ fn windows(
                 x.sent_to[to].fetch_or(1 << split.part, Ordering::Relaxed);
             }
         }
-        wait(&mut waited);
+        meet(u64::MAX, &mut waited);
         // Every partition's events of this window are in, and none of the next can be
         // before the next barrier; the same for the mail after it.
         if let Some(c) = cost.as_deref_mut() {
@@ -562,9 +611,9 @@ fn windows(
                 }
             }
             x.window_mail[to as usize].store(taken, Ordering::Relaxed);
-            x.next[to as usize].store(s.next_at().unwrap_or(u64::MAX), Ordering::Release);
         }
-        wait(&mut waited);
+        // The next window starts at the earliest event left in any partition.
+        start = meet(next(&sims).unwrap_or(u64::MAX), &mut waited);
         if let Some(c) = cost.as_deref_mut() {
             WindowCost::add(&c.cores, &x.window_mail, &mut c.critical_mail);
         }
@@ -726,5 +775,63 @@ mod tests {
         }
         // Six partitions: [3, 1, 4, 1, 5, 9] on 1, 2, 4 and 6 cores.
         assert_eq!(WindowCost::new(6).cores, vec![1, 2, 4, 6]);
+    }
+
+    /// Every thread of every meeting gets the least value given to that meeting, and sees
+    /// what every thread did before it, for thread counts that are powers of two and not.
+    #[test]
+    fn the_barrier_gives_every_thread_the_least_value_and_all_that_came_before() {
+        const MEETINGS: u64 = 300;
+        for threads in 1..=6 {
+            let barrier = Barrier::new(threads);
+            let before = AtomicU64::new(0);
+            let value = |t: usize, m: u64| (m * 7919 + t as u64 * 104_729) % 1_000_003;
+            std::thread::scope(|scope| {
+                for me in 0..threads {
+                    let (barrier, before) = (&barrier, &before);
+                    scope.spawn(move || {
+                        let _guard = BreakOnPanic(barrier); // a failure fails them all
+                        let mut met = 0;
+                        for m in 1..=MEETINGS {
+                            before.fetch_add(1, Ordering::Relaxed);
+                            let least = barrier.min(me, &mut met, value(me, m));
+                            let want = (0..threads).map(|t| value(t, m)).min().unwrap();
+                            assert_eq!(least, want, "{threads} threads, meeting {m}");
+                            // All of this meeting's arrivals, and at most the next one's.
+                            let seen = before.load(Ordering::Relaxed);
+                            let n = threads as u64;
+                            assert!((n * m..=n * (m + 1)).contains(&seen), "{seen} at {m}");
+                        }
+                    });
+                }
+            });
+        }
+    }
+
+    /// A thread that panics takes the others down with it instead of leaving them waiting.
+    #[test]
+    fn a_panicking_thread_breaks_the_barrier() {
+        let barrier = Barrier::new(3);
+        let failed = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..3)
+                .map(|me| {
+                    let barrier = &barrier;
+                    scope.spawn(move || {
+                        let _guard = BreakOnPanic(barrier);
+                        let mut met = 0;
+                        for m in 0..10 {
+                            assert!(!(me == 1 && m == 5), "thread 1 fails");
+                            barrier.min(me, &mut met, 0);
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join())
+                .filter(Result::is_err)
+                .count()
+        });
+        assert_eq!(failed, 3);
     }
 }
