@@ -118,7 +118,8 @@ def _run_dir(
     import is about 3 ms of its start."""
     path = _scenario_file(scenario)
     engine = _engine()
-    out_dir = os.fspath(out) if out is not None else None
+    # normpath: as a Path would give it ("o/" as "o", "" as ".").
+    out_dir = os.path.normpath(out) if out is not None else None
     if out_dir is None:
         import tempfile
 
@@ -147,7 +148,8 @@ def validate(scenario: Scenario, sets: Overrides = None) -> dict[str, Any]:
 
 
 def _scenario_file(scenario: Scenario) -> str:
-    path = _default_scenario_file() if scenario == "default" else os.fspath(scenario)
+    # normpath: the text a Path would give ("./x.toml" as "x.toml"), the engine's to report.
+    path = _default_scenario_file() if scenario == "default" else os.path.normpath(scenario)
     if not os.path.isfile(path):
         raise FileNotFoundError(errno.ENOENT, "no such scenario file", path)
     return path

@@ -37,11 +37,13 @@ def entry() -> None:
     collect garbage, a few milliseconds of a run that the operating system does anyway."""
     status = main()
     try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except OSError:  # a closed pipe: reported by the interpreter's own exit, as before
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:  # None where the descriptor was closed at start
+                stream.flush()
+    except (OSError, ValueError):  # a closed pipe or file: the interpreter's exit reports it
         sys.exit(status)
-    if threading.active_count() == 1 and atexit._ncallbacks() == 0:
+    handlers = getattr(atexit, "_ncallbacks", None)  # CPython's; elsewhere, the usual exit
+    if handlers is not None and handlers() == 0 and threading.active_count() == 1:
         os._exit(status)
     sys.exit(status)
 
@@ -61,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(exc, 2)
 
 
-def _parser(words: Sequence[str] = ()) -> argparse.ArgumentParser:
+def _parser(words: Sequence[str]) -> argparse.ArgumentParser:
     """The command line's parser. Of the commands, only the one named in `words` gets its
     options: adding every command's would be half the parser's cost in a `tacc run`."""
     parser = argparse.ArgumentParser(
@@ -365,7 +367,7 @@ def _positive(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     stem = os.path.splitext(os.path.basename(args.scenario))[0]  # "default" -> out/default
-    out = args.out or os.path.join("out", stem)
+    out = args.out if args.out is not None else os.path.join("out", stem)
     _pcap_sets(args)
     # The plotting libraries take most of a second to import: a thread imports them while
     # the engine, which lets go of the interpreter, simulates.

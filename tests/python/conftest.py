@@ -100,17 +100,29 @@ def result_dir(make_result_dir: Callable[..., Path]) -> Path:
 SKIP_ENGINE_ENV = "TACC_SKIP_ENGINE"
 
 
+def tacc_root() -> str:
+    """The folder this tacc is imported from (site-packages or the source tree's python/)."""
+    import tacc
+
+    return str(Path(tacc.__file__).resolve().parents[1])
+
+
+def child_env() -> dict[str, str]:
+    """The environment of a child Python, which must import this same tacc."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [tacc_root(), env.get("PYTHONPATH")]))
+    return env
+
+
 @pytest.fixture
 def pythonpath_without_ray(tmp_path: Path) -> str:
     """A PYTHONPATH under which a child `tacc` cannot import ray, as on a machine without it
     (`make setup` installs it): a package of that name that raises ImportError, ahead of
     tacc's own tree."""
-    import tacc
-
     shadow = tmp_path / "no-ray"
     (shadow / "ray").mkdir(parents=True)
     (shadow / "ray" / "__init__.py").write_text("raise ImportError('no ray')\n")
-    return os.pathsep.join([str(shadow), str(Path(tacc.__file__).resolve().parents[1])])
+    return os.pathsep.join([str(shadow), tacc_root()])
 
 
 @pytest.fixture

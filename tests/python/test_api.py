@@ -70,6 +70,16 @@ def test_run_passes_scenario_seed_and_overrides(
     assert list(result.flows["name"]) == ["f0", "f1", "f2"]
 
 
+def test_the_engine_gets_paths_as_a_path_would_write_them(
+    engine: FakeEngine, scenario: Path, tmp_path: Path
+) -> None:
+    # In summary.json and in error messages: "./x.toml" as "x.toml", "out/" as "out".
+    tacc.run_dir(f"{scenario.parent}/./{scenario.name}", out=f"{tmp_path}//out/")
+
+    assert engine.calls[0]["path"] == str(scenario)
+    assert engine.calls[0]["out"] == str(tmp_path / "out")
+
+
 def test_run_accepts_overrides_as_pairs(engine: FakeEngine, scenario: Path, tmp_path: Path) -> None:
     tacc.run(scenario, sets=[("duration", "10ms")], out=tmp_path / "out")
 

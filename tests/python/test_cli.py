@@ -7,13 +7,13 @@ imported, or skip with TACC_SKIP_ENGINE=1.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import child_env
 
 import tacc
 from tacc import cli
@@ -33,15 +33,6 @@ src = "s0"
 dst = "r0"
 transport = "tcp"
 """
-
-
-def child_env() -> dict[str, str]:
-    """The environment of a child Python, which must import this same tacc, whether
-    installed or from the source tree."""
-    package_root = str(Path(tacc.__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    return env
 
 
 def tacc_cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -266,6 +257,15 @@ def test_the_command_still_runs_the_exit_handlers_of_its_host(engine: None) -> N
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().endswith("handler ran"), proc.stdout
+
+
+def test_the_command_runs_with_its_output_closed(engine: None) -> None:
+    # As a daemon launcher may start it: Python then has no sys.stdout to print or flush.
+    proc = subprocess.run(["sh", "-c", 'exec "$0" -m tacc validate default >&-', sys.executable],
+                          capture_output=True, text=True, env=child_env(), timeout=300)
+
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
 
 
 def test_validate_starts_without_the_heavy_libraries(engine: None) -> None:

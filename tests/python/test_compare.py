@@ -4,15 +4,14 @@ synthetic testbed run of it at a tenth of the rates (no root, no engine needed).
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import child_env
 
-import tacc
 from tacc import cli
 from tacc.testbed.compare import compare_dirs
 
@@ -104,11 +103,8 @@ def test_the_cli_starts_without_the_testbed_package() -> None:
         "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
         "print('tacc.testbed' in sys.modules)\n"
     )
-    env = dict(os.environ)
-    root = str(Path(tacc.__file__).resolve().parents[1])
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [root, env.get("PYTHONPATH")]))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=env, timeout=60)
+                          env=child_env(), timeout=60)
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"

@@ -4,13 +4,13 @@ run through the CLI."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from conftest import child_env
 
 import tacc
 from tacc import reproduce
@@ -21,10 +21,7 @@ TINY_FIGURE = "hygenicc-fig5"  # 6 runs of a 2-5 sender star
 
 def tacc_cli(*args: str, env_extra: dict[str, str] | None = None,
              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    package_root = str(Path(tacc.__file__).resolve().parents[1])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    env.update(env_extra or {})
+    env = child_env() | (env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "tacc", *args],
         capture_output=True, text=True, env=env, cwd=cwd, timeout=300,
