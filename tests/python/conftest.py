@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -112,6 +114,12 @@ def child_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [tacc_root(), env.get("PYTHONPATH")]))
     return env
+
+
+def run_python(code: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`code` run by a fresh interpreter that imports this same tacc; its output kept."""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=child_env(), cwd=cwd, timeout=300)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import child_env
+from conftest import child_env, run_python
 
 import tacc
 from tacc import cli
@@ -235,8 +235,7 @@ def heavy_imports_after(*args: str, cwd: Path | None = None) -> list[str]:
         f"status = main({list(args)!r})\n"
         f"print(json.dumps([status, [m for m in {HEAVY!r} if m in sys.modules]]))\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env(), cwd=cwd, timeout=300)
+    proc = run_python(code, cwd)
     assert proc.returncode == 0, proc.stderr
     status, loaded = json.loads(proc.stdout.strip().splitlines()[-1])
     assert status == 0, proc.stdout
@@ -252,8 +251,7 @@ def test_the_command_still_runs_the_exit_handlers_of_its_host(engine: None) -> N
         "from tacc.cli import entry\n"
         "entry()\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env(), timeout=300)
+    proc = run_python(code)
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.rstrip().endswith("handler ran"), proc.stdout

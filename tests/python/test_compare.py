@@ -4,13 +4,11 @@ synthetic testbed run of it at a tenth of the rates (no root, no engine needed).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import child_env
+from conftest import run_python
 
 from tacc import cli
 from tacc.testbed.compare import compare_dirs
@@ -103,8 +101,7 @@ def test_the_cli_starts_without_the_testbed_package() -> None:
         "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
         "print('tacc.testbed' in sys.modules)\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env=child_env(), timeout=60)
+    proc = run_python(code)
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
