@@ -118,12 +118,12 @@ def _run_dir(
     import is about 3 ms of its start."""
     path = _scenario_file(scenario)
     engine = _engine()
-    # normpath: as a Path would give it ("o/" as "o", "" as ".").
-    out_dir = os.path.normpath(out) if out is not None else None
-    if out_dir is None:
+    if out is None:
         import tempfile
 
         out_dir = tempfile.mkdtemp(prefix="tacc-")
+    else:
+        out_dir = os.path.normpath(out)  # as a Path would give it ("o/" as "o", "" as ".")
     bar = simulation_bar() if progress else None
     try:
         written: str = engine.run(

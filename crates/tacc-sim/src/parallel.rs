@@ -561,9 +561,12 @@ fn windows(
         *waited += t.elapsed();
         least
     };
-    let next = |sims: &[&mut Sim]| sims.iter().filter_map(|s| s.next_at()).min();
+    let next = |sims: &[&mut Sim]| {
+        let times = sims.iter().filter_map(|s| s.next_at());
+        times.min().unwrap_or(u64::MAX)
+    };
     // The first meeting waits for the threads to start, not for a window: not counted.
-    let mut start = meet(next(&sims).unwrap_or(u64::MAX), &mut Default::default());
+    let mut start = meet(next(&sims), &mut Default::default());
     loop {
         if start > end {
             return (count, waited.as_secs_f64());
@@ -614,7 +617,7 @@ fn windows(
             x.window_mail[to as usize].store(taken, Ordering::Relaxed);
         }
         // The next window starts at the earliest event left in any partition.
-        start = meet(next(&sims).unwrap_or(u64::MAX), &mut waited);
+        start = meet(next(&sims), &mut waited);
         if let Some(c) = cost.as_deref_mut() {
             WindowCost::add(&c.cores, &x.window_mail, &mut c.critical_mail);
         }
