@@ -566,19 +566,17 @@ def test_an_agent_killed_leaves_its_limits_and_one_started_again_takes_over(
     assert not (fabric.bpffs / hv).exists()  # stopped on purpose: the maps went too
 
 
-@pytest.mark.testbed
-def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
-        fabric: Fabric, tmp_path: Path) -> None:
-    """The UDP sender's agent is killed 3 s into the run and started again at once: the
-    datapath keeps its rates meanwhile (the programs and classes stay), and the new agent
-    takes over the pinned maps (the learned VM, the classes, the counts)."""
+def _restart_run(fabric: Fabric, tag: str) -> tuple[dict[str, float], list[float]]:
+    """One run of the restart test, named `tag`: each flow's goodput and the TCP bins
+    from the kill until the new agent has run for half a second (at least a second), after
+    checking that the new agent resumed the learned VM and stopping every agent."""
     import threading
 
-    states = [tmp_path / f"state-h{j}" for j in range(3)]
+    states = [fabric.workdir / f"{tag}-state-h{j}" for j in range(3)]
     agents = [fabric.start_agent(hv, config, state)
               for hv, config, state in zip(fabric.hvs, (BRIDGED, BRIDGED, NAMED), states)]
     restarted: list[subprocess.Popen[str]] = []
-    go = tmp_path / "restart" / "go"
+    go = fabric.workdir / tag / "go"
     killed_at: list[int] = []
     up_at: list[int] = []  # when the new agent had taken over
 
@@ -596,19 +594,31 @@ def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
 
     killer = threading.Thread(target=restart)
     killer.start()
-    result = fabric.traffic("restart")
+    result = fabric.traffic(tag)
     killer.join()
     bins = fabric.last_bins
     status = json.loads((states[1] / "status.json").read_text())
+    for agent in (*agents, *restarted):
+        if agent.poll() is None:
+            agent.send_signal(signal.SIGTERM)
+            assert agent.communicate(timeout=10)[0] is not None
     kill, up = killed_at[0] // BIN_NS, up_at[0] // BIN_NS
     judged = bins["tcp"][kill:max(kill + 10, up + 5)]
-    print(f"restart: {result}; lowest TCP bin from 2 s: {min(bins['tcp'][20:]):.1f}; "
+    print(f"{tag}: {result}; lowest TCP bin from 2 s: {min(bins['tcp'][20:]):.1f}; "
           f"killed at {killed_at[0] / 1e9:.2f} s, taken over at {up_at[0] / 1e9:.2f} s; "
           f"judged: {[round(b) for b in judged]}; TCP bins from 2 s: "
           f"{[round(b) for b in bins['tcp'][20:60]]}; UDP: {[round(b) for b in bins['udp'][20:60]]}")
     assert status["resumed"] and [v["address"] for v in status["vms"]] == ["10.77.0.2"]
+    return result, judged
+
+
+@pytest.mark.testbed
+def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
+        fabric: Fabric) -> None:
+    """The UDP sender's agent is killed 3 s into the run and started again at once: the
+    datapath keeps its rates meanwhile (the programs and classes stay), and the new agent
+    takes over the pinned maps (the learned VM, the classes, the counts)."""
     ideal = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
-    assert result["tcp"] >= 0.8 * ideal and result["udp"] <= 1.2 * ideal, result
     # No stall of the TCP flow while the agent is replaced: a pause of 80 ms would leave its
     # 100 ms bin under 20% of half the port. HyGenICC's own sawtooth makes dips (the lowest bin
     # from 2 s on: 28.7-48.2 Mb/s in 12 runs with a restart, 30.6-37.9 in 4 without), and now
@@ -617,12 +627,16 @@ def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
     # RTO, two or three empty bins. 3 runs of 54 had one, one of them 0.5 s before the kill:
     # so the claim is judged from the kill until the new shim has run for half a second (it
     # resumes the pinned rates in force), at least a second, where a stall of HyGenICC's own
-    # falls in about 1 run in 50 (3 stalls in 54 runs of 4 s measured).
-    assert min(judged) >= 0.2 * ideal, bins["tcp"]
-    for agent in (*agents, *restarted):
-        if agent.poll() is None:
-            agent.send_signal(signal.SIGTERM)
-            assert agent.communicate(timeout=10)[0] is not None
+    # falls in about 1 run in 50 (3 stalls in 54 runs of 4 s measured; one came 0.7 s after
+    # the takeover in a clean checkout's suite). A stall the restart causes would come in
+    # every run: so a run with a stall there is run again, and the claim fails if the second
+    # stalls too (two of HyGenICC's own in a row: about 1 in 2,500).
+    for attempt in range(2):
+        result, judged = _restart_run(fabric, f"restart-{attempt}")
+        assert result["tcp"] >= 0.8 * ideal and result["udp"] <= 1.2 * ideal, result
+        if min(judged) >= 0.2 * ideal:
+            return
+    raise AssertionError(f"the TCP flow stalled while the agent was replaced, twice: {judged}")
 
 
 def on_ovs(vm: str, bridge: tuple[str, str] | None = None) -> str:
@@ -1179,7 +1193,8 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
     share of the port."""
     fabric = ovs_fabric
     daemons = ControllerDaemons(fabric, tmp_path, stats_over_udp=True)
-    shares = fabric.traffic("sdn-gcc")
+    _, runs = fabric.median_traffic("sdn-gcc")
+    shares = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
     status = daemons.status()
     udp_agent = daemons.agent_status(fabric.hvs[1])
     scraped = subprocess.run(
@@ -1188,14 +1203,21 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
          "'http://127.0.0.1:9465/metrics', timeout=5).read().decode())"],
         check=True, capture_output=True, text=True).stdout
     daemons.stop()
-    print(f"goodput Mb/s: {shares}; controller: {status}")
+    print(f"goodput Mb/s, mean: {shares}; runs: {runs}; controller: {status}")
     print(f"UDP agent: {udp_agent['counters']}")
     # Each VM's share is half the port. SDN-GCC holds the UDP VM near it (below it while
     # the marks last), and TCP takes the rest: the TCP VM within 25% of its share or above,
     # the UDP VM no more than 25% above, and the port kept busy (without the mechanism the
-    # TCP VM gets 2 Mb/s: the HyGenICC test above).
+    # TCP VM gets 2 Mb/s: the HyGenICC test above). Judged on the three runs' 12 s together
+    # (their mean), and each run's TCP VM above half its share (not starved): one run's
+    # 4 s is one sample of the limiter's sawtooth against TCP's, and beside two line-rate
+    # sources and the userspace switch on 2 cores it moves with the spare CPU. 42 single
+    # runs on an idle machine gave the TCP VM 32.8-57.8 Mb/s (mean 45.1, sd 6.1), 5 of them
+    # under the bound, and 12 tests' means of three 39.3-49.0; two clean checkouts' suites
+    # judging single runs failed at 30.9 and 31.6.
     half = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
     assert shares["tcp"] >= 0.75 * half, shares
+    assert min(r["tcp"] for r in runs) >= 0.5 * half, runs
     assert shares["udp"] <= 1.25 * half, shares
     assert shares["tcp"] + shares["udp"] >= 0.85 * 2 * half, shares
     assert status["messages"].get("host_message", 0) > 0, status
