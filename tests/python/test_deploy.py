@@ -592,22 +592,24 @@ def _restart_run(fabric: Fabric, tag: str) -> tuple[dict[str, float], list[float
         restarted.append(fabric.start_agent(fabric.hvs[1], BRIDGED, states[1]))
         up_at.append(time.monotonic_ns() - start)
 
-    killer = threading.Thread(target=restart)
+    killer = threading.Thread(target=restart, daemon=True)  # a failed start leaves it waiting
     killer.start()
     result = fabric.traffic(tag)
     killer.join()
     bins = fabric.last_bins
     status = json.loads((states[1] / "status.json").read_text())
     for agent in (*agents, *restarted):
-        if agent.poll() is None:
+        if agent.poll() is None:  # all but the one killed: each leaves nothing for the next run
             agent.send_signal(signal.SIGTERM)
-            assert agent.communicate(timeout=10)[0] is not None
+            _, err = agent.communicate(timeout=10)
+            assert agent.returncode == 0, err
     kill, up = killed_at[0] // BIN_NS, up_at[0] // BIN_NS
     judged = bins["tcp"][kill:max(kill + 10, up + 5)]
     print(f"{tag}: {result}; lowest TCP bin from 2 s: {min(bins['tcp'][20:]):.1f}; "
           f"killed at {killed_at[0] / 1e9:.2f} s, taken over at {up_at[0] / 1e9:.2f} s; "
           f"judged: {[round(b) for b in judged]}; TCP bins from 2 s: "
-          f"{[round(b) for b in bins['tcp'][20:60]]}; UDP: {[round(b) for b in bins['udp'][20:60]]}")
+          f"{[round(b) for b in bins['tcp'][20:60]]}; "
+          f"UDP: {[round(b) for b in bins['udp'][20:60]]}")
     assert status["resumed"] and [v["address"] for v in status["vms"]] == ["10.77.0.2"]
     return result, judged
 
@@ -628,9 +630,9 @@ def test_an_agent_killed_and_restarted_while_traffic_runs_keeps_the_shares(
     # so the claim is judged from the kill until the new shim has run for half a second (it
     # resumes the pinned rates in force), at least a second, where a stall of HyGenICC's own
     # falls in about 1 run in 50 (3 stalls in 54 runs of 4 s measured; one came 0.7 s after
-    # the takeover in a clean checkout's suite). A stall the restart causes would come in
-    # every run: so a run with a stall there is run again, and the claim fails if the second
-    # stalls too (two of HyGenICC's own in a row: about 1 in 2,500).
+    # the takeover in a clean checkout's suite). A stall the restart caused, if it came in
+    # every run, would come twice: so a run with a stall there is run again, and the claim
+    # fails if the second stalls too (two of HyGenICC's own in a row: about 1 in 2,500).
     for attempt in range(2):
         result, judged = _restart_run(fabric, f"restart-{attempt}")
         assert result["tcp"] >= 0.8 * ideal and result["udp"] <= 1.2 * ideal, result
@@ -1193,7 +1195,7 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
     share of the port."""
     fabric = ovs_fabric
     daemons = ControllerDaemons(fabric, tmp_path, stats_over_udp=True)
-    _, runs = fabric.median_traffic("sdn-gcc", runs=5)
+    runs = [fabric.traffic(f"sdn-gcc-{i}") for i in range(5)]
     shares = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
     status = daemons.status()
     udp_agent = daemons.agent_status(fabric.hvs[1])
@@ -1214,7 +1216,8 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
     # sources and the userspace switch on 2 cores it moves with the spare CPU. 45 single
     # runs gave the TCP VM 32.8-57.8 Mb/s (mean 44.8, sd 6.0), 6 of them under the bound;
     # two clean checkouts' suites judging single runs failed at 30.9 and 31.6. The mean of
-    # five has an sd of 2.7 Mb/s: the bound is 2.9 of them under the mean.
+    # five independent runs has an sd of 2.7 Mb/s, the bound about 3 of them under the mean
+    # (the runs of one suite share its load, so less in a busy hour).
     half = RATE_BPS / 2 / 1e6 * UDP_PAYLOAD
     assert shares["tcp"] >= 0.75 * half, shares
     assert min(r["tcp"] for r in runs) >= 0.5 * half, runs

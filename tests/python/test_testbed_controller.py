@@ -220,8 +220,8 @@ def test_sdn_gcc_gives_each_tcp_tenant_its_share_at_two_bottlenecks(
         median = statistics.median(shares[f])
         assert abs(median - expected[f]) <= 0.05, f"{f}: {said}, simulator {expected[f]:.3f}"
         assert expected[f] >= 0.75 * fair, f"{f}: simulator {expected[f]:.3f} of its port"
-        assert median >= 0.7 * fair, f"{f}: {said} of its port"
-        assert min(shares[f]) >= 0.5 * fair, f"{f}: {said} of its port"
+        assert median >= 0.7 * fair, f"{f}: the median of {said} of its port"
+        assert min(shares[f]) >= 0.5 * fair, f"{f}: a run starved: {said} of its port"
 
 
 SICC = ("mechanism", '{kind="sicc",interval="10ms",initial_window=2.0,evaluate_on_syn=true,'
