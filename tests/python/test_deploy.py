@@ -40,6 +40,14 @@ def sh(*argv: str) -> str:
     return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
 
 
+def stopped(proc: subprocess.Popen[str]) -> str:
+    """SIGTERM to a daemon, which must exit 0 within 10 s; its stderr."""
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    assert proc.returncode == 0, (proc.args, err)
+    return err
+
+
 def _env() -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=str(Path(tacc.__file__).resolve().parents[1]))
 
@@ -321,11 +329,16 @@ class Fabric:
                           for name, flow, side in series}
         return {name: goodput(flow, side) for name, flow, side in series}
 
+    def repeated_traffic(self, tag: str, runs: int) -> list[dict[str, float]]:
+        """`traffic` `runs` times, each run's goodputs. One run is one sample of a noisy
+        system."""
+        return [self.traffic(f"{tag}-{i}") for i in range(runs)]
+
     def median_traffic(self, tag: str, runs: int = 3) -> tuple[dict[str, float],
                                                                list[dict[str, float]]]:
-        """`traffic` `runs` times: each flow's median goodput, and every run's. One run is one
-        sample of a noisy system: a share is judged on the median of three."""
-        samples = [self.traffic(f"{tag}-{i}") for i in range(runs)]
+        """`traffic` `runs` times: each flow's median goodput, and every run's. A share is
+        judged on the median of three."""
+        samples = self.repeated_traffic(tag, runs)
         return {k: statistics.median(s[k] for s in samples) for k in samples[0]}, samples
 
     def stop(self) -> None:
@@ -430,9 +443,7 @@ def test_hygenicc_agents_give_a_tcp_vm_its_share_next_to_a_udp_vm(fabric: Fabric
 
     logs = []
     for agent, hv, state in zip(agents, fabric.hvs, states):
-        agent.send_signal(signal.SIGTERM)
-        _, err = agent.communicate(timeout=10)
-        assert agent.returncode == 0, err
+        err = stopped(agent)
         logs.append(err.splitlines())
         assert not (state / "status.json").exists() and not (state / "agent.pid").exists()
         taps = [f"tap{vm}" for vm, v in fabric.vms.items() if v[1] == hv]
@@ -557,9 +568,7 @@ def test_an_agent_killed_leaves_its_limits_and_one_started_again_takes_over(
     after = {dev: _bpf_filters(hv, dev) for dev in before}
     assert [len(f) for f in after.values()] == [2, 1], after
     assert json.loads((state / "status.json").read_text())["resumed"]
-    second.send_signal(signal.SIGTERM)
-    _, err = second.communicate(timeout=10)
-    assert second.returncode == 0, err
+    stopped(second)
     for dev in before:
         assert _bpf_filters(hv, dev) == [] and "clsact" not in _tc(hv, "qdisc", "show", "dev",
                                                                   dev)
@@ -601,9 +610,7 @@ def _restart_run(fabric: Fabric, tag: str) -> tuple[dict[str, float], list[float
     status = json.loads((states[1] / "status.json").read_text())
     for agent in (*agents, *restarted):
         if agent.poll() is None:  # all but the one killed: each leaves nothing for the next run
-            agent.send_signal(signal.SIGTERM)
-            _, err = agent.communicate(timeout=10)
-            assert agent.returncode == 0, err
+            stopped(agent)
     kill, up = killed_at[0] // BIN_NS, up_at[0] // BIN_NS
     judged = bins["tcp"][kill:max(kill + 10, up + 5)]
     print(f"{tag}: {result}; lowest TCP bin from 2 s: {min(bins['tcp'][20:]):.1f}; "
@@ -692,9 +699,7 @@ def test_hygenicc_agents_on_open_vswitch_hypervisors_give_the_tcp_vm_its_share(
     programs = {hv: _bpf_filters(hv, "tap" + vm) for hv, vm in zip(fabric.hvs[1:], "bc")}
     for agent in agents:
         assert agent.poll() is None, agent.communicate()[1]
-        agent.send_signal(signal.SIGTERM)
-        _, err = agent.communicate(timeout=10)
-        assert agent.returncode == 0, err
+        stopped(agent)
     for hv, vm in zip(fabric.hvs[1:], "bc"):  # and each took its programs away
         assert _bpf_filters(hv, "tap" + vm) == _bpf_filters(hv, "up0") == [], hv
     print(f"OVS hypervisors: no mechanism: {base}; HyGenICC: {with_agents} (runs: {runs}); "
@@ -758,9 +763,7 @@ def test_hygenicc_agents_give_a_real_guests_tcp_its_share_next_to_a_guests_udp(
     status = [json.loads((state / "status.json").read_text()) for state in states]
     for agent in agents:
         assert agent.poll() is None, agent.communicate()[1]
-        agent.send_signal(signal.SIGTERM)
-        _, err = agent.communicate(timeout=10)
-        assert agent.returncode == 0, err
+        stopped(agent)
     consoles = {vm: path.read_text(errors="replace") for vm, path in
                 fabric.guest_consoles.items()}
     print(f"guests ({guest_image[1]}): no mechanism: {base}; HyGenICC: {with_agents}; "
@@ -847,9 +850,7 @@ def test_an_sdn_gcc_agent_follows_its_controller_then_keeps_its_rates_then_lifts
     fabric.traffic("controller")
     thread.join()
     status = json.loads((state / "status.json").read_text())
-    agent.send_signal(signal.SIGTERM)
-    _, err = agent.communicate(timeout=10)
-    assert agent.returncode == 0, err
+    err = stopped(agent)
     udp = fabric.last_bins["udp"]
     print(f"UDP Mb/s per 100 ms: {[round(x) for x in udp]}")
 
@@ -1193,7 +1194,7 @@ def test_sdn_gcc_by_tacc_controller_gives_a_tcp_vm_its_share_next_to_a_udp_vm(
     share of the port."""
     fabric = ovs_fabric
     daemons = ControllerDaemons(fabric, tmp_path, stats_over_udp=True)
-    runs = [fabric.traffic(f"sdn-gcc-{i}") for i in range(5)]
+    runs = fabric.repeated_traffic("sdn-gcc", 5)
     shares = {k: statistics.fmean(r[k] for r in runs) for k in runs[0]}
     status = daemons.status()
     udp_agent = daemons.agent_status(fabric.hvs[1])
