@@ -36,7 +36,8 @@ from tacc.testbed.topology import Names
 SCENARIO = Path(__file__).parent / "data" / "tagged-vs-udp.toml"
 HYGENICC = ("mechanism", '{kind="hygenicc",on_shortage="queue"}')
 LINUX_TCP = ("tcp.profile", '"linux"')
-STATIC_500 = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="queue"}')
+# 90% of the port in total: see test_static_limits_hold_within_3_percent.
+STATIC_450 = ("mechanism", '{kind="static-rate",rate="450Mbps",on_shortage="queue"}')
 STATIC_500_DROP = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="drop"}')
 PACKET = 1500  # what htb counts of a full packet on a veth: its IP bytes
 
@@ -149,9 +150,17 @@ def test_hygenicc_gives_the_tagged_flow_the_share_the_simulators_linux_tcp_gets(
 
 
 def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Path) -> None:
-    out = run_on_testbed(tmp_path, [STATIC_500])
-    udp_payload = 500.0 * 1472 / PACKET
-    tcp_payload = 500.0 * 1448 / PACKET  # Linux carries TCP timestamps: 1448 B a segment
+    """Each VM limited to 450 Mb/s, 90% of the port in total. At 500 Mb/s each (100%), the
+    paper's fair share, the port's queue has no drift: what a scheduling hiccup of the
+    machine adds to it never drains. Two busy loops for 0.4 s during a run raised it in a
+    step that stayed to the end (3 to 10, 5 to 8, 9 to 14, 3 to 18 packets in 4 runs);
+    loops every 0.7 s took it to K = 20, where RED drops the non-ECN TCP flow (a suite
+    failed so: 523 drops there, TCP's median bin 4% under its limit). At 90% the port
+    drains a 20-packet step in 24 ms: with the loops every 0.7 s or every second its queue
+    stayed at 0, and TCP's median was 433.9-434.2 Mb/s of its 434.4 (8 runs)."""
+    out = run_on_testbed(tmp_path, [STATIC_450])
+    udp_payload = 450.0 * 1472 / PACKET
+    tcp_payload = 450.0 * 1448 / PACKET  # Linux carries TCP timestamps: 1448 B a segment
     assert_udp_held(out, udp_payload, 1.0, 6.0)
     assert_tcp_held(out, tcp_payload, 3.0, 6.0)
 
@@ -211,10 +220,10 @@ def test_killing_the_agents_leaves_the_last_rates_in_force(testbed_machine: None
 
     # The run reports the dead agents (exit 3) after writing its results.
     with pytest.raises(run.TestbedError, match="agent-h0 exited with status -9"):
-        run_on_testbed(tmp_path, [STATIC_500], keep_going=True, during=kill_host_agents)
+        run_on_testbed(tmp_path, [STATIC_450], keep_going=True, during=kill_host_agents)
     out = tmp_path / "out"
     assert len(killed) == 3
-    udp_payload, tcp_payload = 500.0 * 1472 / PACKET, 500.0 * 1448 / PACKET
+    udp_payload, tcp_payload = 450.0 * 1472 / PACKET, 450.0 * 1448 / PACKET
     assert_udp_held(out, udp_payload, 3.0, 6.0)  # after the kill
     assert_tcp_held(out, tcp_payload, 3.0, 6.0)
 
