@@ -9,6 +9,10 @@
 //! calls `use_huge_pages` before allocating them):
 //! - the heap grows in large steps (`M_TOP_PAD`) and keeps the allocations, large arrays
 //!   included (`M_MMAP_THRESHOLD`);
+//! - every thread allocates from it (`M_ARENA_MAX`): glibc gives each new thread an arena
+//!   of its own, in 4 KiB pages, and a partitioned run builds its copies of the world and
+//!   runs its partitions on threads of its own; a partition in such an arena ran slower than
+//!   the one in the main heap, and the threads waited for it at every barrier;
 //! - it grows by one step at once, and is advised before the build touches that step;
 //! - the run advises it again as it grows (`advise`, every million events).
 //!
@@ -28,6 +32,7 @@ mod imp {
     }
     const M_TOP_PAD: c_int = -2;
     const M_MMAP_THRESHOLD: c_int = -3;
+    const M_ARENA_MAX: c_int = -8;
     const MADV_HUGEPAGE: c_int = 14;
     /// Each growth of the heap: many huge pages.
     const STEP: c_int = 64 << 20;
@@ -45,6 +50,9 @@ mod imp {
             let start = unsafe {
                 mallopt(M_TOP_PAD, STEP);
                 mallopt(M_MMAP_THRESHOLD, LARGEST_IN_HEAP);
+                // Threads allocate little during a run (an endpoint per flow; packets and
+                // events come from the engine's own pools): one arena's lock costs nothing.
+                mallopt(M_ARENA_MAX, 1);
                 sbrk(0) as usize
             };
             if start == usize::MAX {
