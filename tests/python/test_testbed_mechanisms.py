@@ -40,6 +40,9 @@ LINUX_TCP = ("tcp.profile", '"linux"')
 STATIC_450 = ("mechanism", '{kind="static-rate",rate="450Mbps",on_shortage="queue"}')
 STATIC_500_DROP = ("mechanism", '{kind="static-rate",rate="500Mbps",on_shortage="drop"}')
 PACKET = 1500  # what htb counts of a full packet on a veth: its IP bytes
+# STATIC_450's limit in each flow's payload (Mb/s at the scenario's rates); Linux carries TCP
+# timestamps: 1448 B a segment.
+UDP_HELD, TCP_HELD = 450.0 * 1472 / PACKET, 450.0 * 1448 / PACKET
 
 pytestmark = pytest.mark.testbed
 
@@ -159,10 +162,8 @@ def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Pa
     drains a 20-packet step in 24 ms: with the loops every 0.7 s or every second its queue
     stayed at 0, and TCP's median was 433.9-434.2 Mb/s of its 434.4 (8 runs)."""
     out = run_on_testbed(tmp_path, [STATIC_450])
-    udp_payload = 450.0 * 1472 / PACKET
-    tcp_payload = 450.0 * 1448 / PACKET  # Linux carries TCP timestamps: 1448 B a segment
-    assert_udp_held(out, udp_payload, 1.0, 6.0)
-    assert_tcp_held(out, tcp_payload, 3.0, 6.0)
+    assert_udp_held(out, UDP_HELD, 1.0, 6.0)
+    assert_tcp_held(out, TCP_HELD, 3.0, 6.0)
 
 
 def test_the_bpf_limiter_holds_the_rate_by_dropping(testbed_machine: None,
@@ -223,9 +224,8 @@ def test_killing_the_agents_leaves_the_last_rates_in_force(testbed_machine: None
         run_on_testbed(tmp_path, [STATIC_450], keep_going=True, during=kill_host_agents)
     out = tmp_path / "out"
     assert len(killed) == 3
-    udp_payload, tcp_payload = 450.0 * 1472 / PACKET, 450.0 * 1448 / PACKET
-    assert_udp_held(out, udp_payload, 3.0, 6.0)  # after the kill
-    assert_tcp_held(out, tcp_payload, 3.0, 6.0)
+    assert_udp_held(out, UDP_HELD, 3.0, 6.0)  # after the kill
+    assert_tcp_held(out, TCP_HELD, 3.0, 6.0)
 
 
 FORGER = """
