@@ -385,7 +385,7 @@ impl Model {
         }
         for p in &mut m.ports {
             if let NodeRef::Switch(sw) = p.from {
-                p.departs_by_event = m.switch_mech[sw as usize].hook.is_some();
+                p.set_departs_by_event(m.switch_mech[sw as usize].hook.is_some());
             }
         }
         m.control.app = inst.controller;

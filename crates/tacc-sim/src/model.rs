@@ -3,7 +3,7 @@
 //! scenario [`crate::validate`] has checked.
 
 use crate::cc::CcKind;
-use crate::fifo::Fifo;
+use crate::fifo::{PortQueue, Waiting};
 use crate::loss::LinkLoss;
 use crate::mechanism::{Control, HostSlot, SwitchSlot};
 use crate::packet::{flow_hash, Packet, PktId, NO_EP};
@@ -25,7 +25,7 @@ pub(crate) fn vm_address(vm: u32) -> u32 {
     IP_BASE + 1 + vm
 }
 
-/// The counters a packet's passage updates (`repr(C)`: the end of `Port`'s second cache
+/// The counters a packet's passage updates (`repr(C)`: the end of `Port`'s third cache
 /// line). Packets enqueued are those sent and those still queued (`Port::enqueued`).
 #[derive(Clone, Debug, Default)]
 #[repr(C)]
@@ -101,14 +101,15 @@ pub fn jittered(at: u64, jitter_ns: u64, last: &mut u64, rng: &mut Rng) -> u64 {
 }
 
 /// `repr(C)`, aligned to a cache line: what a packet's passage reads and writes is in the
-/// first two lines of the struct (the queue and its timing; where the link goes, the queue
+/// first three lines of the struct (the queue and its timing; where the link goes, the queue
 /// discipline's admission fields, how packets leave and the per-packet counters), the rest
 /// after. A large fabric's ports do not fit in the cache, and each line of a port a packet
 /// touches is then a load from memory.
 #[repr(C, align(64))]
 pub struct Port {
-    /// The packets admitted and not yet being serialized, first to leave first.
-    pub queue: Fifo<Waiting>,
+    /// The packets admitted and not yet being serialized, first to leave first. Ids are kept
+    /// where the port departs by event or holds its VM's vNIC (`Port::keep_ids`).
+    pub queue: PortQueue,
     pub queue_bytes: u64,
     /// When the port has serialized every packet it holds.
     pub busy_until: u64,
@@ -128,12 +129,12 @@ pub struct Port {
     /// departure as it happens, RWNDQ reads queues on its own timer). Elsewhere a queued
     /// packet's arrival is scheduled when it is admitted, its start being already known (the
     /// end of the packet ahead of it), and it leaves the queue when the port is next looked
-    /// at (`settle`): no event for its departure at all.
-    pub departs_by_event: bool,
+    /// at (`settle`): no event for its departure at all. Set by `set_departs_by_event`.
+    pub(crate) departs_by_event: bool,
     /// A host NIC whose queue is its one VM's vNIC (see `Vm::vnic_in_nic`): its waiting
     /// packets are the vNIC's, so the NIC's own queue, as reported, stays empty, and each
-    /// packet that leaves leaves its endpoint's small queue.
-    pub holds_vnic: bool,
+    /// packet that leaves leaves its endpoint's small queue. Set by `set_holds_vnic`.
+    pub(crate) holds_vnic: bool,
     /// The link ends at a switch that forwards by its routing table alone: no mechanism's
     /// hook and no flow table that can ever hold a rule (`Model::mark_plain_far_ends`). A
     /// packet's output port there is then known as it leaves this port (routes are fixed),
@@ -182,27 +183,38 @@ impl PackedNode {
     }
 }
 
-/// A packet in a port's queue. Its serialization starts when the packet ahead of it ends
-/// (FIFO, work-conserving: a packet waits only behind one being sent), so the queue keeps no
-/// start times: the head's is the port's `head_start`, and each next one follows from the
-/// length ahead. Eight bytes, so that a line of the ring holds eight packets: the next
-/// entry is the one a port reads when its head leaves, and at k = 16 it was written long
-/// enough before to be out of the cache.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Waiting {
-    /// Its packet, for a port that departs by event; its sending endpoint (or `NO_EP`), for a
-    /// NIC that holds its VM's vNIC. Elsewhere unused: its arrival is already scheduled, and
-    /// the link may have lost it (freed, the id free for another packet).
-    pub id: PktId,
-    pub len: u32,
-}
-
 impl Port {
     /// The cache lines at its start that a packet's passage touches.
-    pub const HOT_LINES: usize = 2;
+    pub const HOT_LINES: usize = 3;
     /// Bits of `extras`.
     pub(crate) const NOISE: u8 = 1;
     pub(crate) const CAPTURED: u8 = 2;
+
+    /// Whether queued packets leave at a completion event each (`departs_by_event`). Before
+    /// the run.
+    pub fn set_departs_by_event(&mut self, on: bool) {
+        self.departs_by_event = on;
+        self.keep_ids();
+    }
+
+    /// Whether the port is a host NIC whose queue is its one VM's vNIC (`holds_vnic`).
+    /// Before the run.
+    pub fn set_holds_vnic(&mut self, on: bool) {
+        self.holds_vnic = on;
+        self.keep_ids();
+    }
+
+    pub fn holds_vnic(&self) -> bool {
+        self.holds_vnic
+    }
+
+    /// The queue keeps its packets' ids where they are read: a port that departs by event
+    /// launches each from the queue, a NIC holding its VM's vNIC tells each one's endpoint
+    /// it left.
+    fn keep_ids(&mut self) {
+        self.queue
+            .keep_ids(self.departs_by_event || self.holds_vnic);
+    }
 
     /// Whether the port's packets are written to a capture.
     #[inline]
@@ -219,7 +231,7 @@ impl Port {
         noise: Option<LinkNoise>,
     ) -> Port {
         Port {
-            queue: Fifo::default(),
+            queue: PortQueue::default(),
             queue_bytes: 0,
             busy_until: 0,
             head_start: u64::MAX,
@@ -376,7 +388,7 @@ impl Port {
     /// The queued packets with their starts: the head's, then each at the end of the one
     /// ahead.
     fn starts(&self) -> impl Iterator<Item = (Waiting, u64)> + '_ {
-        self.queue.iter().scan(self.head_start, |at, &w| {
+        self.queue.iter().scan(self.head_start, |at, w| {
             let start = *at;
             *at += self.ser(w.len);
             Some((w, start))
@@ -389,15 +401,15 @@ impl Port {
     }
 }
 
-// The hot fields end within those lines, the noise is in the next one, and the queue's ring
-// takes 24 bytes of the first.
+// The hot fields end within those lines, the noise is in the next one, and the queue takes
+// 88 bytes of the first two.
 const _: () = {
     use std::mem::{offset_of, size_of};
     assert!(offset_of!(Port, stats) + size_of::<PortStats>() <= Port::HOT_LINES * 64);
     assert!(
         offset_of!(Port, noise) == Port::HOT_LINES * 64 && size_of::<Option<LinkNoise>>() <= 64
     );
-    assert!(size_of::<Fifo<Waiting>>() == 24);
+    assert!(size_of::<PortQueue>() == 88);
 };
 
 /// The default queue sample of a large fabric: every `every`-th of its `of` switch ports.
@@ -1093,7 +1105,7 @@ impl Model {
         for v in &mut self.vms {
             let host = v.host as usize;
             v.vnic_in_nic = on && alone && self.shims[host].shim.is_none();
-            self.ports[self.hosts[host].nic_port as usize].holds_vnic = v.vnic_in_nic;
+            self.ports[self.hosts[host].nic_port as usize].set_holds_vnic(v.vnic_in_nic);
         }
         for i in 0..self.eps.len() {
             let vnic = self.vnic_in_nic(self.eps[i].vm);

@@ -190,8 +190,8 @@ fn departures_computed_on_admission_match_one_event_per_departure() {
     let load = || tacc_sim::load(&text, "test.toml", &[], None).unwrap();
     let mut by_event = load();
     // A host NIC holding its VM's vNIC is fed by the VM, not by admissions.
-    for p in by_event.model.ports.iter_mut().filter(|p| !p.holds_vnic) {
-        p.departs_by_event = true;
+    for p in by_event.model.ports.iter_mut().filter(|p| !p.holds_vnic()) {
+        p.set_departs_by_event(true);
     }
     let (_, computed) = tacc_sim::run(load(), Default::default(), &mut |_, _| {});
     let (_, by_event) = tacc_sim::run(by_event, Default::default(), &mut |_, _| {});

@@ -74,7 +74,7 @@ impl Sim {
                 self.prefetch_port(port);
                 // The port, asked for one event earlier, says where its next packet's id is.
                 if let Some(p) = self.m.ports.get(port as usize) {
-                    if let Some(head) = p.queue.front() {
+                    if let Some(head) = p.queue.head_addr() {
                         prefetch(head);
                     }
                 }

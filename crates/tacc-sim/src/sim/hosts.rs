@@ -1,7 +1,8 @@
 //! The hosts: delivery to a VM's endpoint through its shim's ingress hook, endpoints sending
 //! through the vNIC and the shim's egress hook to the NIC, and the shim's own packets and timer.
 
-use crate::model::{jittered, EpKind, VnicInNic, Waiting};
+use crate::fifo::Waiting;
+use crate::model::{jittered, EpKind, VnicInNic};
 use crate::packet::{Packet, PktId, FEEDBACK_PACKET, NO_EP};
 use tacc_mech::headers::ip_proto;
 use tacc_mech::roles::EgressVerdict;

@@ -1,7 +1,7 @@
 //! The network: a port admits a packet (AQM) and starts it on the wire, a link delivers it at
 //! the far end, a switch runs its hook and flow table and routes it to an output port.
 
-use crate::model::Waiting;
+use crate::fifo::Waiting;
 use crate::packet::PktId;
 use crate::queue::Verdict;
 use crate::rules::Forward;
