@@ -103,7 +103,7 @@ const NEAR: usize = 30;
 /// `NEAR` packets are kept in the queue's own line, which the port's admission has loaded
 /// already, and only a longer queue's rest is in a ring on the heap (`far`). That ring's head
 /// was written a whole queue's wait before it is read, out of the cache on a large fabric: at
-/// k = 32 the load of a switch port's ring head was a sixth of a run's time. A port that keeps
+/// k = 32 the load of a switch port's ring head took a fifth of a run's time. A port that keeps
 /// ids keeps every packet in `far`.
 #[repr(C)]
 #[derive(Clone, Debug)]
