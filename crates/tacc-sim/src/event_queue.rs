@@ -9,7 +9,10 @@
 //! reach (retransmission timers, flow starts) wait in a binary heap and move onto the wheel,
 //! in order, as it turns to cover them: before anything else can be pushed there, so every
 //! slot's array stays in insertion order. This replaces a binary heap's unpredictable sift at
-//! every push and pop by a few bit operations. A slot's events are contiguous: a large
+//! every push and pop by a few bit operations. Beyond the wheel, a second ring of `FAR_SLOTS`
+//! slots as wide as the wheel's whole reach (about a second ahead) takes the timers in the
+//! same way, each slot sorted once as the wheel reaches it; only what lies further still goes
+//! to the heap. A slot's events are contiguous: a large
 //! topology puts hundreds in each slot, and sorting them as a linked list across memory cost
 //! a k = 16 fat tree a sixth of its time.
 //!
@@ -39,6 +42,12 @@ const COMPARISON_SORT_MAX: usize = 4;
 /// in the slot above the event's position (5 bits), in an `i16`: signed, for one vector compare.
 const RANK_SORT_MAX: usize = 32;
 const _: () = assert!(RANK_SORT_MAX <= 32 && SLOT_NS <= 1 << 10);
+/// Width of a far slot: the wheel's whole reach.
+const FAR_NS: u64 = SLOTS as u64 * SLOT_NS;
+/// Far slots (at most 64 x 64), 1.07 s ahead. A large fabric's retransmission and delayed-ACK
+/// timers are mostly within this: in a binary heap of them, each pop's sift to the bottom
+/// missed the cache at every level, 3.7% of a k = 32 fat tree's time (bench/README.md).
+const FAR_SLOTS: usize = 1024;
 
 #[derive(Clone, Copy)]
 struct Entry<T> {
@@ -87,10 +96,7 @@ pub struct EventQueue<T> {
     counts: Box<[u32; SLOTS]>,
     inline: Box<[[Entry<T>; INLINE]; SLOTS]>,
     overflow: Box<[Vec<Entry<T>>; SLOTS]>,
-    /// Bit `r % 64` of word `r / 64`: ring position `r` has events.
-    occupied: [u64; SLOTS / 64],
-    /// Bit `w`: `occupied[w]` is not zero.
-    summary: u64,
+    occupied: Occupancy<{ SLOTS / 64 }>,
     /// Drained overflow arrays, reused (last drained first: it is the one still in the cache)
     /// when a slot without one overflows. A large topology fills hundreds of events into
     /// each slot, and arrays that size kept in every slot would not stay in the cache.
@@ -98,9 +104,9 @@ pub struct EventQueue<T> {
     /// Reused by `sort_current`.
     scratch: Vec<Entry<T>>,
     /// Events beyond the wheel.
-    later: BinaryHeap<Later<T>>,
-    later_seq: u64,
-    /// The earliest time in `later` (`u64::MAX` when empty): the wheel's turn checks it alone.
+    later: Beyond<T>,
+    /// No event in `later` is due before this (`Beyond::bound`): the wheel's turn checks it
+    /// alone.
     later_min: u64,
     len: usize,
 }
@@ -120,13 +126,11 @@ impl<T: Copy + Default> Default for EventQueue<T> {
                 }; INLINE]; SLOTS],
             ),
             overflow: Box::new(std::array::from_fn(|_| Vec::new())),
-            occupied: [0; SLOTS / 64],
-            summary: 0,
+            occupied: Occupancy::default(),
             spare: Vec::new(),
             scratch: Vec::new(),
-            later: BinaryHeap::new(),
-            later_seq: 0,
-            later_min: u64::MAX,
+            later: Beyond::default(),
+            later_min: FAR_NS,
             len: 0,
         }
     }
@@ -168,12 +172,7 @@ impl<T: Copy + Default> EventQueue<T> {
     #[cold]
     #[inline(never)]
     fn push_later(&mut self, at: u64, item: T) {
-        self.later_seq += 1;
-        self.later.push(Later {
-            at,
-            seq: self.later_seq,
-            item,
-        });
+        self.later.push(at, item);
         self.later_min = self.later_min.min(at);
     }
 
@@ -210,7 +209,7 @@ impl<T: Copy + Default> EventQueue<T> {
     fn pop_next_slot(&mut self, end: u64) -> Option<(u64, T)> {
         let Some(r) = self.first_occupied() else {
             // The wheel is empty: turn it to the first later event.
-            let at = self.later.peek()?.at;
+            let at = self.later.earliest()?;
             if at > end {
                 return None;
             }
@@ -347,8 +346,7 @@ impl<T: Copy + Default> EventQueue<T> {
         let n = self.counts[r] as usize;
         self.counts[r] += 1;
         if n == 0 {
-            self.occupied[r / 64] |= 1 << (r % 64);
-            self.summary |= 1 << (r / 64);
+            self.occupied.set(r);
         }
         if n < INLINE {
             self.inline[r][n] = entry;
@@ -398,7 +396,7 @@ impl<T: Copy + Default> EventQueue<T> {
                 let overflow = self.overflow[r].iter().take(n.saturating_sub(INLINE));
                 inline.chain(overflow).map(|e| e.at).min()
             }
-            None => self.later.peek().map(|l| l.at),
+            None => self.later.earliest(),
         }
     }
 
@@ -410,31 +408,13 @@ impl<T: Copy + Default> EventQueue<T> {
     /// Marks ring position `r` empty.
     #[inline]
     fn clear(&mut self, r: usize) {
-        let w = r / 64;
-        self.occupied[w] &= !(1 << (r % 64));
-        if self.occupied[w] == 0 {
-            self.summary &= !(1 << w);
-        }
+        self.occupied.clear(r);
     }
 
     /// Ring position of the first occupied slot after `now_slot` (wrapping round).
     #[inline]
     fn first_occupied(&self) -> Option<usize> {
-        let p = self.now_slot as usize % SLOTS;
-        let w = p / 64;
-        let here = self.occupied[w] & (!0u64 << (p % 64));
-        if here != 0 {
-            return Some(w * 64 + here.trailing_zeros() as usize);
-        }
-        // Words after `w`, else from the start of the ring: later slots, one turn on (the
-        // bits of word `w` before `p` included, those after it being empty).
-        let after = self.summary & (!1u64).checked_shl(w as u32).unwrap_or(0);
-        let words = if after != 0 { after } else { self.summary };
-        if words == 0 {
-            return None;
-        }
-        let w = words.trailing_zeros() as usize;
-        Some(w * 64 + self.occupied[w].trailing_zeros() as usize)
+        self.occupied.first_from(self.now_slot as usize % SLOTS)
     }
 
     /// The first time beyond the wheel.
@@ -447,12 +427,7 @@ impl<T: Copy + Default> EventQueue<T> {
     /// included), in (time, insertion) order.
     fn take_later(&mut self) {
         let reach = self.reach();
-        while let Some(first) = self.later.peek() {
-            if first.at >= reach {
-                self.later_min = first.at;
-                return;
-            }
-            let Later { at, item, .. } = self.later.pop().expect("peeked");
+        while let Some((at, item)) = self.later.pop_before(reach) {
             let slot = at / SLOT_NS;
             if slot == self.now_slot {
                 self.cur.push(Entry { at, item });
@@ -460,7 +435,207 @@ impl<T: Copy + Default> EventQueue<T> {
                 self.append(slot, Entry { at, item });
             }
         }
-        self.later_min = u64::MAX;
+        self.later_min = self.later.bound();
+    }
+}
+
+/// Which positions of a ring of up to 64 x 64 slots hold events: bit `r % 64` of word
+/// `r / 64` for position `r`, and bit `w` of `summary` where word `w` is not zero.
+struct Occupancy<const WORDS: usize> {
+    words: [u64; WORDS],
+    summary: u64,
+}
+
+impl<const WORDS: usize> Default for Occupancy<WORDS> {
+    fn default() -> Self {
+        const { assert!(WORDS <= 64) };
+        Occupancy {
+            words: [0; WORDS],
+            summary: 0,
+        }
+    }
+}
+
+impl<const WORDS: usize> Occupancy<WORDS> {
+    #[inline]
+    fn set(&mut self, r: usize) {
+        self.words[r / 64] |= 1 << (r % 64);
+        self.summary |= 1 << (r / 64);
+    }
+
+    #[inline]
+    fn is_set(&self, r: usize) -> bool {
+        self.words[r / 64] & 1 << (r % 64) != 0
+    }
+
+    #[inline]
+    fn clear(&mut self, r: usize) {
+        let w = r / 64;
+        self.words[w] &= !(1 << (r % 64));
+        if self.words[w] == 0 {
+            self.summary &= !(1 << w);
+        }
+    }
+
+    /// The first occupied position from `p` on, wrapping round.
+    #[inline]
+    fn first_from(&self, p: usize) -> Option<usize> {
+        let w = p / 64;
+        let here = self.words[w] & (!0u64 << (p % 64));
+        if here != 0 {
+            return Some(w * 64 + here.trailing_zeros() as usize);
+        }
+        // Words after `w`, else from the start of the ring: later slots, one turn on (the
+        // bits of word `w` before `p` included, those after it being empty).
+        let after = self.summary & (!1u64).checked_shl(w as u32).unwrap_or(0);
+        let words = if after != 0 { after } else { self.summary };
+        if words == 0 {
+            return None;
+        }
+        let w = words.trailing_zeros() as usize;
+        Some(w * 64 + self.words[w].trailing_zeros() as usize)
+    }
+}
+
+/// The events beyond the wheel. Those within `FAR_SLOTS` far slots of the one the wheel's
+/// reach is in (`drain_far`) wait in the far ring, appended in insertion order; a far slot is
+/// sorted once, when the reach enters it, and read in order from `draining`. The rest (further
+/// still, or in the far slot being drained) wait in a heap. Pops merge the heap with
+/// `draining` by (time, insertion sequence), and take no event of a far slot not entered yet,
+/// so that the wheel gets every event in that order.
+struct Beyond<T> {
+    heap: BinaryHeap<Later<T>>,
+    seq: u64,
+    far: Box<[Vec<Later<T>>]>,
+    far_occupied: Occupancy<{ FAR_SLOTS / 64 }>,
+    /// The far slot the wheel's reach is in: `drain_far * FAR_NS < reach <= (drain_far + 1) *
+    /// FAR_NS` once the wheel's turn has taken what it reaches.
+    drain_far: u64,
+    /// That far slot's events, sorted, from `drained` on.
+    draining: Vec<Later<T>>,
+    drained: usize,
+    /// Drained arrays, reused (last drained first) by far slots as they get their first
+    /// event: timers fill few far slots at a time, and an array kept in each of them would
+    /// hold the most any of them ever held.
+    spare: Vec<Vec<Later<T>>>,
+}
+
+impl<T> Default for Beyond<T> {
+    fn default() -> Self {
+        Beyond {
+            heap: BinaryHeap::new(),
+            seq: 0,
+            far: (0..FAR_SLOTS).map(|_| Vec::new()).collect(),
+            far_occupied: Occupancy::default(),
+            drain_far: 0,
+            draining: Vec::new(),
+            drained: 0,
+            spare: Vec::new(),
+        }
+    }
+}
+
+impl<T: Copy> Beyond<T> {
+    /// Adds an event beyond the wheel's reach.
+    fn push(&mut self, at: u64, item: T) {
+        self.seq += 1;
+        let later = Later {
+            at,
+            seq: self.seq,
+            item,
+        };
+        let f = at / FAR_NS;
+        if f > self.drain_far && f - self.drain_far < FAR_SLOTS as u64 {
+            let r = f as usize % FAR_SLOTS;
+            if self.far[r].capacity() == 0 {
+                if let Some(spare) = self.spare.pop() {
+                    self.far[r] = spare;
+                }
+            }
+            self.far[r].push(later);
+            self.far_occupied.set(r);
+        } else {
+            self.heap.push(later);
+        }
+    }
+
+    /// The first event in (time, insertion) order if it is due before `reach`, entering
+    /// the far slots that `reach` has gone into.
+    fn pop_before(&mut self, reach: u64) -> Option<(u64, T)> {
+        loop {
+            // Nothing of the next far slot before it is entered: its events are not merged yet.
+            let next_far = (self.drain_far + 1) * FAR_NS;
+            let from_heap = match (self.heap.peek(), self.draining.get(self.drained)) {
+                (Some(h), Some(d)) => (h.at, h.seq) < (d.at, d.seq),
+                (h, d) => h.is_some() || d.is_none(),
+            };
+            let at = match from_heap {
+                true => self.heap.peek().map(|h| h.at),
+                false => self.draining.get(self.drained).map(|d| d.at),
+            };
+            if let Some(at) = at.filter(|&at| at < reach.min(next_far)) {
+                let item = match from_heap {
+                    true => self.heap.pop().expect("peeked").item,
+                    false => {
+                        self.drained += 1;
+                        self.draining[self.drained - 1].item
+                    }
+                };
+                return Some((at, item));
+            }
+            if next_far >= reach {
+                return None;
+            }
+            self.enter_far(reach);
+        }
+    }
+
+    /// Moves on to the far slot `reach` is in, or to the first far slot with events if that
+    /// comes before it, and makes it the one being drained. The one being drained before is
+    /// done: every event of it was before the next one's start. Empty far slots are skipped
+    /// at once (after the wheel stood empty for a long time).
+    fn enter_far(&mut self, reach: u64) {
+        debug_assert!(self.drained == self.draining.len());
+        let mut drained = std::mem::take(&mut self.draining);
+        if drained.capacity() > 0 {
+            drained.clear();
+            self.spare.push(drained);
+        }
+        self.drained = 0;
+        let next = self.drain_far + 1;
+        let mut to = (reach - 1) / FAR_NS;
+        if let Some(r) = self.far_occupied.first_from(next as usize % FAR_SLOTS) {
+            let occupied = next + ((r + FAR_SLOTS - next as usize % FAR_SLOTS) % FAR_SLOTS) as u64;
+            to = to.min(occupied);
+        }
+        self.drain_far = to;
+        let r = to as usize % FAR_SLOTS;
+        if self.far_occupied.is_set(r) {
+            self.draining = std::mem::take(&mut self.far[r]);
+            self.far_occupied.clear(r);
+            // Appended in insertion order: by time, then that order.
+            self.draining.sort_by_key(|l| l.at);
+        }
+    }
+
+    /// No event is due before this: the earliest of the heap and of the far slot being
+    /// drained, or the next far slot's start (the wheel's turn enters it there).
+    fn bound(&self) -> u64 {
+        let heap = self.heap.peek().map_or(u64::MAX, |h| h.at);
+        let draining = self.draining.get(self.drained).map_or(u64::MAX, |d| d.at);
+        heap.min(draining).min((self.drain_far + 1) * FAR_NS)
+    }
+
+    /// The earliest event's time.
+    fn earliest(&self) -> Option<u64> {
+        let heap = self.heap.peek().map(|h| h.at);
+        let draining = self.draining.get(self.drained).map(|d| d.at);
+        let p = (self.drain_far as usize + 1) % FAR_SLOTS;
+        let far = self
+            .far_occupied
+            .first_from(p)
+            .and_then(|r| self.far[r].iter().map(|l| l.at).min());
+        [heap, draining, far].into_iter().flatten().min()
     }
 }
 
@@ -511,6 +686,42 @@ mod tests {
         q.push(far - 1, 5);
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(order, [(far - 1, 5), (far, 1), (far, 2), (far, 4)]);
+    }
+
+    #[test]
+    fn timers_in_far_slots_and_beyond_pop_by_time_then_insertion() {
+        // Far slots entered as the wheel turns, and skipped when it stands empty; times
+        // repeated across the heap (pushed while their far slot drains, or beyond the far
+        // ring) and the far slots.
+        let mut q = EventQueue::default();
+        let mut want = Vec::new();
+        let beyond = FAR_NS * FAR_SLOTS as u64 + 5;
+        for (i, at) in [
+            3 * FAR_NS,
+            FAR_NS + 1,
+            3 * FAR_NS,
+            beyond,
+            2 * FAR_NS - 1,
+            beyond,
+            9,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            q.push(at, i);
+            want.push((at, i));
+        }
+        assert_eq!(q.pop(), Some((9, 6)));
+        assert_eq!(q.pop(), Some((FAR_NS + 1, 1)));
+        // Far slot 1 is being drained, 3 is not entered yet.
+        q.push(2 * FAR_NS - 1, 7);
+        q.push(3 * FAR_NS, 8);
+        q.push(beyond, 9);
+        want.extend([(2 * FAR_NS - 1, 7), (3 * FAR_NS, 8), (beyond, 9)]);
+        want.sort_by_key(|&(at, _)| at);
+        let got: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(got, want[2..]);
+        assert_eq!(q.next_at(), None);
     }
 
     #[test]
@@ -640,6 +851,9 @@ mod tests {
             4 => (1u64..50_000).prop_map(Op::Push),
             2 => (SLOT_NS * (SLOTS as u64 - 2)..SLOT_NS * (SLOTS as u64 + 2)).prop_map(Op::Push),
             1 => (1u64..1_000_000_000).prop_map(Op::Push),
+            // Around the far slots' edges, and around the far ring's reach.
+            2 => (1u64..8, 0..SLOT_NS * 6).prop_map(|(k, d)| Op::Push(k * FAR_NS + d - SLOT_NS * 3)),
+            1 => (FAR_NS * (FAR_SLOTS as u64 - 2)..FAR_NS * (FAR_SLOTS as u64 + 2)).prop_map(Op::Push),
             1 => (0u64..u64::MAX / 1024).prop_map(Op::Push),
             8 => Just(Op::Pop),
             2 => (0..SLOT_NS * 4).prop_map(Op::PopWithin),
