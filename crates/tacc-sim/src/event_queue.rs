@@ -5,16 +5,17 @@
 //! that turns with the clock. A push appends its event to its slot (the first in the ring's
 //! own array, the rest in the slot's overflow array); when the clock reaches a slot, its
 //! events are sorted once, stably, by time, and pops read them in order. An
-//! event pushed into the slot being drained is inserted in order. Events beyond the wheel's
-//! reach (retransmission timers, flow starts) wait in a binary heap and move onto the wheel,
-//! in order, as it turns to cover them: before anything else can be pushed there, so every
-//! slot's array stays in insertion order. This replaces a binary heap's unpredictable sift at
-//! every push and pop by a few bit operations. Beyond the wheel, a second ring of `FAR_SLOTS`
-//! slots as wide as the wheel's whole reach (about a second ahead) takes the timers in the
-//! same way, each slot sorted once as the wheel reaches it; only what lies further still goes
-//! to the heap. A slot's events are contiguous: a large
-//! topology puts hundreds in each slot, and sorting them as a linked list across memory cost
-//! a k = 16 fat tree a sixth of its time.
+//! event pushed into the slot being drained is inserted in order. This replaces a binary
+//! heap's unpredictable sift at every push and pop by a few bit operations. A slot's events
+//! are contiguous: a large topology puts hundreds in each slot, and sorting them as a linked
+//! list across memory cost a k = 16 fat tree a sixth of its time.
+//!
+//! Events beyond the wheel's reach (retransmission and delayed-ACK timers, flow starts) wait
+//! in a second ring of `FAR_SLOTS` far slots, each as wide as the wheel's whole reach (about a
+//! second ahead in all), appended and sorted once in the same way; only what lies further
+//! still waits in a binary heap (`Beyond`). They move onto the wheel, in order, as it turns to
+//! cover them: before anything else can be pushed there, so every slot's array stays in
+//! insertion order.
 //!
 //! Time never goes back: nothing is scheduled before the last popped time.
 
