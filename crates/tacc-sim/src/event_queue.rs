@@ -556,15 +556,14 @@ impl<T: Copy> Beyond<T> {
         loop {
             // Nothing of the next far slot before it is entered: its events are not merged yet.
             let next_far = (self.drain_far + 1) * FAR_NS;
-            let from_heap = match (self.heap.peek(), self.draining.get(self.drained)) {
-                (Some(h), Some(d)) => (h.at, h.seq) < (d.at, d.seq),
-                (h, d) => h.is_some() || d.is_none(),
+            let heap = self.heap.peek().map(|h| (h.at, h.seq));
+            let draining = self.draining.get(self.drained).map(|d| (d.at, d.seq));
+            let from_heap = match (heap, draining) {
+                (Some(h), Some(d)) => h < d,
+                (h, _) => h.is_some(),
             };
-            let at = match from_heap {
-                true => self.heap.peek().map(|h| h.at),
-                false => self.draining.get(self.drained).map(|d| d.at),
-            };
-            if let Some(at) = at.filter(|&at| at < reach.min(next_far)) {
+            let first = if from_heap { heap } else { draining };
+            if let Some((at, _)) = first.filter(|&(at, _)| at < reach.min(next_far)) {
                 let item = match from_heap {
                     true => self.heap.pop().expect("peeked").item,
                     false => {
