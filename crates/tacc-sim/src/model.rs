@@ -1127,6 +1127,15 @@ impl Model {
     /// (`Port::plain_far_end`), once the mechanism and the scripted rules are in place: a
     /// switch's table gets rules only from the script or from a controller app.
     pub(crate) fn mark_plain_far_ends(&mut self) {
+        let plain = self.plain_switches();
+        for p in &mut self.ports {
+            p.plain_far_end = matches!(p.to(), NodeRef::Switch(s) if plain[s as usize]);
+        }
+    }
+
+    /// Which switches forward by their routing table alone: no hook, and no flow table
+    /// that can ever hold a rule (from the script or from a controller app).
+    pub(crate) fn plain_switches(&self) -> Vec<bool> {
         let mut plain: Vec<bool> = self
             .switch_mech
             .iter()
@@ -1138,9 +1147,7 @@ impl Model {
         for &(sw, _, _) in &self.pending_rules {
             plain[sw as usize] = false;
         }
-        for p in &mut self.ports {
-            p.plain_far_end = matches!(p.to(), NodeRef::Switch(s) if plain[s as usize]);
-        }
+        plain
     }
 
     /// The output port switch `s` forwards `p` to by routing (ECMP by 5-tuple hash).

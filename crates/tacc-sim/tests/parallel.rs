@@ -248,3 +248,49 @@ fn a_fabric_of_1024_hosts_is_split_in_two_unless_asked_otherwise() {
     let asked = files(&k16, 2, Some(8));
     assert_eq!(partitions(&asked)["count"], 8);
 }
+
+/// A core switch that forwards by its table alone runs each port with the pod it feeds: a
+/// packet between pods of two partitions crosses once, into its destination's partition,
+/// never through a third, and one between pods of the same partition never crosses.
+#[test]
+fn a_packet_between_pods_crosses_once_into_its_destinations_partition() {
+    // Pods 0 and 1 to pods 3 and 2 (h{4i}..h{4i+3} in pod i), one flow per host, on every
+    // core by ECMP.
+    let flows = |dst: &dyn Fn(usize) -> usize| -> String {
+        (0..8)
+            .map(|i| {
+                format!(
+                    "[[flows]]\nname = \"f{i}\"\nsrc = \"h{i}\"\ndst = \"h{}\"\n\
+                     bytes = \"300KB\"\n",
+                    dst(i)
+                )
+            })
+            .collect()
+    };
+    let mail_and_sent = |text: &str, partitions| {
+        let files = files(text, 2, Some(partitions));
+        let summary: serde_json::Value = serde_json::from_str(&files["summary.json"]).unwrap();
+        let all = &summary["partitions"]["critical_events"][0];
+        assert_eq!(all["cores"], 1);
+        let c = &summary["conservation"];
+        let sent = c["sent"].as_u64().unwrap();
+        (
+            all["mail"].as_u64().unwrap(),
+            sent,
+            c["dropped"].as_u64().unwrap(),
+        )
+    };
+    // 4 partitions, one per pod: every packet (data, ACKs, handshakes) crosses once, unless
+    // it is dropped on the way.
+    let (mail, sent, dropped) = mail_and_sent(&fat_tree(0.0, &flows(&|i| 15 - i)), 4);
+    assert!(sent > 8 * 300_000 / 1500, "{sent} packets sent");
+    assert!(
+        mail <= sent && mail + dropped >= sent,
+        "{mail} crossings for {sent} packets, {dropped} dropped"
+    );
+    // 2 partitions, pods 0 and 1 in the first: from pod 0 to pod 1 through the cores, no
+    // packet crosses.
+    let (mail, sent, _) = mail_and_sent(&fat_tree(0.0, &flows(&|i| (i + 4) % 8)), 2);
+    assert!(sent > 8 * 300_000 / 1500, "{sent} packets sent");
+    assert_eq!(mail, 0, "{mail} crossings within a partition's pods");
+}

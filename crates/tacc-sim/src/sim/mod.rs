@@ -136,11 +136,13 @@ pub enum Cargo {
     Epoch(u32),
 }
 
-/// One partition's place in a partitioned run: each port's far end's partition, and the
-/// packets bound for each partition since the window began.
+/// One partition's place in a partitioned run: each port's far end's partition, the
+/// partition that runs each port (`Partitioning::of_port`), and the packets bound for each
+/// partition since the window began.
 pub struct Split {
     pub part: u16,
     pub far: Arc<Vec<u16>>,
+    pub of_port: Arc<Vec<u16>>,
     pub outbox: Vec<Vec<Mail>>,
 }
 

@@ -109,7 +109,11 @@ impl Sim {
         }
         let route = plain_switch.and_then(|s| self.m.route(s, self.pkts.get(id)));
         if let Some(split) = self.split.as_deref_mut() {
-            let to = split.far[port as usize];
+            // A packet routed as it leaves goes to its output port's partition.
+            let to = match route {
+                Some(out) => split.of_port[out as usize],
+                None => split.far[port as usize],
+            };
             if to != split.part {
                 let (port, forward) = route.map_or((port, false), |out| (out, true));
                 let pkt = self.pkts.get(id).clone();
