@@ -136,6 +136,37 @@ impl Sim {
         }
     }
 
+    /// The last step for an arrival at a host, one event before it, from the lines
+    /// `prefetch_endpoint` brought in: an ACK's oldest segment records, which it takes off,
+    /// and where its sender records the segments it lets out, in a buffer of their own; and
+    /// the head entry of the NIC queue that the reply joins, settled first.
+    #[inline]
+    pub(super) fn prefetch_host(&self, kind: EvKind) {
+        let EvKind::Arrive(port, id) = kind else {
+            return;
+        };
+        let Some((NodeRef::Host(_), pkt)) = self.arrival(port, id) else {
+            return;
+        };
+        let Some(slot) = self.m.eps.get(pkt.dst_ep as usize) else {
+            return;
+        };
+        if let (0, EpKind::Tcp(t)) = (pkt.payload(), &slot.kind) {
+            if let Some((oldest, newest)) = t.oldest_sent() {
+                // Two records of 32 bytes, across a line's end or not: a delayed ACK's.
+                prefetch(oldest);
+                prefetch(oldest.wrapping_add(63));
+                prefetch(newest.wrapping_add(32));
+            }
+        }
+        if let Some(v) = slot.vnic_in_nic() {
+            let nic = self.m.ports.get(v.nic as usize);
+            if let Some(head) = nic.and_then(|p| p.queue.head_addr()) {
+                prefetch(head);
+            }
+        }
+    }
+
     /// The lines of a port a packet's admission and transmission read and write (see `Port`).
     #[inline]
     pub(super) fn prefetch_port(&self, port: u32) {

@@ -391,6 +391,13 @@ impl TcpEndpoint {
     /// the congestion control's NewReno and DCTCP state included).
     pub(crate) const SENDER_LINES: usize = 7;
 
+    /// Where the oldest segment record not yet acknowledged lies, and the newest, for a
+    /// prefetch.
+    pub(crate) fn oldest_sent(&self) -> Option<(*const u8, *const u8)> {
+        let ptr = |s: &Seg| std::ptr::from_ref(s).cast();
+        Some((ptr(self.segs.front()?), ptr(self.segs.back()?)))
+    }
+
     fn new(
         cfg: Arc<TcpConfig>,
         state: State,
