@@ -8,10 +8,10 @@
 //! the world ([`Model`]) with its own event queue, packet arena and random stream, and only
 //! its own hosts', switches' and ports' events. A packet leaving for another partition's
 //! node or port goes there by value ([`Mail`]) and arrives no sooner than the lookahead:
-//! the least delay plus serialization of a link between two partitions. So every partition runs the
-//! window [T, T + lookahead) alone; then each takes its mail, in the order of the partitions
-//! that sent it and of their sending, and the next window starts at the earliest event
-//! left. What a partition does is a function of its own events and its mail, and both are
+//! the least delay plus serialization of a link between two partitions. So every partition
+//! runs the window [T, T + lookahead) alone; then each takes its mail, in the order of the
+//! partitions that sent it and of their sending, and the next window starts at the earliest
+//! event left. What a partition does is a function of its own events and its mail, and both are
 //! the same whichever thread runs it, and with however many threads: a run of 1, 2 or N
 //! threads writes the same files.
 //!

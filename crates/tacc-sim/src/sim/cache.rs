@@ -4,7 +4,7 @@
 //! `EpSlot`, `TcpEndpoint`'s hot lines, `fifo`), each `repr(C)` with its fields in the order
 //! an event reads them.
 
-use crate::model::{EpKind, Model, Port, IP_BASE};
+use crate::model::{EpKind, EpSlot, Model, Port, IP_BASE};
 use crate::packet::{Packet, PktId};
 use crate::topology::NodeRef;
 
@@ -101,38 +101,45 @@ impl Sim {
         ))
     }
 
-    /// The last step for an arrival at a host, from the slot `prefetch_next` brought in: the
+    /// An arrival at a host: its packet and its endpoint's slot, if they exist.
+    #[inline]
+    fn host_arrival(&self, kind: EvKind) -> Option<(&Packet, &EpSlot)> {
+        let EvKind::Arrive(port, id) = kind else {
+            return None;
+        };
+        let (NodeRef::Host(_), pkt) = self.arrival(port, id)? else {
+            return None;
+        };
+        Some((pkt, self.m.eps.get(pkt.dst_ep as usize)?))
+    }
+
+    /// The third step for an arrival at a host, from the slot `prefetch_next` brought in: the
     /// lines of its TCP endpoint that the segment's processing reads, and its NIC's (the
     /// reply's queue).
     #[inline]
     pub(super) fn prefetch_endpoint(&self, kind: EvKind) {
-        let EvKind::Arrive(port, id) = kind else {
+        let Some((pkt, slot)) = self.host_arrival(kind) else {
             return;
         };
-        let Some((to, pkt)) = self.arrival(port, id) else {
-            return;
-        };
-        if let (NodeRef::Host(_), Some(slot)) = (to, self.m.eps.get(pkt.dst_ep as usize)) {
-            if let EpKind::Tcp(t) = &slot.kind {
-                use crate::tcp::TcpEndpoint;
-                let lines = if pkt.payload() > 0 {
-                    // New bytes are credited to the flow's record (`Sim::credit`): one of
-                    // thousands, long out of the cache on a large fabric. Its first line
-                    // holds what a credit reads.
-                    prefetch(self.m.flows.as_ptr().wrapping_add(slot.flow as usize));
-                    TcpEndpoint::RECEIVER_LINES
-                } else {
-                    TcpEndpoint::SENDER_LINES
-                };
-                let t = std::ptr::from_ref::<TcpEndpoint>(t).cast::<u8>();
-                for line in 0..lines {
-                    prefetch(t.wrapping_add(line * 64));
-                }
+        if let EpKind::Tcp(t) = &slot.kind {
+            use crate::tcp::TcpEndpoint;
+            let lines = if pkt.payload() > 0 {
+                // New bytes are credited to the flow's record (`Sim::credit`): one of
+                // thousands, long out of the cache on a large fabric. Its first line holds
+                // what a credit reads.
+                prefetch(self.m.flows.as_ptr().wrapping_add(slot.flow as usize));
+                TcpEndpoint::RECEIVER_LINES
+            } else {
+                TcpEndpoint::SENDER_LINES
+            };
+            let t = std::ptr::from_ref::<TcpEndpoint>(t).cast::<u8>();
+            for line in 0..lines {
+                prefetch(t.wrapping_add(line * 64));
             }
-            // What it sends in reply joins its NIC's queue.
-            if let Some(v) = slot.vnic_in_nic() {
-                self.prefetch_port(v.nic);
-            }
+        }
+        // What it sends in reply joins its NIC's queue.
+        if let Some(v) = slot.vnic_in_nic() {
+            self.prefetch_port(v.nic);
         }
     }
 
@@ -142,17 +149,11 @@ impl Sim {
     /// the head entry of the NIC queue that the reply joins, settled first.
     #[inline]
     pub(super) fn prefetch_host(&self, kind: EvKind) {
-        let EvKind::Arrive(port, id) = kind else {
-            return;
-        };
-        let Some((NodeRef::Host(_), pkt)) = self.arrival(port, id) else {
-            return;
-        };
-        let Some(slot) = self.m.eps.get(pkt.dst_ep as usize) else {
+        let Some((pkt, slot)) = self.host_arrival(kind) else {
             return;
         };
         if let (0, EpKind::Tcp(t)) = (pkt.payload(), &slot.kind) {
-            if let Some((oldest, newest)) = t.oldest_sent() {
+            if let Some((oldest, newest)) = t.sent_ends() {
                 // Two records of 32 bytes, across a line's end or not: a delayed ACK's.
                 prefetch(oldest);
                 prefetch(oldest.wrapping_add(63));

@@ -391,9 +391,9 @@ impl TcpEndpoint {
     /// the congestion control's NewReno and DCTCP state included).
     pub(crate) const SENDER_LINES: usize = 7;
 
-    /// Where the oldest segment record not yet acknowledged lies, and the newest, for a
+    /// Where the oldest and the newest segment records not yet acknowledged lie, for a
     /// prefetch.
-    pub(crate) fn oldest_sent(&self) -> Option<(*const u8, *const u8)> {
+    pub(crate) fn sent_ends(&self) -> Option<(*const u8, *const u8)> {
         let ptr = |s: &Seg| std::ptr::from_ref(s).cast();
         Some((ptr(self.segs.front()?), ptr(self.segs.back()?)))
     }
