@@ -15,7 +15,7 @@ $(VENV)/bin/python:
 # The engine is built profile-guided (tools/pgo-profile.sh), trained again only when the
 # engine or the training scenarios change.
 PGO := target/pgo/trained
-$(PGO): tools/pgo-profile.sh $(shell find crates -name '*.rs' -o -name 'Cargo.toml') Cargo.lock python/tacc/scenarios/default.toml python/tacc/scenarios/papers/*.toml
+$(PGO): tools/pgo-profile.sh $(shell find crates -name '*.rs' -o -name 'Cargo.toml') Cargo.lock python/tacc/scenarios/*.toml python/tacc/scenarios/papers/*.toml
 	tools/pgo-profile.sh
 
 # System packages of the testbed (clang must be there before the engine is built).

@@ -55,14 +55,21 @@ fi
 CARGO_ENCODED_RUSTFLAGS=$(encoded "-Cprofile-generate=$out/raw") CARGO_TARGET_DIR=target/pgo-gen \
     cargo build --release --quiet --example run_scenario
 runner=target/pgo-gen/release/examples/run_scenario
-# file, simulated duration (past the scenario's last flow start), then --set overrides:
-# every mechanism and transport, a few seconds of instrumented runs in all. The 288-server
-# tree also runs with 40 racks, whose ports outgrow a core's L2 cache: a large fabric's
-# path (prefetching, huge pages) is otherwise laid out as cold, and k = 16 ran 1.12x the
-# plain build's time.
+# file, simulated duration (past the scenario's last flow start), then --set overrides and
+# the runner's own options (`--name=value`): every mechanism and transport, a few seconds of
+# instrumented runs in all. The 288-server tree also runs with 40 racks, whose ports outgrow
+# a core's L2 cache: a large fabric's path (prefetching, huge pages) is otherwise laid out as
+# cold, and k = 16 ran 1.12x the plain build's time. The fat tree runs in two partitions, as
+# a fabric of 1,024 hosts does by default: untrained, the partitioned loop was laid out as
+# cold (its events dispatched out of line), and k = 32 on two threads ran slower for it.
 while read -r file duration sets; do
     args=()
-    for s in $sets; do args+=(--set "$s"); done
+    for s in $sets; do
+        case $s in
+            --*=*) args+=("${s%%=*}" "${s#*=}") ;;
+            *) args+=(--set "$s") ;;
+        esac
+    done
     if ! msg=$("$runner" "$file" "$out/run" --set "duration=$duration" "${args[@]}" 2>&1); then
         echo "tools/pgo-profile.sh: training run $file $sets failed: $msg" >&2
         exit 1
@@ -81,6 +88,7 @@ python/tacc/scenarios/papers/sicc_tree144.toml 1s
 python/tacc/scenarios/papers/sicc_tree288.toml 0.6s topology.racks=40
 python/tacc/scenarios/papers/sdnecn_topo1.toml 10s mechanism={kind="sdn-ecn"}
 python/tacc/scenarios/papers/sdnecn_multihop.toml 7s mechanism={kind="sdn-ecn"}
+python/tacc/scenarios/fattree.toml 40ms topology.k=16 --partitions=2 --threads=1
 LIST
 rm -rf "$out/run"
 "$profdata" merge -o "$out/tacc.profdata" "$out/raw"

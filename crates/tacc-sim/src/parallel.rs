@@ -7,7 +7,7 @@
 //! alone, each of its ports with the node it feeds). Each partition runs its own copy of
 //! the world ([`Model`]) with its own event queue, packet arena and random stream, and only
 //! its own hosts', switches' and ports' events. A packet leaving for another partition's
-//! node or port goes there by value ([`Mail`]) and arrives no sooner than the lookahead:
+//! node or port goes there by value ([`Outbox`]) and arrives no sooner than the lookahead:
 //! the least delay plus serialization of a link between two partitions. So every partition
 //! runs the window [T, T + lookahead) alone; then each takes its mail, in the order of the
 //! partitions that sent it and of their sending, and the next window starts at the earliest
@@ -33,7 +33,7 @@ use crate::output::Recorded;
 use crate::packet::MIN_PACKET;
 use crate::rules::Forward;
 use crate::scenario::Loaded;
-use crate::sim::{Mail, Sim, Split};
+use crate::sim::{Outbox, Sim, Split};
 use crate::tcp::TcpEndpoint;
 use crate::topology::NodeRef;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -384,7 +384,7 @@ impl Drop for BreakOnPanic<'_> {
 /// a window, read by the receiver before the next) and which senders left each partition
 /// mail (a bit each).
 struct Exchange {
-    mail: Vec<Mutex<Vec<Mail>>>,
+    mail: Vec<Mutex<Outbox>>,
     sent_to: Vec<AtomicU64>,
     /// Each partition's events in the window just run, and the mail it then took.
     window_events: Vec<AtomicU64>,
@@ -453,7 +453,7 @@ impl WindowCost {
 }
 
 impl Exchange {
-    fn slot(&self, from: u16, to: u16) -> &Mutex<Vec<Mail>> {
+    fn slot(&self, from: u16, to: u16) -> &Mutex<Outbox> {
         &self.mail[from as usize * self.count + to as usize]
     }
 }
@@ -486,7 +486,7 @@ pub fn run(
                 part: id as u16,
                 far: far.clone(),
                 of_port: parts.of_port.clone(),
-                outbox: (0..count).map(|_| Vec::new()).collect(),
+                outbox: (0..count).map(|_| Outbox::default()).collect(),
             };
             Sim::partition(m, Some(Box::new(split)))
         })
@@ -494,7 +494,9 @@ pub fn run(
     let end = sims[0].m.duration;
     let threads = threads.clamp(1, count);
     let exchange = Exchange {
-        mail: (0..count * count).map(|_| Mutex::new(Vec::new())).collect(),
+        mail: (0..count * count)
+            .map(|_| Mutex::new(Outbox::default()))
+            .collect(),
         sent_to: (0..count).map(|_| AtomicU64::new(0)).collect(),
         window_events: (0..count).map(|_| AtomicU64::new(0)).collect(),
         window_mail: (0..count).map(|_| AtomicU64::new(0)).collect(),
@@ -609,7 +611,7 @@ fn windows(
                 }
                 // What makes the windows sound: a broken lookahead would deliver the past.
                 assert!(
-                    outbox.iter().all(|m| m.at > last),
+                    outbox.all_after(last),
                     "a packet crossed within the lookahead"
                 );
                 let mut slot = x
@@ -635,9 +637,7 @@ fn windows(
                 senders &= senders - 1;
                 let mut slot = x.slot(from, to).lock().expect("no thread panicked");
                 taken += slot.len() as u64;
-                for m in slot.drain(..) {
-                    s.receive(m);
-                }
+                s.receive(&mut slot);
             }
             x.window_mail[to as usize].store(taken, Ordering::Relaxed);
         }

@@ -115,20 +115,57 @@ impl From<Ev> for EvKind {
     }
 }
 
-/// What goes to another partition of a partitioned run (`crate::parallel`), due at `at`.
-pub struct Mail {
-    pub at: u64,
-    pub cargo: Cargo,
+/// What one partition sends another during a window (`crate::parallel`), in the order
+/// sent. A crossing packet is kept by value in one array and its arrival in another, so that
+/// it is its own line and a quarter of another: as a 192-byte `Mail` each packet took three
+/// lines, written by one thread and read by the other, a cache-to-cache transfer each.
+#[derive(Default)]
+pub struct Outbox {
+    arrivals: Vec<Crossing>,
+    pkts: Vec<Packet>,
+    /// Control messages and epochs, each with the count of packets sent before it.
+    others: Vec<(usize, Mail)>,
 }
 
-pub enum Cargo {
-    /// A packet's arrival at the far end of `port` (with `forward`, a `Forward` to output
-    /// port `port`), by value.
-    Packet {
-        port: u32,
-        forward: bool,
-        pkt: Packet,
-    },
+/// A packet's arrival at the far end of `port` at `at` (with `forward`, a `Forward` to
+/// output port `port`).
+struct Crossing {
+    at: u64,
+    port: u32,
+    forward: bool,
+}
+
+impl Outbox {
+    pub fn len(&self) -> usize {
+        self.pkts.len() + self.others.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether everything in it is due after `t`.
+    pub fn all_after(&self, t: u64) -> bool {
+        self.arrivals.iter().all(|a| a.at > t) && self.others.iter().all(|(_, m)| m.at > t)
+    }
+
+    fn push_packet(&mut self, at: u64, port: u32, forward: bool, pkt: Packet) {
+        self.arrivals.push(Crossing { at, port, forward });
+        self.pkts.push(pkt);
+    }
+
+    fn push(&mut self, mail: Mail) {
+        self.others.push((self.pkts.len(), mail));
+    }
+}
+
+/// A control message or an epoch for another partition, due at `at`.
+pub struct Mail {
+    at: u64,
+    cargo: Cargo,
+}
+
+enum Cargo {
     /// A control message, at the switch, host or controller it is for.
     Control(tacc_mech::control::ControlMessage),
     /// The next epoch of partition-aggregate application `app` (without an interval), whose
@@ -143,7 +180,7 @@ pub struct Split {
     pub part: u16,
     pub far: Arc<Vec<u16>>,
     pub of_port: Arc<Vec<u16>>,
-    pub outbox: Vec<Vec<Mail>>,
+    pub outbox: Vec<Outbox>,
 }
 
 pub struct Sim {
@@ -279,16 +316,28 @@ impl Sim {
         self.queue.next_at()
     }
 
-    /// A packet or a control message from another partition (`Mail`).
-    pub fn receive(&mut self, mail: Mail) {
-        let kind = match mail.cargo {
-            Cargo::Packet { port, forward, pkt } => {
-                let id = self.pkts.alloc(pkt);
-                match forward {
-                    true => EvKind::Forward(port, id),
-                    false => EvKind::Arrive(port, id),
-                }
+    /// Everything another partition sent this one in a window, in the order sent; leaves
+    /// `mail` empty, its arrays' room kept for the sender's next window.
+    pub fn receive(&mut self, mail: &mut Outbox) {
+        let mut others = mail.others.drain(..).peekable();
+        for (i, (a, pkt)) in mail.arrivals.drain(..).zip(mail.pkts.drain(..)).enumerate() {
+            while let Some((_, m)) = others.next_if(|(before, _)| *before == i) {
+                self.receive_mail(m);
             }
+            let id = self.pkts.alloc(pkt);
+            let kind = match a.forward {
+                true => EvKind::Forward(a.port, id),
+                false => EvKind::Arrive(a.port, id),
+            };
+            self.schedule(a.at, kind);
+        }
+        for (_, m) in others {
+            self.receive_mail(m);
+        }
+    }
+
+    fn receive_mail(&mut self, mail: Mail) {
+        let kind = match mail.cargo {
             Cargo::Control(m) => {
                 self.m.control.arrive(mail.at, m);
                 EvKind::CtrlDeliver
@@ -436,5 +485,61 @@ mod tests {
         for kind in kinds {
             assert_eq!(EvKind::from(Ev::from(kind)), kind);
         }
+    }
+
+    #[test]
+    fn mail_is_taken_in_the_order_it_was_sent() {
+        let text = "name = \"d\"\nduration = \"1ms\"\n[topology]\nkind = \"dumbbell\"\n\
+                    senders = 1\nreceivers = 1\nlink_rate = \"1Gbps\"\nlink_delay = \"1us\"\n\
+                    [[flows]]\nname = \"f\"\nsrc = \"s0\"\ndst = \"r0\"\nstart = \"0.5ms\"\n";
+        let p = crate::load(text, "d.toml", &[], None).expect("a valid scenario");
+        let mut s = Sim::new(p.model);
+        let at = 5_000;
+        let pkt = |len| Packet::new(0, 1, 6, len);
+        let mut mail = Outbox::default();
+        mail.push(Mail {
+            at,
+            cargo: Cargo::Epoch(7),
+        });
+        mail.push_packet(at, 2, false, pkt(100));
+        mail.push(Mail {
+            at,
+            cargo: Cargo::Epoch(8),
+        });
+        mail.push(Mail {
+            at,
+            cargo: Cargo::Epoch(9),
+        });
+        mail.push_packet(at, 3, true, pkt(200));
+        mail.push_packet(at, 1, false, pkt(300));
+        mail.push(Mail {
+            at,
+            cargo: Cargo::Epoch(10),
+        });
+        assert_eq!(mail.len(), 7);
+        assert!(mail.all_after(at - 1) && !mail.all_after(at));
+        s.receive(&mut mail);
+        assert!(mail.is_empty());
+        let mut got = Vec::new();
+        while let Some((t, ev)) = s.queue.pop_until(at) {
+            if t == at {
+                got.push(match EvKind::from(ev) {
+                    EvKind::Arrive(port, id) => format!("arrive {port} {}", s.pkts.get(id).len),
+                    EvKind::Forward(port, id) => format!("forward {port} {}", s.pkts.get(id).len),
+                    EvKind::IncastEpoch(a) => format!("epoch {a}"),
+                    other => format!("{other:?}"),
+                });
+            }
+        }
+        let sent = [
+            "epoch 7",
+            "arrive 2 100",
+            "epoch 8",
+            "epoch 9",
+            "forward 3 200",
+            "arrive 1 300",
+            "epoch 10",
+        ];
+        assert_eq!(got, sent);
     }
 }

@@ -118,8 +118,7 @@ impl Sim {
                 let (port, forward) = route.map_or((port, false), |out| (out, true));
                 let pkt = self.pkts.get(id).clone();
                 self.pkts.free(id);
-                let cargo = super::Cargo::Packet { port, forward, pkt };
-                split.outbox[to as usize].push(super::Mail { at, cargo });
+                split.outbox[to as usize].push_packet(at, port, forward, pkt);
                 return;
             }
         }
