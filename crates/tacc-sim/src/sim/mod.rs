@@ -160,7 +160,7 @@ impl Outbox {
 }
 
 /// A control message or an epoch for another partition, due at `at`.
-pub struct Mail {
+struct Mail {
     at: u64,
     cargo: Cargo,
 }
