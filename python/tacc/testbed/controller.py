@@ -93,6 +93,7 @@ class Counts:
         self.events: dict[str, int] = saved.get("events", {})
         self.starts = saved.get("starts", 0) + 1
         self.latency_s = 0.0
+        self.writes = 0
 
     def add(self, kind: str, size: int) -> None:
         self.messages[kind] = self.messages.get(kind, 0) + 1
@@ -102,7 +103,10 @@ class Counts:
         self.events[kind] = self.events.get(kind, 0) + n
 
     def write(self, status: dict[str, Any] | None = None) -> None:
-        tmp = self.path.with_suffix(".tmp")
+        # A file of its own for each write: two writes into one temporary file (the counts
+        # loop's and the exit's) once left the first's tail behind the second's JSON.
+        self.writes += 1
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{self.writes}")
         tmp.write_text(json.dumps({"messages": self.messages, "bytes": self.bytes,
                                    "events": self.events, "starts": self.starts,
                                    "latency_s": self.latency_s, **(status or {})}),
