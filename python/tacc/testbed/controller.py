@@ -211,6 +211,8 @@ class Driver:
         """Every switch is ready: the hosts' agents hear from this controller now."""
         self.hosts.take_control()
         if not self.ready.exists():
+            # The status first: whoever waits for `ready` reads it next.
+            self.counts.write(self.status())
             self.ready.write_text("ready\n")
 
     # -------------------------------------------------------------------- events in
