@@ -8,8 +8,6 @@
 //! a JSON file for the run's summary.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 
@@ -23,6 +21,7 @@ use tacc_mech::wire::Ipv4Packet;
 use tacc_mech::Nanos;
 
 use crate::control::ControlSocket;
+use crate::records::Records;
 use crate::tc::{attach, load as load_programs, Htb};
 use crate::{
     default_scale, realtime, signal_ready, sleep_ns, take_map, wait_readable, Clock, Plan,
@@ -526,10 +525,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         (Some(_), None) => return Err("config: control needs control_key".into()),
         (None, _) => None,
     };
-    let mut out = BufWriter::new(
-        File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
-    );
-    writeln!(out, "time_s,vm,dst,rate_mbps").map_err(|e| e.to_string())?;
+    let records = Records::create(&cfg.out, "time_s,vm,dst,rate_mbps")?;
     signal_ready(&cfg.ready)?;
 
     let Some(shim) = shim else {
@@ -553,24 +549,25 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         let rates = driver.round(clock.at(elapsed), &clock, &mut maps, control.as_mut())?;
         // The samples are on the real clock, as the run's other records.
         if elapsed >= next_sample {
+            let mut lines = String::new();
             for &(vm, key, bps) in &rates {
                 let dst = names.get(&key).copied().unwrap_or("");
                 let vm = names.get(&vm).copied().unwrap_or("");
-                writeln!(
-                    out,
-                    "{},{vm},{dst},{}",
-                    elapsed as f64 / 1e9,
-                    bps as f64 / 1e6
-                )
-                .and_then(|_| out.flush())
-                .map_err(|e| e.to_string())?;
+                let (t, mbps) = (elapsed as f64 / 1e9, bps as f64 / 1e6);
+                lines.push_str(&format!("{t},{vm},{dst},{mbps}\n"));
+            }
+            if !lines.is_empty() {
+                records.append(lines)?;
             }
             next_sample = elapsed + cfg.sample_ns;
         }
         if let Some(path) = cfg.counts.as_deref().filter(|_| elapsed >= next_counts) {
             let counts = driver.counts(&maps, control.as_ref())?;
             if counts != written {
-                write_json(path, &counts)?;
+                records.replace(
+                    path,
+                    serde_json::to_string(&counts).map_err(|e| e.to_string())?,
+                )?;
                 written = counts;
             }
             next_counts = elapsed + COUNTS_EVERY_NS;
@@ -820,9 +817,16 @@ impl ShimDriver {
 
 /// Replaces a JSON file whole: a reader never sees half of it.
 pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
+    write_json_text(
+        path,
+        &serde_json::to_string(value).map_err(|e| e.to_string())?,
+    )
+}
+
+/// Replaces a file whole with `text`: a reader never sees half of it.
+pub(crate) fn write_json_text(path: &Path, text: &str) -> Result<(), String> {
     let tmp = path.with_extension("tmp");
-    let json = serde_json::to_string(value).map_err(|e| e.to_string())?;
-    std::fs::write(&tmp, json)
+    std::fs::write(&tmp, text)
         .and_then(|_| std::fs::rename(&tmp, path))
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

@@ -20,6 +20,7 @@ pub mod daemon;
 pub mod delay_line;
 pub mod host;
 mod metrics;
+mod records;
 pub mod switch;
 mod tc;
 #[cfg(test)]

@@ -6,8 +6,7 @@
 //! back into the map the ACK rewrite reads.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::File;
-use std::io::{BufWriter, ErrorKind, Write};
+use std::io::ErrorKind;
 use std::net::UdpSocket;
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::net::UnixDatagram;
@@ -24,6 +23,7 @@ use tacc_mech::units::Size;
 use tacc_mech::wire::{emit, Ipv4Fields, Ipv4Packet, TcpFields};
 
 use crate::channel::{constant_time_eq, mac, MAC_LEN, NONCE_LEN};
+use crate::records::Records;
 use crate::tc::{attach, load};
 use crate::{
     default_scale, ifindex, monotonic_ns, signal_ready, take_map, wait_readable, Clock, Plan,
@@ -373,14 +373,10 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         ports.push((ifx, port as u32, p.name.clone()));
         drains.insert(ifx, (p.rate_bps as f64 * cfg.rate_scale / 8.0) as u64);
     }
-    let mut out = BufWriter::new(
-        File::create(&cfg.out).map_err(|e| format!("cannot write {}: {e}", cfg.out.display()))?,
-    );
-    writeln!(
-        out,
-        "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,queue_bytes"
-    )
-    .map_err(|e| e.to_string())?;
+    let records = Records::create(
+        &cfg.out,
+        "time_s,port,tx_bytes,tx_pkts,marks,aqm_drops,queue_bytes",
+    )?;
     let stats = StatsSocket::open(&cfg)?;
     // The mechanism's hook in this switch, and the rules its controller installs.
     let (mut hook, rules): (Option<Hook>, Vec<FlowMod>) = match &plan.mechanism {
@@ -436,21 +432,20 @@ pub fn run(cfg: SwitchConfig) -> Result<(), String> {
         }
         // The samples are on the real clock, as the run's other records.
         if elapsed >= next_sample {
+            let mut lines = String::new();
             for (ifx, _, name) in &ports {
                 let s = state.get(ifx, 0).map_err(|e| format!("ports map: {e}"))?;
-                writeln!(
-                    out,
-                    "{},{name},{},{},{},{},{}",
+                lines.push_str(&format!(
+                    "{},{name},{},{},{},{},{}\n",
                     elapsed as f64 / 1e9,
                     s.tx_bytes,
                     s.tx_packets,
                     s.marks,
                     s.drops,
                     queue_now(&s, drains[ifx])
-                )
-                .map_err(|e| e.to_string())?;
+                ));
             }
-            out.flush().map_err(|e| e.to_string())?;
+            records.append(lines)?;
             next_sample = (elapsed / sample + 1) * sample;
         }
         let timer = hook
