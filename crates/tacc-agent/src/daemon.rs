@@ -24,10 +24,11 @@ use tacc_mech::wire::Ipv4Packet;
 
 use crate::channel::{Channel, ChannelConfig};
 use crate::host::{
-    flags, load_pinned, write_json, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver, F_LEARN,
-    F_SCRUB, F_SCRUB_EGRESS,
+    flags, load_pinned, FeedbackOut, Limiters, LinkSocket, Maps, ShimDriver, F_LEARN, F_SCRUB,
+    F_SCRUB_EGRESS,
 };
 use crate::metrics::{Exposition, Text};
+use crate::records::Records;
 use crate::tc::attach;
 use crate::{ifindex, Clock};
 
@@ -695,6 +696,8 @@ fn serve(
     let mut last_scan = 0;
     let mut unreadable = BTreeSet::new(); // bridges whose ports could not be listed
     let mut next_status = 0;
+    // Gone, its last status written, before the caller removes status.json.
+    let records = Records::without_csv();
     while !STOP.load(Ordering::SeqCst) {
         let now = clock.now();
         if now >= next_scan {
@@ -879,7 +882,10 @@ fn serve(
                     (Some(_), Some(_), true) => "open",
                 },
             };
-            write_json(&cfg.state_dir.join("status.json"), &status)?;
+            records.replace(
+                &cfg.state_dir.join("status.json"),
+                serde_json::to_string(&status).map_err(|e| e.to_string())?,
+            )?;
             next_status = now + STATUS_EVERY_NS;
         }
         let wait = driver.as_ref().map_or(IDLE_NS, |d| d.wait_ns(&clock));

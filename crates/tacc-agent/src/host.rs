@@ -815,14 +815,6 @@ impl ShimDriver {
     }
 }
 
-/// Replaces a JSON file whole: a reader never sees half of it.
-pub(crate) fn write_json(path: &Path, value: &impl serde::Serialize) -> Result<(), String> {
-    write_json_text(
-        path,
-        &serde_json::to_string(value).map_err(|e| e.to_string())?,
-    )
-}
-
 /// Replaces a file whole with `text`: a reader never sees half of it.
 pub(crate) fn write_json_text(path: &Path, text: &str) -> Result<(), String> {
     let tmp = path.with_extension("tmp");

@@ -1,8 +1,8 @@
-//! The files a testbed agent writes as it runs (its CSV of samples, its counts), written by a
-//! thread of their own. A write can wait on the file system: every agent of a testbed run
-//! once stopped for the same 640 ms, their control loops with them, while the machine's CPUs
-//! stayed 62% idle or more (HyGenICC's rates then fell to R_min after the new connections
-//! had come and gone). The loops hand their lines over and go on.
+//! The files an agent writes as it runs (a testbed agent's CSV of samples and counts, the
+//! daemon's status), written by a thread of their own. A write can wait on the file system:
+//! every agent of a testbed run once stopped for the same 640 ms, their control loops with
+//! them, while the machine's CPUs stayed 62% idle or more (HyGenICC's rates then fell to R_min
+//! after the new connections had come and gone). The loops hand their lines over and go on.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -20,7 +20,8 @@ enum Job {
     Replace(PathBuf, String),
 }
 
-/// The writing thread of one agent's files: a CSV it appends to, and files it replaces whole.
+/// The writing thread of one agent's files: a CSV it appends to (if any), and files it
+/// replaces whole.
 pub(crate) struct Records {
     jobs: Option<Sender<Job>>,
     /// The first write that failed; the agent stops on it at its next hand-over.
@@ -38,6 +39,15 @@ impl Records {
         writeln!(out, "{header}")
             .and_then(|_| out.flush())
             .map_err(|e| format!("cannot write {}: {e}", csv.display()))?;
+        Ok(Records::start(Some(out)))
+    }
+
+    /// The thread for files replaced whole alone.
+    pub(crate) fn without_csv() -> Records {
+        Records::start(None)
+    }
+
+    fn start(mut out: Option<BufWriter<File>>) -> Records {
         let (jobs, todo) = channel();
         let failed = Arc::new(Mutex::new(None));
         let failure = Arc::clone(&failed);
@@ -46,14 +56,14 @@ impl Records {
                 *failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
             }
         });
-        Ok(Records {
+        Records {
             jobs: Some(jobs),
             failed,
             thread: Some(thread),
-        })
+        }
     }
 
-    /// Appends `lines` (each ending in a newline) to the CSV.
+    /// Appends `lines` (each ending in a newline) to the CSV; an error where there is none.
     pub(crate) fn append(&self, lines: String) -> Result<(), String> {
         self.send(Job::Append(lines))
     }
@@ -90,19 +100,24 @@ impl Drop for Records {
 }
 
 /// Writes the jobs as they come, the CSV flushed whenever none is waiting.
-fn write_all(todo: &Receiver<Job>, out: &mut BufWriter<File>) -> Result<(), String> {
+fn write_all(todo: &Receiver<Job>, out: &mut Option<BufWriter<File>>) -> Result<(), String> {
     while let Ok(mut job) = todo.recv() {
         loop {
-            match job {
-                Job::Append(lines) => out.write_all(lines.as_bytes()).map_err(|e| e.to_string())?,
-                Job::Replace(path, text) => write_json_text(&path, &text)?,
+            match (job, out.as_mut()) {
+                (Job::Append(lines), Some(out)) => {
+                    out.write_all(lines.as_bytes()).map_err(|e| e.to_string())?
+                }
+                (Job::Append(_), None) => return Err("lines for a CSV the agent has not".into()),
+                (Job::Replace(path, text), _) => write_json_text(&path, &text)?,
             }
             match todo.try_recv() {
                 Ok(next) => job = next,
                 Err(_) => break,
             }
         }
-        out.flush().map_err(|e| e.to_string())?;
+        if let Some(out) = out {
+            out.flush().map_err(|e| e.to_string())?;
+        }
     }
     Ok(())
 }
@@ -130,6 +145,31 @@ mod tests {
         assert_eq!(lines[0], "time_s,rate");
         assert_eq!(lines[1000], "999,1998");
         assert_eq!(std::fs::read_to_string(&json).unwrap(), "{\"a\":2}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn without_a_csv_files_are_replaced_and_lines_refused() {
+        let dir = std::env::temp_dir().join(format!("tacc-records-none-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let status = dir.join("status.json");
+        {
+            let records = Records::without_csv();
+            records.replace(&status, "{\"up\":1}".into()).unwrap();
+            records.append("1\n".into()).unwrap(); // refused by the thread, reported later
+        }
+        assert_eq!(std::fs::read_to_string(&status).unwrap(), "{\"up\":1}");
+        let records = Records::without_csv();
+        records.append("1\n".into()).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while records.replace(&status, "{}".into()).is_ok() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "lines without a CSV accepted"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(records);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
