@@ -772,49 +772,6 @@ def test_the_cpu_is_sampled_each_second_while_the_runs_readings_wait(
     assert 0.0 <= cpu["idle_min"] <= cpu["idle_mean"] <= 1.0, cpu
 
 
-# Every core held at once for STALL_MS by processes above every one of the run's.
-STALLER = """
-import os, sys, time
-start, stall_ns = int(sys.argv[1]), int(sys.argv[2])
-cpus = sorted(os.sched_getaffinity(0))
-cpu, children = cpus[0], 0
-for other in cpus[1:]:
-    if os.fork() == 0:
-        cpu, children = other, 0
-        break
-    children += 1
-os.sched_setaffinity(0, {cpu})
-os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(90))
-time.sleep(max(0.0, (start - time.monotonic_ns()) / 1e9))
-while time.monotonic_ns() < start + stall_ns:
-    pass
-for _ in range(children):
-    os.wait()
-"""
-STALL_MS = 60
-
-
-@pytest.mark.testbed
-def test_a_stall_of_the_host_is_in_the_runs_cpu_record(testbed_machine: None,
-                                                       tmp_path: Path) -> None:
-    """A stall no process of the run caused (every core taken for 60 ms at 1.5 s) is in
-    summary.json's `testbed.cpu`: the sampling thread, woken every millisecond, woke late by
-    nearly the whole stall (the tick due just after it began waits for its end), and the
-    stolen share of the machine is a share."""
-
-    def stall(names: Names, workdir: Path, t0: int) -> None:
-        subprocess.run([sys.executable, "-c", STALLER, str(t0 + 1_500_000_000),
-                        str(STALL_MS * 1_000_000)], check=True)
-
-    out = tmp_path / "out"
-    run.run_testbed(DATA / "four-flows.toml", [("duration", '"3s"')],
-                    run.Options(out=out, quiet=True, during=stall))
-    cpu = read_summary(out)["testbed"]["cpu"]
-    assert cpu["late_max_ms"] >= STALL_MS / 2, cpu
-    assert 0.0 <= cpu["late_median_ms"] <= cpu["late_max_ms"], cpu
-    assert 0.0 <= cpu["steal_mean"] <= cpu["steal_max"] <= 1.0, cpu
-
-
 @pytest.mark.testbed
 @pytest.mark.parametrize(("sets", "delay_us", "scale"), [
     ([], 25.0, 0.1),

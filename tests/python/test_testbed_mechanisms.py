@@ -149,9 +149,7 @@ def test_hygenicc_gives_the_tagged_flow_the_share_the_simulators_linux_tcp_gets(
     alone = [goodput(out, "tagged", 6.5, 9.0) for out in dirs]
     seen = f"testbed {[round(b) for b in both]} Mb/s, simulator {expected:.0f}"
     assert abs(statistics.median(both) - expected) <= 50.0, seen
-    assert statistics.median(alone) >= 850.0, (
-        f"tagged alone {[round(a) for a in alone]} Mb/s; the host "
-        f"{[read_summary(out)['testbed']['cpu'] for out in dirs]}")
+    assert statistics.median(alone) >= 850.0, f"tagged alone {[round(a) for a in alone]} Mb/s"
 
 
 def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Path) -> None:
@@ -410,7 +408,7 @@ def test_rwndq_keeps_the_drop_tail_queue_short_and_the_flows_fair(testbed_machin
     run.run_testbed(FOUR_FLOWS, DROPTAIL, run.Options(out=plain, quiet=True))
     port, plain_port = bottleneck(out), bottleneck(plain)
     assert plain_port["dropped_overflow"] > 0, "plain TCP never filled the buffer"
-    assert port["dropped_overflow"] == 0, read_summary(out)["testbed"]["cpu"]
+    assert port["dropped_overflow"] == 0
     assert port["mean_backlog_pkts"] <= 25.0 < plain_port["mean_backlog_pkts"]
     s = shares(out)
     assert sum(s) >= 0.9 and jain(s) >= 0.99, s

@@ -53,45 +53,28 @@ class Measured:
     agent_hosts: list[dict[str, str]] = field(default_factory=list)
     agent_offset_s: float = 0.0
     checksum_errors: dict[str, dict[str, int]] = field(default_factory=dict)
-    # The machine's idle share of its CPU time in each second of the traffic, the share the
-    # hypervisor gave to something else (steal), and how late the sampling thread woke.
+    # The machine's idle share of its CPU time in each second of the traffic.
     cpu_idle: list[float] = field(default_factory=list)
-    cpu_steal: list[float] = field(default_factory=list)
-    cpu_late_ns: list[int] = field(default_factory=list)
 
 
-def cpu_times() -> tuple[int, int, int]:
-    """(idle, steal, total) CPU time of the whole machine so far, in ticks (/proc/stat): idle
-    with iowait; steal, the time a hypervisor ran something else on the machine's CPUs."""
+def cpu_times() -> tuple[int, int]:
+    """(idle, total) CPU time of the whole machine so far, in ticks (/proc/stat)."""
     with open("/proc/stat", encoding="ascii") as f:
         ticks = [int(x) for x in f.readline().split()[1:]]
-    return ticks[3] + ticks[4], ticks[7], sum(ticks)
+    return ticks[3] + ticks[4], sum(ticks)  # idle and iowait
 
 
-def cpu_summary(idle: list[float], steal: list[float], late_ns: list[int]) -> dict[str, Any]:
+def cpu_summary(idle: list[float]) -> dict[str, Any]:
     """summary.json's `testbed.cpu`: a testbed run shares the machine's cores among every
     host, switch and agent process; where none is left idle, packets wait for a core and the
-    run measures the machine as much as the network. Two readings say when the host itself
-    stalled the run, which the idle share cannot: the share of each second the hypervisor
-    took (`steal_mean`, `steal_max`; busy in the idle share), and how late a thread that
-    only the kernel's softirq threads precede woke at its millisecond ticks (`late_max_ms`,
-    and the median of each second's latest, `late_median_ms`). A stall of a few milliseconds
-    leaves a limiter's tokens unspent, and its queue then leaves as a burst that a switch
-    port marks."""
-    late = sorted(late_ns)
+    run measures the machine as much as the network."""
     return {"every_s": CPU_EVERY_S, "samples": len(idle),
             "idle_min": min(idle) if idle else None,
             "idle_mean": sum(idle) / len(idle) if idle else None,
-            "saturated_s": sum(1 for x in idle if x < SATURATED_IDLE) * CPU_EVERY_S,
-            "steal_mean": sum(steal) / len(steal) if steal else None,
-            "steal_max": max(steal) if steal else None,
-            "late_max_ms": late[-1] / 1e6 if late else None,
-            "late_median_ms": late[len(late) // 2] / 1e6 if late else None}
+            "saturated_s": sum(1 for x in idle if x < SATURATED_IDLE) * CPU_EVERY_S}
 
 
 CPU_EVERY_S = 1.0
-# The sampling thread wakes this often to time the host's stalls (about 1% of a core).
-STALL_TICK_S = 0.001
 # Below this idle share a second counts as saturated: on two cores the runs first measured
 # kept 14-48% idle in their least idle second where the machine kept up, and 0-0.5% in the
 # four-rack scenario on Open vSwitch, which did not. sdn-gcc-two-bottlenecks.toml at 50 Mb/s

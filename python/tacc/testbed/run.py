@@ -796,7 +796,7 @@ class _Run:
             "time_dilation": self.dilation,
             "base_rtt_us": rtts and rtts[0], "scenario_base_rtt_us": rtts and rtts[1],
             "stack_rtt_us": self.stack_rtt_us,
-            "cpu": collect.cpu_summary(m.cpu_idle, m.cpu_steal, m.cpu_late_ns),
+            "cpu": collect.cpu_summary(m.cpu_idle),
             "limiter": limiter_of(plan),
             "link_delays": self.options.link_delays,
             "not_emulated": [*(message for message, _ in self.departures),
@@ -898,23 +898,17 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
 
 
 def _sample_cpu(m: collect.Measured, t0: int, end: int) -> None:
-    """The machine's idle and stolen shares in each second from t0 to `end` (m.cpu_idle,
-    m.cpu_steal), and this thread's latest wake-up in each (m.cpu_late_ns), woken every
-    collect.STALL_TICK_S at shell.MEASUREMENT_PRIORITY."""
+    """The machine's idle share in each second from t0 to `end` (m.cpu_idle), in a thread
+    at shell.MEASUREMENT_PRIORITY."""
     shell.realtime(shell.MEASUREMENT_PRIORITY)
-    every, tick = round(collect.CPU_EVERY_S * 1e9), round(collect.STALL_TICK_S * 1e9)
-    last, due, at, worst = collect.cpu_times(), t0 + every, t0, 0
-    while due <= end:
-        at = min(due, max(at + tick, time.monotonic_ns()))  # ticks a stall missed are gone
+    every = round(collect.CPU_EVERY_S * 1e9)
+    last, at = collect.cpu_times(), t0 + every
+    while at <= end:
         _sleep_until(at)
-        worst = max(worst, time.monotonic_ns() - at)
-        if at == due:
-            cpu = collect.cpu_times()
-            if cpu[2] > last[2]:
-                m.cpu_idle.append((cpu[0] - last[0]) / (cpu[2] - last[2]))
-                m.cpu_steal.append((cpu[1] - last[1]) / (cpu[2] - last[2]))
-            m.cpu_late_ns.append(worst)
-            last, due, worst = cpu, due + every, 0
+        cpu = collect.cpu_times()
+        if cpu[1] > last[1]:
+            m.cpu_idle.append((cpu[0] - last[0]) / (cpu[1] - last[1]))
+        last, at = cpu, at + every
 
 
 def _sleep_until(when_ns: int) -> None:
