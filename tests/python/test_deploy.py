@@ -26,7 +26,7 @@ import pytest
 
 import tacc
 from tacc import _core
-from tacc.testbed import softirqs, topology
+from tacc.testbed import topology
 from tacc.testbed.topology import Names
 
 RATE_BPS = 100_000_000
@@ -357,22 +357,20 @@ class Fabric:
 
 def _built(tmp_path: Path, *, ovs: bool, **options: Any) -> Iterator[Fabric]:
     """The fabric built with its switch (a bridge and the switch agent, or OVS), taken down
-    after the test, with nothing left of it. Its links' softirqs run before its real-time
-    processes, as in a testbed run (tacc.testbed.softirqs)."""
+    after the test, with nothing left of it."""
     names = Names(secrets.token_hex(2))
     made = Fabric(names, tmp_path, ovs=ovs, **options)
-    with softirqs.ahead():
-        try:
-            made.build()
-            made.start_hypervisor_ovs()
-            if ovs:
-                made.start_ovs()
-            else:
-                made.start_switch_agent()
-            yield made
-        finally:
-            made.stop()
-            assert topology.teardown(names) == []
+    try:
+        made.build()
+        made.start_hypervisor_ovs()
+        if ovs:
+            made.start_ovs()
+        else:
+            made.start_switch_agent()
+        yield made
+    finally:
+        made.stop()
+        assert topology.teardown(names) == []
 
 
 @pytest.fixture

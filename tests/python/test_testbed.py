@@ -27,9 +27,7 @@ import tacc
 from tacc import cli, testbed
 from tacc.plot import plot_dir
 from tacc.summary import read_summary, summary_table
-from tacc.testbed import (
-    apps, collect, departures, features, plan as plans, run, shell, softirqs, topology,
-)
+from tacc.testbed import apps, collect, departures, features, plan as plans, run, topology
 from tacc.testbed.topology import Names
 
 DATA = Path(__file__).parent / "data"
@@ -805,14 +803,12 @@ def test_a_failing_run_leaves_nothing_behind(
     """The failure comes after the build, with a process left in a VM and an agent's BPF
     directory pinned: teardown removes them all."""
     seen: dict[str, Any] = {}
-    before = softirq_policies()
 
     def fail_after_build(_plan: dict[str, Any], names: Names, _scale: float) -> float:
         names.bpffs.mkdir()
         seen["names"] = names
         seen["stray"] = subprocess.Popen(["ip", "netns", "exec", names.vm(0), "sleep", "60"])
         seen["namespaces"] = topology.run_namespaces(names.prefix)
-        seen["softirqs"] = softirq_policies()
         raise failure
 
     monkeypatch.setattr(features, "agent_problems", lambda: [])
@@ -828,22 +824,6 @@ def test_a_failing_run_leaves_nothing_behind(
     assert not run._run_dir(names.run_id).exists()
     assert seen["stray"].wait(timeout=5) is not None
     assert not (tmp_path / "out").exists()
-    # The links' softirq threads ran ahead of the run's processes, and are back as they were.
-    assert_raised(seen["softirqs"], before)
-    assert softirq_policies() == before
-
-
-def softirq_policies() -> dict[int, tuple[int, int]]:
-    """Each ksoftirqd thread's scheduling policy and real-time priority."""
-    return {pid: (os.sched_getscheduler(pid), os.sched_getparam(pid).sched_priority)
-            for pid in softirqs._threads()}
-
-
-def assert_raised(now: dict[int, tuple[int, int]], before: dict[int, tuple[int, int]]) -> None:
-    """Every thread at normal priority `before` is `now` ahead of the run's processes."""
-    assert now and {pid: (os.SCHED_FIFO, shell.LINK_PRIORITY) if policy == os.SCHED_OTHER
-                    else (policy, priority)
-                    for pid, (policy, priority) in before.items()} == now
 
 
 @pytest.mark.testbed
@@ -857,31 +837,6 @@ def test_cleanup_removes_what_a_dead_run_left(testbed_machine: None,
 
     assert f"run {names.run_id}: 1 namespaces" in capsys.readouterr().out.splitlines()
     assert topology.run_namespaces(names.prefix) == [] and not names.bpffs.exists()
-
-
-@pytest.mark.testbed
-def test_cleanup_lowers_the_softirq_threads_a_killed_run_raised(
-        testbed_machine: None, capsys: pytest.CaptureFixture[str]) -> None:
-    """A run killed with SIGKILL leaves the softirq threads ahead of everything; cleanup
-    puts them back, and not while a run that holds them lives."""
-    before = softirq_policies()
-    holder = subprocess.Popen([sys.executable, "-c", "from tacc.testbed import softirqs; "
-                               "softirqs.hold(); print('held', flush=True); input()"],
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
-        assert_raised(softirq_policies(), before)
-        assert not softirqs.release_orphans()  # its holder lives
-        assert_raised(softirq_policies(), before)
-    finally:
-        holder.kill()
-        holder.wait()
-
-    assert cli.main(["testbed", "--cleanup"]) == 0
-
-    assert "the softirq threads' real-time priority" in capsys.readouterr().out.splitlines()
-    assert softirq_policies() == before
-    assert not softirqs.STATE.exists()
 
 
 @pytest.mark.testbed

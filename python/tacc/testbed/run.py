@@ -39,7 +39,7 @@ import tacc
 from tacc._progress import simulation_bar
 from tacc.testbed import (
     TestbedError, TestbedUnavailable, apps, collect, control, dctcp, features, ovs, shell,
-    softirqs, topology, traffic,
+    topology, traffic,
 )
 from tacc.testbed.departures import Departure, scenario_departures
 from tacc.testbed.plan import (
@@ -131,7 +131,7 @@ def run_plan(plan: Plan, options: Options, scenario_file: str = "",
     run = _Run(dilated(plan, dilation), options, names, workdir, departures, dilation)
     _RUNNING[workdir] = run
     try:
-        with _signals_raise(), softirqs.ahead() as run.softirqs:
+        with _signals_raise():
             return run.go(scenario_file, started)
     finally:
         del _RUNNING[workdir]
@@ -192,8 +192,6 @@ def cleanup() -> list[str]:
         if problems:
             raise TestbedError("\n".join(problems))
         removed.append("the BPF DCTCP (unregistered)")
-    if softirqs.release_orphans():
-        removed.append("the softirq threads' real-time priority")
     return removed
 
 
@@ -344,7 +342,6 @@ class _Run:
         self.switch_kind = "linux"  # or "ovs": resolve_switches
         self.controller_kind: str | None = None  # controller_kind
         self.captures: list[Child] = []  # tcpdump per port of output.pcap
-        self.softirqs: dict[str, Any] = {}  # softirqs.hold's record
 
     def say(self, text: str) -> None:
         if not self.options.quiet:
@@ -818,7 +815,6 @@ class _Run:
             # Impossible windows the kernel handed tacc's BPF DCTCP, repaired (dctcp.bpf.c).
             "bpf_dctcp_repairs": dctcp.repairs() if found.bpf_dctcp else None,
             "checksum_errors": m.checksum_errors,
-            "softirq_threads": self.softirqs,
             "failures": self.failures,
         }
 

@@ -87,9 +87,6 @@ MECHANISM_PRIORITY = 2
 # run's readings of the port counters (a `tc` process each) at this priority preempted Open
 # vSwitch's forwarding, and a full queue read 20 packets short.
 MEASUREMENT_PRIORITY = 3
-# The kernel's softirq threads, which carry every link's packets (tacc.testbed.softirqs),
-# before all of the run's processes.
-LINK_PRIORITY = 4
 FALLBACK_NICE = -10
 
 
