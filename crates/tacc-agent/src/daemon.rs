@@ -882,10 +882,7 @@ fn serve(
                     (Some(_), Some(_), true) => "open",
                 },
             };
-            records.replace(
-                &cfg.state_dir.join("status.json"),
-                serde_json::to_string(&status).map_err(|e| e.to_string())?,
-            )?;
+            records.replace_json(&cfg.state_dir.join("status.json"), &status)?;
             next_status = now + STATUS_EVERY_NS;
         }
         let wait = driver.as_ref().map_or(IDLE_NS, |d| d.wait_ns(&clock));

@@ -564,10 +564,7 @@ pub fn run(cfg: HostConfig) -> Result<(), String> {
         if let Some(path) = cfg.counts.as_deref().filter(|_| elapsed >= next_counts) {
             let counts = driver.counts(&maps, control.as_ref())?;
             if counts != written {
-                records.replace(
-                    path,
-                    serde_json::to_string(&counts).map_err(|e| e.to_string())?,
-                )?;
+                records.replace_json(path, &counts)?;
                 written = counts;
             }
             next_counts = elapsed + COUNTS_EVERY_NS;

@@ -73,6 +73,18 @@ impl Records {
         self.send(Job::Replace(path.to_path_buf(), text))
     }
 
+    /// Replaces `path` whole with `value` as JSON.
+    pub(crate) fn replace_json(
+        &self,
+        path: &Path,
+        value: &impl serde::Serialize,
+    ) -> Result<(), String> {
+        self.replace(
+            path,
+            serde_json::to_string(value).map_err(|e| e.to_string())?,
+        )
+    }
+
     fn send(&self, job: Job) -> Result<(), String> {
         if let Some(e) = self
             .failed
