@@ -216,6 +216,10 @@ def _testbed_lines(summary: dict[str, Any]) -> list[str]:
         lines.append(f"  CPU saturated: {cpu['saturated_s']:g}s of the traffic with under a "
                      f"tenth of it idle (least idle {100 * cpu['idle_min']:.0f}%): packets "
                      f"waited for a core, the results measure the machine as well as the network")
+    if cpu.get("softirq_wait_max_ms") is not None:
+        lines.append(f"  host: up to {100 * cpu['steal_max']:.1f}% of the CPU stolen and the "
+                     f"softirq threads waiting up to {cpu['softirq_wait_max_ms']:.0f}ms for "
+                     f"their core in a second (cpu.csv)")
     lines += [f"  failed: {failure}" for failure in tb.get("failures", [])]
     return lines
 

@@ -8,12 +8,14 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_compare import as_testbed_run
 
 from tacc import cli, reproduce, testbed
 from tacc.reproduce import on_testbed, runner
+from tacc.testbed import collect
 from tacc.results import at_scenario_rates, load
 
 # SDN-GCC's static per-VM limit at the fair share (Fig. 1-6's dumbbell, 3 variants): the
@@ -142,19 +144,26 @@ def test_the_testbeds_verdicts_stand_beside_the_simulators(
 def test_a_second_under_a_tenth_idle_counts_as_saturated_and_the_report_says_where(
         tmp_path: Path) -> None:
     from tacc.reproduce.report import _testbed_runs
-    from tacc.testbed.collect import cpu_summary
 
-    assert cpu_summary([0.40, 0.09, 0.0, 0.11]) == {
+    def idle_summary(idle: list[float]) -> dict[str, Any]:
+        return collect.cpu_summary([collect.CpuSecond(x, 0.0, 5.0) for x in idle])
+
+    assert idle_summary([0.40, 0.09, 0.0, 0.11]) == {
         "every_s": 1.0, "samples": 4, "idle_min": 0.0, "idle_mean": pytest.approx(0.15),
-        "saturated_s": 2.0}
-    assert cpu_summary([])["saturated_s"] == 0 and cpu_summary([])["samples"] == 0
+        "saturated_s": 2.0, "steal_max": 0.0, "softirq_wait_max_ms": 5.0}
+    assert idle_summary([])["saturated_s"] == 0 and idle_summary([])["samples"] == 0
+    # A kernel without scheduler statistics: the waits unknown, not zero.
+    unknown = [collect.CpuSecond(0.5, 0.02, None), collect.CpuSecond(0.3, 0.07, None)]
+    assert collect.cpu_summary(unknown) == {
+        "every_s": 1.0, "samples": 2, "idle_min": 0.3, "idle_mean": pytest.approx(0.4),
+        "saturated_s": 0.0, "steal_max": 0.07, "softirq_wait_max_ms": None}
     dirs: dict[str, list[Path]] = {}
     for variant, idle in (("tcp", [[0.3, 0.4], [0.2, 0.5]]), ("sicc", [[0.3, 0.01], [0.2]])):
         for i, seconds in enumerate(idle):
             d = tmp_path / f"{variant}-{i}"
             d.mkdir()
             (d / "summary.json").write_text(json.dumps(
-                {"testbed": {"rate_scale": 0.1, "cpu": cpu_summary(seconds)}}))
+                {"testbed": {"rate_scale": 0.1, "cpu": idle_summary(seconds)}}))
             dirs.setdefault(variant, []).append(d)
     text = _testbed_runs(on_testbed.Runs(on_testbed.Fit(reproduce.BY_ID[STATIC]), dirs))
     assert text == ("Testbed: 4 runs of 2 variant(s). The machine's CPU was saturated (under a "

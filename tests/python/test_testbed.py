@@ -9,6 +9,7 @@ unless TACC_REQUIRE_TESTBED=1, which makes them fail instead.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import secrets
@@ -27,7 +28,8 @@ import tacc
 from tacc import cli, testbed
 from tacc.plot import plot_dir
 from tacc.summary import read_summary, summary_table
-from tacc.testbed import apps, collect, departures, features, plan as plans, run, topology
+from tacc.testbed import (apps, collect, departures, features, plan as plans, run, shell,
+                          topology)
 from tacc.testbed.topology import Names
 
 DATA = Path(__file__).parent / "data"
@@ -768,6 +770,44 @@ def test_the_cpu_is_sampled_each_second_while_the_runs_readings_wait(
     cpu = read_summary(out)["testbed"]["cpu"]
     assert cpu["samples"] == 3, cpu
     assert 0.0 <= cpu["idle_min"] <= cpu["idle_mean"] <= 1.0, cpu
+    assert 0.0 <= cpu["steal_max"] <= 1.0, cpu
+    # A second holds 1000 ms of a core's time; its softirq thread waits for part of it.
+    assert 0.0 <= cpu["softirq_wait_max_ms"] <= 1000.0, cpu
+    with (out / "cpu.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["time_s"]) for r in rows] == [0.0, 1.0, 2.0]
+    assert max(float(r["softirq_wait_ms"]) for r in rows) == cpu["softirq_wait_max_ms"]
+
+
+@pytest.mark.testbed
+def test_a_thread_kept_from_its_core_reads_the_time_it_waited(testbed_machine: None) -> None:
+    """What cpu.csv's softirq_wait_ms reads of the kernel's softirq threads, read of a thread
+    of our own: pinned to core 0 behind a real-time process that holds that core for 300 ms,
+    it waits that long, and no longer than the whole span read."""
+    def on_core_0() -> None:
+        os.sched_setaffinity(0, {0})
+
+    def on_core_0_first() -> None:
+        on_core_0()
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(shell.APPLICATION_PRIORITY))
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs a second core for the test itself")
+    spin = [sys.executable, "-c", "import sys, time\nend = time.monotonic() + float(sys.argv[1])"
+            "\nwhile time.monotonic() < end: pass", "30"]
+    waiter = subprocess.Popen(spin, preexec_fn=on_core_0)
+    try:
+        time.sleep(0.2)
+        before, t0 = collect.run_delays([waiter.pid]), time.monotonic()
+        subprocess.run([*spin[:-1], "0.3"], preexec_fn=on_core_0_first, check=True, timeout=30)
+        after, span = collect.run_delays([waiter.pid]), time.monotonic() - t0
+    finally:
+        waiter.kill()
+        waiter.wait()
+    assert before and after, "the kernel keeps no scheduler statistics"
+    waited = (after[0] - before[0]) / 1e9
+    assert 0.3 <= waited <= span, f"waited {waited:.3f} s of {span:.3f} s"
+    assert len(collect.softirq_threads()) == os.cpu_count()
 
 
 @pytest.mark.testbed

@@ -29,7 +29,7 @@ import pytest
 
 import tacc
 from tacc.summary import read_summary
-from tacc.testbed import control, repeat, run, shell
+from tacc.testbed import collect, control, repeat, run, shell
 from tacc.testbed.control import ControlSender
 from tacc.testbed.topology import Names
 
@@ -92,7 +92,8 @@ def assert_tcp_held(out: Path, limit: float, start: float, end: float) -> None:
     tagged = next(f for f in read_summary(out)["flows"] if f["name"] == "tagged")
     seen = (f"TCP median {median:.1f}, mean {mean:.1f}, lowest bins "
             f"{[round(b) for b in bins[:3]]}, limit {limit:.1f}; "
-            f"{tagged['retransmits']} retransmits, {tagged['timeouts']} timeouts")
+            f"{tagged['retransmits']} retransmits, {tagged['timeouts']} timeouts; "
+            f"{collect.host_during(out, start, end)}")
     assert abs(median - limit) <= 0.03 * limit, seen
     assert 0.85 * limit <= mean <= 1.03 * limit, seen
 
@@ -110,7 +111,8 @@ def assert_udp_held(out: Path, limit: float, start: float, end: float,
         f"the UDP source offered {sent:.0f} Mb/s, not more than the {limit:.0f} Mb/s limit: "
         "this machine was too slow to load the limiter, which was therefore not tested")
     udp = goodput(out, "competitor", start, end)
-    assert (1 - below) * limit <= udp <= 1.03 * limit, f"UDP {udp:.1f}, limit {limit:.1f}"
+    assert (1 - below) * limit <= udp <= 1.03 * limit, (
+        f"UDP {udp:.1f}, limit {limit:.1f}; {collect.host_during(out, start, end)}")
 
 
 def test_without_a_mechanism_the_tagged_flow_starves(testbed_machine: None,
@@ -149,7 +151,9 @@ def test_hygenicc_gives_the_tagged_flow_the_share_the_simulators_linux_tcp_gets(
     alone = [goodput(out, "tagged", 6.5, 9.0) for out in dirs]
     seen = f"testbed {[round(b) for b in both]} Mb/s, simulator {expected:.0f}"
     assert abs(statistics.median(both) - expected) <= 50.0, seen
-    assert statistics.median(alone) >= 850.0, f"tagged alone {[round(a) for a in alone]} Mb/s"
+    assert statistics.median(alone) >= 850.0, (
+        f"tagged alone {[round(a) for a in alone]} Mb/s; "
+        + "; ".join(collect.host_during(out, 6.5, 9.0) for out in dirs))
 
 
 def test_static_limits_hold_within_3_percent(testbed_machine: None, tmp_path: Path) -> None:
@@ -408,7 +412,8 @@ def test_rwndq_keeps_the_drop_tail_queue_short_and_the_flows_fair(testbed_machin
     run.run_testbed(FOUR_FLOWS, DROPTAIL, run.Options(out=plain, quiet=True))
     port, plain_port = bottleneck(out), bottleneck(plain)
     assert plain_port["dropped_overflow"] > 0, "plain TCP never filled the buffer"
-    assert port["dropped_overflow"] == 0
+    host = collect.host_during(out, 0.0, read_summary(out)["sim_seconds"])
+    assert port["dropped_overflow"] == 0, f"{port['dropped_overflow']} drops; {host}"
     assert port["mean_backlog_pkts"] <= 25.0 < plain_port["mean_backlog_pkts"]
     s = shares(out)
     assert sum(s) >= 0.9 and jain(s) >= 0.99, s

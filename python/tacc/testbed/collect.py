@@ -53,25 +53,113 @@ class Measured:
     agent_hosts: list[dict[str, str]] = field(default_factory=list)
     agent_offset_s: float = 0.0
     checksum_errors: dict[str, dict[str, int]] = field(default_factory=dict)
-    # The machine's idle share of its CPU time in each second of the traffic.
-    cpu_idle: list[float] = field(default_factory=list)
+    # The machine in each second of the traffic.
+    cpu: list[CpuSecond] = field(default_factory=list)
 
 
-def cpu_times() -> tuple[int, int]:
-    """(idle, total) CPU time of the whole machine so far, in ticks (/proc/stat)."""
-    with open("/proc/stat", encoding="ascii") as f:
-        ticks = [int(x) for x in f.readline().split()[1:]]
-    return ticks[3] + ticks[4], sum(ticks)  # idle and iowait
+@dataclass(frozen=True)
+class CpuSecond:
+    """One second of the machine during the traffic (cpu.csv's row), from the kernel's own
+    cumulative counts, so that a sampler woken late still reads the whole second."""
+
+    idle: float  # share of the machine's CPU time idle (or waiting for I/O)
+    steal: float  # share taken by the hypervisor: the cores ran someone else's work
+    # The most any core's softirq thread (ksoftirqd/N) waited for its core, in ms (None where
+    # the kernel keeps no scheduler statistics). Packet work the kernel hands that thread
+    # waits with it, and it runs on its own core only: behind the run's real-time processes
+    # there, while the other core may idle.
+    softirq_wait_ms: float | None
 
 
-def cpu_summary(idle: list[float]) -> dict[str, Any]:
+class CpuCounters:
+    """The machine's cumulative CPU counts, read again at each `second()`."""
+
+    def __init__(self) -> None:
+        self.threads = softirq_threads()
+        self.last = self._read()
+
+    def second(self) -> CpuSecond | None:
+        """The shares and waits since the last reading (None if no tick has passed)."""
+        now = self._read()
+        (idle, steal, total, waits), (idle0, steal0, total0, waits0) = now, self.last
+        self.last = now
+        if total <= total0:
+            return None
+        wait = (max(b - a for a, b in zip(waits0, waits, strict=True)) / 1e6
+                if waits and waits0 and len(waits) == len(waits0) else None)
+        return CpuSecond(idle=(idle - idle0) / (total - total0),
+                         steal=(steal - steal0) / (total - total0), softirq_wait_ms=wait)
+
+    def _read(self) -> tuple[int, int, int, list[int]]:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(x) for x in f.readline().split()[1:]]
+        # idle and iowait; steal; guest time is counted in user time already
+        return ticks[3] + ticks[4], ticks[7], sum(ticks[:8]), run_delays(self.threads)
+
+
+def softirq_threads() -> list[int]:
+    """The pids of the kernel's per-core softirq threads (ksoftirqd/N), by core."""
+    found = {}
+    for comm in Path("/proc").glob("[0-9]*/comm"):
+        try:
+            name = comm.read_text(encoding="ascii").strip()
+        except OSError:  # a process that exited meanwhile
+            continue
+        if name.startswith("ksoftirqd/"):
+            found[int(name.split("/")[1])] = int(comm.parent.name)
+    return [found[cpu] for cpu in sorted(found)]
+
+
+def run_delays(pids: Sequence[int]) -> list[int]:
+    """Each thread's total time runnable but waiting for a core, in ns (/proc/PID/schedstat's
+    second field); [] where the kernel keeps no such statistics."""
+    try:
+        return [int(Path(f"/proc/{pid}/schedstat").read_text(encoding="ascii").split()[1])
+                for pid in pids]
+    except (OSError, IndexError, ValueError):
+        return []
+
+
+def cpu_summary(seconds: Sequence[CpuSecond]) -> dict[str, Any]:
     """summary.json's `testbed.cpu`: a testbed run shares the machine's cores among every
     host, switch and agent process; where none is left idle, packets wait for a core and the
-    run measures the machine as much as the network."""
+    run measures the machine as much as the network. Stolen time and the softirq threads'
+    waits say the same of a machine that looked idle: a hypervisor that ran someone else on
+    the cores, or packet work queued behind the run's processes on one core."""
+    idle = [s.idle for s in seconds]
+    waits = [s.softirq_wait_ms for s in seconds if s.softirq_wait_ms is not None]
     return {"every_s": CPU_EVERY_S, "samples": len(idle),
             "idle_min": min(idle) if idle else None,
             "idle_mean": sum(idle) / len(idle) if idle else None,
-            "saturated_s": sum(1 for x in idle if x < SATURATED_IDLE) * CPU_EVERY_S}
+            "saturated_s": sum(1 for x in idle if x < SATURATED_IDLE) * CPU_EVERY_S,
+            "steal_max": max((s.steal for s in seconds), default=None),
+            "softirq_wait_max_ms": max(waits, default=None)}
+
+
+def host_during(out: Path, start: float, end: float) -> str:
+    """What the machine did in the seconds of [start, end) s of a run's traffic (its
+    cpu.csv), in words for a report or a failed test's message: a result measured while
+    the host stalled measures the host too."""
+    path = out / "cpu.csv"
+    if not path.is_file():
+        return "the host: not sampled"
+    with path.open(newline="", encoding="utf-8") as f:
+        # A second counts if it overlaps the span.
+        rows = [r for r in csv.DictReader(f)
+                if float(r["time_s"]) < end and float(r["time_s"]) + CPU_EVERY_S > start]
+    if not rows:
+        return f"the host: no sample in [{start:g}, {end:g}) s"
+    waits = [float(r["softirq_wait_ms"]) for r in rows if r["softirq_wait_ms"]]
+    text = (f"the host in [{start:g}, {end:g}) s: least idle "
+            f"{100 * min(float(r['idle']) for r in rows):.0f}%, up to "
+            f"{100 * max(float(r['steal']) for r in rows):.1f}% stolen")
+    return text + (f", softirq threads waiting up to {max(waits):.0f} ms a second"
+                   if waits else "")
+
+
+def cpu_rows(m: Measured) -> list[list[Any]]:
+    """cpu.csv: each second of the traffic from its start."""
+    return [[i * CPU_EVERY_S, s.idle, s.steal, s.softirq_wait_ms] for i, s in enumerate(m.cpu)]
 
 
 CPU_EVERY_S = 1.0
@@ -337,6 +425,8 @@ def write_results(out: Path, plan: Plan, m: Measured, summary: dict[str, Any],
                        [[t, plan["ports"][p]["name"], pkts, size]
                         for t, p, pkts, size in m.queue_samples if p in sampled]),
     }
+    if m.cpu:
+        files["cpu.csv"] = (("time_s", "idle", "steal", "softirq_wait_ms"), cpu_rows(m))
     rates = rates_rows(m)
     if rates:
         files["rates.csv"] = (("time_s", "vm", "dst", "rate_mbps"), rates)
@@ -348,7 +438,7 @@ def write_results(out: Path, plan: Plan, m: Measured, summary: dict[str, Any],
 
 # The time columns of each result file, in seconds of the run.
 _TIME_COLUMNS = {"flows.csv": ("start", "end", "fct"), "goodput.csv": ("time_s",),
-                 "queues.csv": ("time_s",), "rates.csv": ("time_s",)}
+                 "queues.csv": ("time_s",), "rates.csv": ("time_s",), "cpu.csv": ("time_s",)}
 
 
 def undilate(out: Path, factor: float) -> None:

@@ -793,7 +793,7 @@ class _Run:
             "time_dilation": self.dilation,
             "base_rtt_us": rtts and rtts[0], "scenario_base_rtt_us": rtts and rtts[1],
             "stack_rtt_us": self.stack_rtt_us,
-            "cpu": collect.cpu_summary(m.cpu_idle),
+            "cpu": collect.cpu_summary(m.cpu),
             "limiter": limiter_of(plan),
             "link_delays": self.options.link_delays,
             "not_emulated": [*(message for message, _ in self.departures),
@@ -894,17 +894,17 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
 
 
 def _sample_cpu(m: collect.Measured, t0: int, end: int) -> None:
-    """The machine's idle share in each second from t0 to `end` (m.cpu_idle), in a thread
-    at shell.MEASUREMENT_PRIORITY."""
+    """The machine in each second from t0 to `end` (m.cpu), in a thread at
+    shell.MEASUREMENT_PRIORITY."""
     shell.realtime(shell.MEASUREMENT_PRIORITY)
     every = round(collect.CPU_EVERY_S * 1e9)
-    last, at = collect.cpu_times(), t0 + every
+    _sleep_until(t0)
+    counters, at = collect.CpuCounters(), t0 + every
     while at <= end:
         _sleep_until(at)
-        cpu = collect.cpu_times()
-        if cpu[1] > last[1]:
-            m.cpu_idle.append((cpu[0] - last[0]) / (cpu[1] - last[1]))
-        last, at = cpu, at + every
+        if (second := counters.second()) is not None:
+            m.cpu.append(second)
+        at += every
 
 
 def _sleep_until(when_ns: int) -> None:
