@@ -144,17 +144,40 @@ def host_during(out: Path, start: float, end: float) -> str:
     if not path.is_file():
         return "the host: not sampled"
     with path.open(newline="", encoding="utf-8") as f:
-        # A second counts if it overlaps the span.
-        rows = [r for r in csv.DictReader(f)
-                if float(r["time_s"]) < end and float(r["time_s"]) + CPU_EVERY_S > start]
-    if not rows:
+        seconds = [CpuSecond(float(r["idle"]), float(r["steal"]),
+                             float(r["softirq_wait_ms"]) if r["softirq_wait_ms"] else None)
+                   for r in csv.DictReader(f)]
+    return describe_host(seconds, start, end)
+
+
+def describe_host(seconds: Sequence[CpuSecond], start: float, end: float) -> str:
+    """`host_during` of the seconds sampled from the traffic's start (`sample_cpu`)."""
+    # A second counts if it overlaps the span.
+    span = [s for i, s in enumerate(seconds)
+            if i * CPU_EVERY_S < end and (i + 1) * CPU_EVERY_S > start]
+    if not span:
         return f"the host: no sample in [{start:g}, {end:g}) s"
-    waits = [float(r["softirq_wait_ms"]) for r in rows if r["softirq_wait_ms"]]
+    waits = [s.softirq_wait_ms for s in span if s.softirq_wait_ms is not None]
     text = (f"the host in [{start:g}, {end:g}) s: least idle "
-            f"{100 * min(float(r['idle']) for r in rows):.0f}%, up to "
-            f"{100 * max(float(r['steal']) for r in rows):.1f}% stolen")
+            f"{100 * min(s.idle for s in span):.0f}%, up to "
+            f"{100 * max(s.steal for s in span):.1f}% stolen")
     return text + (f", softirq threads waiting up to {max(waits):.0f} ms a second"
                    if waits else "")
+
+
+def sample_cpu(into: list[CpuSecond], t0: int, end: int) -> None:
+    """The machine in each second from t0 to `end` (monotonic ns), appended to `into`: the
+    body of a thread of its own, which it puts at shell.MEASUREMENT_PRIORITY, above the
+    traffic, so that a saturated machine cannot silence it."""
+    shell.realtime(shell.MEASUREMENT_PRIORITY)
+    every = round(CPU_EVERY_S * NS)
+    time.sleep(max(0.0, (t0 - time.monotonic_ns()) / NS))
+    counters, at = CpuCounters(), t0 + every
+    while at <= end:
+        time.sleep(max(0.0, (at - time.monotonic_ns()) / NS))
+        if (second := counters.second()) is not None:
+            into.append(second)
+        at += every
 
 
 def cpu_rows(m: Measured) -> list[list[Any]]:

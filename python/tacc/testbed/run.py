@@ -709,7 +709,7 @@ class _Run:
         # A thread of its own, started first: a reading of the counters waits for the
         # kernel's rtnl lock, which a process the saturated machine leaves without a core
         # may hold for seconds (the first reading of a four-rack run took 13-26 s).
-        cpu = threading.Thread(target=_sample_cpu, args=(m, t0, t0 + m.duration_ns),
+        cpu = threading.Thread(target=collect.sample_cpu, args=(m.cpu, t0, t0 + m.duration_ns),
                                daemon=True)
         cpu.start()
         _sleep_until(t0)
@@ -891,20 +891,6 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
     if clock == "auto":
         clock = "dilated" if (plan["mechanism"] or {}).get("kind") == "sdn-gcc" else "real"
     return scale if clock == "dilated" else 1.0
-
-
-def _sample_cpu(m: collect.Measured, t0: int, end: int) -> None:
-    """The machine in each second from t0 to `end` (m.cpu), in a thread at
-    shell.MEASUREMENT_PRIORITY."""
-    shell.realtime(shell.MEASUREMENT_PRIORITY)
-    every = round(collect.CPU_EVERY_S * 1e9)
-    _sleep_until(t0)
-    counters, at = collect.CpuCounters(), t0 + every
-    while at <= end:
-        _sleep_until(at)
-        if (second := counters.second()) is not None:
-            m.cpu.append(second)
-        at += every
 
 
 def _sleep_until(when_ns: int) -> None:
