@@ -496,15 +496,22 @@ def notify_congestion(names: Names, workdir: Path, t0: int) -> None:
 def test_sdn_gcc_notifications_cut_the_notified_pairs_rate(testbed_machine: None,
                                                            tmp_path: Path) -> None:
     """The host side of SDN-GCC with its controller's notifications written by hand: the
-    rate of s0 falls while they arrive and the flow's goodput with it, then recovers."""
-    out = run_on_testbed(tmp_path, [("mechanism", '{kind="sdn-gcc",on_shortage="queue"}'),
-                                    ("flows[0].rate", '"10Mbps"')],
+    rate of s0 falls while they arrive and the flow's goodput with it, then recovers.
+
+    The controller's own polls are pushed past the run (`interval`), its grace period kept
+    at the default's 10 ms: polling, it cut s0 to 52-83% of its rate again and again from
+    5 s on in a suite's run (the tagged flow's bursts on a machine 18-26% idle passed K), and
+    the goodput after, 665 of 867 Mb/s, measured those cuts rather than the recovery from
+    the notifications, which was complete at 5.5 s."""
+    sdn_gcc = '{kind="sdn-gcc",on_shortage="queue",interval="20s",congestion_grace="10ms"}'
+    out = run_on_testbed(tmp_path, [("mechanism", sdn_gcc), ("flows[0].rate", '"10Mbps"')],
                          during=notify_congestion)
     before = goodput(out, "tagged", 2.5, 3.0)
     during = goodput(out, "tagged", 3.5, 4.5)
     after = goodput(out, "tagged", 7.5, 9.0)
-    assert during < 0.5 * before, (before, during)
-    assert after > 0.8 * before, (before, after)
+    host = collect.host_during(out, 2.5, 9.0)
+    assert during < 0.5 * before, (before, during, host)
+    assert after > 0.8 * before, (before, after, host)
     # SDN-GCC keys its rates per VM by default (rates.csv's dst is empty).
     with (out / "rates.csv").open(newline="") as f:
         rates = [float(r["rate_mbps"]) for r in csv.DictReader(f)
