@@ -171,10 +171,10 @@ def sample_cpu(into: list[CpuSecond], t0: int, end: int) -> None:
     traffic, so that a saturated machine cannot silence it."""
     shell.realtime(shell.MEASUREMENT_PRIORITY)
     every = round(CPU_EVERY_S * NS)
-    time.sleep(max(0.0, (t0 - time.monotonic_ns()) / NS))
+    shell.sleep_until(t0)
     counters, at = CpuCounters(), t0 + every
     while at <= end:
-        time.sleep(max(0.0, (at - time.monotonic_ns()) / NS))
+        shell.sleep_until(at)
         if (second := counters.second()) is not None:
             into.append(second)
         at += every

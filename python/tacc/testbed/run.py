@@ -712,7 +712,7 @@ class _Run:
         cpu = threading.Thread(target=collect.sample_cpu, args=(m.cpu, t0, t0 + m.duration_ns),
                                daemon=True)
         cpu.start()
-        _sleep_until(t0)
+        shell.sleep_until(t0)
         m.counters_start = collect.port_counters(topo.port_devices)
         end = t0 + m.duration_ns
         bar = None if self.options.quiet else simulation_bar(desc="emulating")
@@ -731,7 +731,7 @@ class _Run:
                 self._watch(watched, t0, end)
                 if bar is not None:
                     bar(now - t0, m.duration_ns)
-                _sleep_until(min(next_sample, end))
+                shell.sleep_until(min(next_sample, end))
         finally:
             if bar is not None:
                 bar.close()
@@ -891,10 +891,6 @@ def mechanism_time_scale(plan: Plan, scale: float, clock: str) -> float:
     if clock == "auto":
         clock = "dilated" if (plan["mechanism"] or {}).get("kind") == "sdn-gcc" else "real"
     return scale if clock == "dilated" else 1.0
-
-
-def _sleep_until(when_ns: int) -> None:
-    time.sleep(max(0.0, (when_ns - time.monotonic_ns()) / 1e9))
 
 
 def traffic_specs(plan: Plan, cc: dict[str, str], scale: float, workdir: Path,

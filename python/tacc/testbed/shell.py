@@ -90,6 +90,11 @@ MEASUREMENT_PRIORITY = 3
 FALLBACK_NICE = -10
 
 
+def sleep_until(when_ns: int) -> None:
+    """Sleeps until `when_ns` on the monotonic clock (at once if it has passed)."""
+    time.sleep(max(0.0, (when_ns - time.monotonic_ns()) / 1e9))
+
+
 def realtime(priority: int) -> None:
     """This process (and the threads it starts later; called in a thread, that thread alone)
     under SCHED_FIFO at `priority`, or at nice -10 where the kernel refuses it (a
