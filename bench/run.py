@@ -595,8 +595,8 @@ def sync_terms(parts: dict, threads: int, events: int) -> list[float]:
     """The model's terms for one run: 1 (fixed); the events and the mail taken on the
     critical path; a thread's partitions after its first in each window (each finds its
     state gone from the cache: a k = 32 copy is tens of MB); the windows of a split run
-    (their bookkeeping: the outboxes, the next event's time); the windows where threads meet
-    at the barriers."""
+    (their bookkeeping: the outboxes, the mail's sets); the windows where threads wait for
+    each other."""
     n = parts["count"]
     if n == 1:
         return [1.0, float(events), 0.0, 0.0, 0.0, 0.0]
@@ -663,13 +663,13 @@ def run_sync_model(runs: int) -> None:
           f"{K32_1S_MEASURED['threads']} threads: predicted {check['predicted_s']:.1f} s, "
           f"measured {check['measured_s']:.1f} s: the critical path's work x{check['work_factor']:.2f}")
     for p in out["prediction"]["cores"]:
-        print(f"k = 32 for 1 s on {p['cores']} cores: {p['calibrated_tree_s']:.1f} s with the "
-              f"engine's dissemination barrier, {p['calibrated_central_s']:.1f} s with a central "
-              f"one, calibrated "
+        print(f"k = 32 for 1 s on {p['cores']} cores: {p['calibrated_tree_s']:.1f} s with a "
+              f"wait that grows as log2 of the threads, {p['calibrated_central_s']:.1f} s with "
+              f"one that grows as the threads (the engine's), calibrated "
               f"({p['wall_tree_s']:.1f} and {p['wall_central_s']:.1f} s as fitted; "
               f"{p['work_s']:.1f} s of work on the critical path as fitted, {p['windows_s']:.1f} "
-              f"s of windows, {p['barrier_tree_s']:.1f} or {p['barrier_central_s']:.1f} s at "
-              f"barriers)")
+              f"s of windows, {p['barrier_tree_s']:.1f} or {p['barrier_central_s']:.1f} s of "
+              f"waits)")
     (HERE / "sync_model.json").write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {HERE / 'sync_model.json'}")
 
@@ -700,11 +700,11 @@ def predict_k32_1s(case: dict) -> dict:
     50 ms are not the whole second (the events come 2.7 times as fast over the second: more
     flows open), so the prediction is checked against the 1 s run measured
     (K32_1S_MEASURED), and the work on the critical path calibrated by their ratio. The
-    barrier's cost is fitted where 2 threads meet; with more it grows in proportion to the
-    threads for a central barrier (each arrival an atomic add on one cache line, the
-    engine's until its dissemination barrier), and in proportion to log2 of them for a tree
-    or dissemination barrier (the engine's: ceil(log2 n) rounds of signals to one thread
-    each). Past 32 cores there is no 33rd pod to run."""
+    wait's cost is fitted where 2 threads meet; with more it grows in proportion to the
+    threads where each reads every other's count of windows finished (the engine's, the
+    loads issued at once; a central barrier's atomic adds on one line grow so too), and in
+    proportion to log2 of them for a tree or dissemination barrier (the engine's before its
+    windows of half a lookahead). Past 32 cores there is no 33rd pod to run."""
     fit = case["fit"]
     biggest = max(case["rows"], key=lambda r: r["partitions"])
     scale = K32_1S_EVENTS / biggest["events"]

@@ -12,7 +12,7 @@
 //! - every thread allocates from it (`M_ARENA_MAX`): glibc gives each new thread an arena
 //!   of its own, in 4 KiB pages, and a partitioned run builds its copies of the world and
 //!   runs its partitions on threads of its own; a partition in such an arena ran slower than
-//!   the one in the main heap, and the threads waited for it at every barrier;
+//!   the one in the main heap, and the other threads waited for it;
 //! - it grows by one step at once, and is advised before the build touches that step;
 //! - the run advises it again as it grows (`advise`, every million events).
 //!

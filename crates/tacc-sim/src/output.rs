@@ -318,7 +318,7 @@ pub struct PartitionSummary {
     pub windows: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub events_per_window: Option<f64>,
-    /// The wall time a thread waited at the windows' barriers, on average over the threads
+    /// The wall time a thread waited for the others to finish windows, on average over the threads
     /// (before `critical_events`: a line that tools drop with the run's wall time).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub barrier_wall_seconds: Option<f64>,

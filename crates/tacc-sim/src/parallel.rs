@@ -8,12 +8,14 @@
 //! the world ([`Model`]) with its own event queue, packet arena and random stream, and only
 //! its own hosts', switches' and ports' events. A packet leaving for another partition's
 //! node or port goes there by value ([`Outbox`]) and arrives no sooner than the lookahead:
-//! the least delay plus serialization of a link between two partitions. So every partition
-//! runs the window [T, T + lookahead) alone; then each takes its mail, in the order of the
-//! partitions that sent it and of their sending, and the next window starts at the earliest
-//! event left. What a partition does is a function of its own events and its mail, and both are
-//! the same whichever thread runs it, and with however many threads: a run of 1, 2 or N
-//! threads writes the same files.
+//! the least delay plus serialization of a link between two partitions. Time is cut into
+//! windows of half a lookahead, from 0: what a partition sends in a window is due two
+//! windows on at the earliest, and it takes its mail just before that window, in the order
+//! of the partitions that sent it and of their sending. So a thread starts a window once
+//! every thread has finished the one two before, and may run up to a window ahead of the
+//! slowest rather than meet it at every lookahead. What a partition does is a function of
+//! its own events and its mail, and both are the same whichever thread runs it, and with
+//! however many threads: a run of 1, 2 or N threads writes the same files.
 //!
 //! Open-loop traffic and partition-aggregate applications on an interval are drawn in
 //! every partition, each from its own stream, so that each new flow has the same index
@@ -297,61 +299,51 @@ fn localize(m: &mut Model, parts: &Partitioning, id: u16) {
     }
 }
 
-/// A dissemination barrier (Hensgen, Finkel and Manber, 1988): in round k each thread
-/// signals thread (i + 2^k) mod n and waits for the signal of (i - 2^k) mod n, so after
-/// ceil(log2 n) rounds each has heard from every other, and no line is written by all of
-/// them: the time to meet grows with log2 of the threads, where a central counter's grows
-/// with the threads (bench/README.md, "What a window costs"). A signal carries the least
-/// value its sender has heard of, so the barrier also gives every thread the least of all
-/// (`min`). Threads spin, then yield: a window of a large fabric is tens of microseconds of
-/// work, and sleeping on a futex costs as much again. A thread that panics breaks the
-/// barrier, so that the others panic too instead of waiting forever.
-struct Barrier {
-    threads: usize,
-    rounds: usize,
-    /// Thread t's signal of round k at `t * rounds + k`.
-    signals: Vec<Signal>,
+/// How many windows a lookahead spans. Mail sent in a window is due no sooner than a
+/// lookahead later, so it is taken `WINDOWS_PER_LOOKAHEAD` windows on: a thread may start a
+/// window once every thread has finished the one that many before, and so run ahead of the
+/// slowest by the rest of a lookahead.
+const WINDOWS_PER_LOOKAHEAD: u64 = 2;
+/// Windows' mail, counts and senders are kept in this many sets, reused in turn: a set is
+/// read `WINDOWS_PER_LOOKAHEAD` windows after it was written, and no thread can write it
+/// again before every thread has read it (see `windows`).
+const SETS: u64 = 2 * WINDOWS_PER_LOOKAHEAD;
+
+/// Each thread's windows finished, on a line of its own, and whether a thread panicked (so
+/// that the others panic too instead of waiting forever). A thread waits for the others by
+/// reading their counts; it spins, then yields: a window of a large fabric is tens of
+/// microseconds of work, and sleeping on a futex costs as much again.
+struct Finished {
+    by_thread: Vec<Count>,
     broken: AtomicBool,
 }
 
-/// The last meeting signalled to a thread in a round, and the value it carried, by the
-/// meeting's parity: a signaller can be one meeting ahead of its reader, never two.
 #[repr(align(128))] // a line (and its prefetched neighbour) of its own
-struct Signal {
-    meeting: AtomicU64,
-    value: [AtomicU64; 2],
-}
+struct Count(AtomicU64);
 
-impl Barrier {
-    fn new(threads: usize) -> Barrier {
-        let rounds = threads.next_power_of_two().trailing_zeros() as usize;
-        let signal = || Signal {
-            meeting: AtomicU64::new(0),
-            value: [AtomicU64::new(0), AtomicU64::new(0)],
-        };
-        Barrier {
-            threads,
-            rounds,
-            signals: (0..threads * rounds).map(|_| signal()).collect(),
+impl Finished {
+    fn new(threads: usize) -> Finished {
+        Finished {
+            by_thread: (0..threads).map(|_| Count(AtomicU64::new(0))).collect(),
             broken: AtomicBool::new(false),
         }
     }
 
-    /// Waits for every thread and returns the least `value` any of them gave; `me` is this
-    /// thread's index and `met` the meetings it has been to.
-    fn min(&self, me: usize, met: &mut u64, value: u64) -> u64 {
-        *met += 1;
-        let meeting = *met;
-        let parity = (meeting & 1) as usize;
-        let mut least = value;
-        for k in 0..self.rounds {
-            let to = (me + (1 << k)) % self.threads;
-            let out = &self.signals[to * self.rounds + k];
-            out.value[parity].store(least, Ordering::Relaxed);
-            out.meeting.store(meeting, Ordering::Release);
-            let mine = &self.signals[me * self.rounds + k];
+    /// Thread `me` has finished `n` windows: whoever sees this sees what it wrote before.
+    fn publish(&self, me: usize, n: u64) {
+        self.by_thread[me].0.store(n, Ordering::Release);
+    }
+
+    /// Waits until every other thread has finished `n` windows; `seen` keeps the counts read
+    /// before, so that a count known to be far enough is not read again.
+    fn wait(&self, me: usize, n: u64, seen: &mut [u64]) {
+        for (t, count) in self.by_thread.iter().enumerate() {
             let mut spins = 0u32;
-            while mine.meeting.load(Ordering::Acquire) < meeting {
+            while t != me && seen[t] < n {
+                seen[t] = count.0.load(Ordering::Acquire);
+                if seen[t] >= n {
+                    break;
+                }
                 assert!(
                     !self.broken.load(Ordering::Acquire),
                     "another partition's thread panicked"
@@ -363,14 +355,12 @@ impl Barrier {
                     std::thread::yield_now();
                 }
             }
-            least = least.min(mine.value[parity].load(Ordering::Relaxed));
         }
-        least
     }
 }
 
-/// Breaks the barrier when its thread unwinds from a panic.
-struct BreakOnPanic<'a>(&'a Barrier);
+/// Breaks the others' waits when its thread unwinds from a panic.
+struct BreakOnPanic<'a>(&'a Finished);
 
 impl Drop for BreakOnPanic<'_> {
     fn drop(&mut self) {
@@ -380,24 +370,25 @@ impl Drop for BreakOnPanic<'_> {
     }
 }
 
-/// What the partitions share: the mail between each pair (handed over by the sender after
-/// a window, read by the receiver before the next) and which senders left each partition
-/// mail (a bit each).
+/// What the partitions share, in `SETS` sets used by windows in turn: the mail between each
+/// pair (handed over by the sender after a window, taken by the receiver
+/// `WINDOWS_PER_LOOKAHEAD` windows on), which senders left each partition mail (a bit
+/// each), each partition's events in the window and the mail it took before it; and each
+/// thread's windows finished.
 struct Exchange {
     mail: Vec<Mutex<Outbox>>,
     sent_to: Vec<AtomicU64>,
-    /// Each partition's events in the window just run, and the mail it then took.
     window_events: Vec<AtomicU64>,
     window_mail: Vec<AtomicU64>,
-    barrier: Barrier,
+    finished: Finished,
     count: usize,
 }
 
 /// What a partitioned run's windows cost, for the synchronization model (bench/README.md,
 /// "Threads"): the events and the mail taken on the critical path were the partitions run
 /// on `cores[i]` cores (partition p on core p % cores, one window after another: the sum
-/// over the windows of the busiest core's), and the wall time the threads waited at the
-/// barriers.
+/// over the windows of the busiest core's), and the wall time the threads waited for each
+/// other.
 #[derive(Default)]
 pub struct WindowCost {
     pub cores: Vec<usize>,
@@ -419,9 +410,9 @@ impl WindowCost {
     }
 
     /// Adds a window's counts by partition to `critical`, by cores (`cores`: the powers of
-    /// two below the partitions' count, then the count). Done between barriers while the
-    /// other threads wait, so in one pass and halvings: the loads of 2c cores folded give
-    /// c's (partition p on core p % c).
+    /// two below the partitions' count, then the count). Done by one thread at the start of
+    /// each window, so in one pass and halvings: the loads of 2c cores folded give c's
+    /// (partition p on core p % c).
     fn add(cores: &[usize], counts: &[AtomicU64], critical: &mut [u64]) {
         let mut load = [0u64; MAX_PARTITIONS];
         let (&count, powers) = cores.split_last().expect("the partitions' count");
@@ -453,8 +444,41 @@ impl WindowCost {
 }
 
 impl Exchange {
-    fn slot(&self, from: u16, to: u16) -> &Mutex<Outbox> {
-        &self.mail[from as usize * self.count + to as usize]
+    fn new(count: usize, threads: usize) -> Exchange {
+        let atomics = |n: usize| (0..n).map(|_| AtomicU64::new(0)).collect();
+        let sets = SETS as usize;
+        Exchange {
+            mail: (0..sets * count * count)
+                .map(|_| Mutex::new(Outbox::default()))
+                .collect(),
+            sent_to: atomics(sets * count),
+            window_events: atomics(sets * count),
+            window_mail: atomics(sets * count),
+            finished: Finished::new(threads),
+            count,
+        }
+    }
+
+    /// The set that window `w`'s mail and counts go to.
+    fn set(w: u64) -> usize {
+        (w % SETS) as usize
+    }
+
+    /// The mail `from` sent `to` in window `w`.
+    fn slot(&self, w: u64, from: u16, to: u16) -> &Mutex<Outbox> {
+        let pair = from as usize * self.count + to as usize;
+        &self.mail[Self::set(w) * self.count * self.count + pair]
+    }
+
+    /// The partitions that sent partition `to` mail in window `w`, a bit each.
+    fn senders(&self, w: u64, to: u16) -> &AtomicU64 {
+        &self.sent_to[Self::set(w) * self.count + to as usize]
+    }
+
+    /// Each partition's events in window `w`, and the mail it took before them.
+    fn counts(&self, w: u64) -> (&[AtomicU64], &[AtomicU64]) {
+        let at = Self::set(w) * self.count..(Self::set(w) + 1) * self.count;
+        (&self.window_events[at.clone()], &self.window_mail[at])
     }
 }
 
@@ -493,16 +517,7 @@ pub fn run(
         .collect();
     let end = sims[0].m.duration;
     let threads = threads.clamp(1, count);
-    let exchange = Exchange {
-        mail: (0..count * count)
-            .map(|_| Mutex::new(Outbox::default()))
-            .collect(),
-        sent_to: (0..count).map(|_| AtomicU64::new(0)).collect(),
-        window_events: (0..count).map(|_| AtomicU64::new(0)).collect(),
-        window_mail: (0..count).map(|_| AtomicU64::new(0)).collect(),
-        barrier: Barrier::new(threads),
-        count,
-    };
+    let exchange = Exchange::new(count, threads);
     crate::heap::advise();
     // Partition i runs on thread i % threads; the caller's thread is thread 0 and reports
     // progress.
@@ -554,10 +569,11 @@ pub fn run(
     for s in &mut sims {
         s.finish();
     }
+    // What the last windows sent is due after the end.
     let undelivered: usize = exchange
         .mail
         .iter()
-        .map(|m| m.lock().expect("no thread panicked").len())
+        .map(|m| m.lock().expect("no thread panicked").packets())
         .sum();
     let mut whole = merge(sims, parts, sampled, undelivered as u64);
     whole.rec.windows = windows_run;
@@ -565,8 +581,17 @@ pub fn run(
 }
 
 /// One thread's part of the run (thread `me`): its partitions' windows until the end; how
-/// many there were and the seconds it waited at the barriers. The thread given `cost`
+/// many there were and the seconds it waited for the other threads. The thread given `cost`
 /// tallies each window's.
+///
+/// The windows are `lookahead / WINDOWS_PER_LOOKAHEAD` wide from time 0, so mail sent in
+/// window w is due no sooner than window w + `WINDOWS_PER_LOOKAHEAD` (w's start plus a
+/// lookahead), before which its receiver takes it, in the order of the partitions that sent
+/// it and of their sending: what a partition does, and when it takes its mail, are the same
+/// whichever thread runs it. A thread starts window w once every thread has finished window
+/// w - `WINDOWS_PER_LOOKAHEAD`. Window w's set (`Exchange::set`) is written again in window
+/// w + `SETS`, which its writer starts only once every thread has finished window
+/// w + `WINDOWS_PER_LOOKAHEAD` and so has taken and tallied what window w left.
 fn windows(
     mut sims: Vec<&mut Sim>,
     me: usize,
@@ -576,81 +601,84 @@ fn windows(
     progress: &mut dyn FnMut(u64, u64),
     mut cost: Option<&mut WindowCost>,
 ) -> (u64, f64) {
-    let _guard = BreakOnPanic(&x.barrier);
-    let mut reported = 0;
-    let mut count = 0;
+    let _guard = BreakOnPanic(&x.finished);
+    let ahead = WINDOWS_PER_LOOKAHEAD.min(lookahead);
+    let width = lookahead / ahead;
+    let mut seen = vec![0; x.finished.by_thread.len()];
     let mut waited = std::time::Duration::ZERO;
-    let mut met = 0;
-    // Meets the other threads: the least of their `value`s.
-    let mut meet = |value: u64, waited: &mut std::time::Duration| {
-        let t = std::time::Instant::now();
-        let least = x.barrier.min(me, &mut met, value);
-        *waited += t.elapsed();
-        least
+    let mut reported = 0;
+    // Adds window `w`'s counts to the critical path, once every thread has finished it.
+    let tally = |cost: &mut WindowCost, w: u64| {
+        let (events, mail) = x.counts(w);
+        WindowCost::add(&cost.cores, events, &mut cost.critical_events);
+        WindowCost::add(&cost.cores, mail, &mut cost.critical_mail);
     };
-    let next = |sims: &[&mut Sim]| {
-        let times = sims.iter().filter_map(|s| s.next_at());
-        times.min().unwrap_or(u64::MAX)
-    };
-    // The first meeting waits for the threads to start, not for a window: not counted.
-    let mut start = meet(next(&sims), &mut Default::default());
+    let mut w = 0u64;
     loop {
+        let start = w.saturating_mul(width);
         if start > end {
-            return (count, waited.as_secs_f64());
+            break;
         }
-        count += 1;
-        let last = start.saturating_add(lookahead - 1).min(end);
+        let last = start.saturating_add(width - 1).min(end);
+        if w >= ahead {
+            let t = std::time::Instant::now();
+            x.finished.wait(me, w - ahead + 1, &mut seen);
+            waited += t.elapsed();
+            if let Some(c) = cost.as_deref_mut() {
+                tally(c, w - ahead);
+            }
+        }
+        let (events, taken) = x.counts(w);
         for s in sims.iter_mut() {
+            let part = s.split.as_ref().expect("a partition").part;
+            let mut mail = 0;
+            if w >= ahead {
+                let mut senders = x.senders(w - ahead, part).swap(0, Ordering::Relaxed);
+                while senders != 0 {
+                    let from = senders.trailing_zeros() as u16;
+                    senders &= senders - 1;
+                    let slot = x.slot(w - ahead, from, part);
+                    let mut slot = slot.lock().expect("no thread panicked");
+                    mail += slot.len() as u64;
+                    s.receive(&mut slot);
+                }
+            }
+            taken[part as usize].store(mail, Ordering::Relaxed);
             let before = s.rec.events;
             s.run_until(last, &mut |_, _| {});
+            events[part as usize].store(s.rec.events - before, Ordering::Relaxed);
+            let due = (w + ahead).saturating_mul(width);
             let split = s.split.as_mut().expect("a partition");
-            x.window_events[split.part as usize].store(s.rec.events - before, Ordering::Relaxed);
             for (to, outbox) in split.outbox.iter_mut().enumerate() {
                 if outbox.is_empty() {
                     continue;
                 }
                 // What makes the windows sound: a broken lookahead would deliver the past.
                 assert!(
-                    outbox.all_after(last),
+                    outbox.all_after(due - 1),
                     "a packet crossed within the lookahead"
                 );
-                let mut slot = x
-                    .slot(split.part, to as u16)
-                    .lock()
-                    .expect("no thread panicked");
-                std::mem::swap(&mut *slot, outbox);
-                x.sent_to[to].fetch_or(1 << split.part, Ordering::Relaxed);
+                let slot = x.slot(w, split.part, to as u16);
+                std::mem::swap(&mut *slot.lock().expect("no thread panicked"), outbox);
+                x.senders(w, to as u16)
+                    .fetch_or(1 << split.part, Ordering::Relaxed);
             }
         }
-        meet(u64::MAX, &mut waited);
-        // Every partition's events of this window are in, and none of the next can be
-        // before the next barrier; the same for the mail after it.
-        if let Some(c) = cost.as_deref_mut() {
-            WindowCost::add(&c.cores, &x.window_events, &mut c.critical_events);
-        }
-        for s in sims.iter_mut() {
-            let to = s.split.as_ref().expect("a partition").part;
-            let mut senders = x.sent_to[to as usize].swap(0, Ordering::Relaxed);
-            let mut taken = 0;
-            while senders != 0 {
-                let from = senders.trailing_zeros() as u16;
-                senders &= senders - 1;
-                let mut slot = x.slot(from, to).lock().expect("no thread panicked");
-                taken += slot.len() as u64;
-                s.receive(&mut slot);
-            }
-            x.window_mail[to as usize].store(taken, Ordering::Relaxed);
-        }
-        // The next window starts at the earliest event left in any partition.
-        start = meet(next(&sims), &mut waited);
-        if let Some(c) = cost.as_deref_mut() {
-            WindowCost::add(&c.cores, &x.window_mail, &mut c.critical_mail);
-        }
+        w += 1;
+        x.finished.publish(me, w);
         if last >= reported + end / 100 {
             reported = last;
             progress(last, end);
         }
     }
+    // The last windows' counts, once every thread has finished them.
+    if let Some(c) = cost {
+        x.finished.wait(me, w, &mut seen);
+        for v in w.saturating_sub(ahead)..w {
+            tally(c, v);
+        }
+    }
+    (w, waited.as_secs_f64())
 }
 
 /// Partition 0's Sim with every partition's share of the world and of the records: each
@@ -805,30 +833,28 @@ mod tests {
         assert_eq!(WindowCost::new(6).cores, vec![1, 2, 4, 6]);
     }
 
-    /// Every thread of every meeting gets the least value given to that meeting, and sees
-    /// what every thread did before it, for thread counts that are powers of two and not.
+    /// A thread that has waited for `n` finished windows sees everything the others did
+    /// before finishing them, and no other is more than a window further, for thread counts
+    /// that are powers of two and not.
     #[test]
-    fn the_barrier_gives_every_thread_the_least_value_and_all_that_came_before() {
-        const MEETINGS: u64 = 300;
+    fn a_thread_that_waited_sees_what_every_other_did_before() {
+        const WINDOWS: u64 = 300;
         for threads in 1..=6 {
-            let barrier = Barrier::new(threads);
-            let before = AtomicU64::new(0);
-            let value = |t: usize, m: u64| (m * 7919 + t as u64 * 104_729) % 1_000_003;
+            let finished = Finished::new(threads);
+            let done = AtomicU64::new(0);
             std::thread::scope(|scope| {
                 for me in 0..threads {
-                    let (barrier, before) = (&barrier, &before);
+                    let (finished, done) = (&finished, &done);
                     scope.spawn(move || {
-                        let _guard = BreakOnPanic(barrier); // a failure fails them all
-                        let mut met = 0;
-                        for m in 1..=MEETINGS {
-                            before.fetch_add(1, Ordering::Relaxed);
-                            let least = barrier.min(me, &mut met, value(me, m));
-                            let want = (0..threads).map(|t| value(t, m)).min().unwrap();
-                            assert_eq!(least, want, "{threads} threads, meeting {m}");
-                            // All of this meeting's arrivals, and at most the next one's.
-                            let seen = before.load(Ordering::Relaxed);
+                        let _guard = BreakOnPanic(finished); // a failure fails them all
+                        let mut seen = vec![0; threads];
+                        for w in 1..=WINDOWS {
+                            done.fetch_add(1, Ordering::Relaxed);
+                            finished.publish(me, w);
+                            finished.wait(me, w, &mut seen);
                             let n = threads as u64;
-                            assert!((n * m..=n * (m + 1)).contains(&seen), "{seen} at {m}");
+                            let all = done.load(Ordering::Relaxed);
+                            assert!((n * w..=n * (w + 1)).contains(&all), "{all} at {w}");
                         }
                     });
                 }
@@ -838,18 +864,19 @@ mod tests {
 
     /// A thread that panics takes the others down with it instead of leaving them waiting.
     #[test]
-    fn a_panicking_thread_breaks_the_barrier() {
-        let barrier = Barrier::new(3);
+    fn a_panicking_thread_breaks_the_others_waits() {
+        let finished = Finished::new(3);
         let failed = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..3)
                 .map(|me| {
-                    let barrier = &barrier;
+                    let finished = &finished;
                     scope.spawn(move || {
-                        let _guard = BreakOnPanic(barrier);
-                        let mut met = 0;
-                        for m in 0..10 {
-                            assert!(!(me == 1 && m == 5), "thread 1 fails");
-                            barrier.min(me, &mut met, 0);
+                        let _guard = BreakOnPanic(finished);
+                        let mut seen = vec![0; 3];
+                        for w in 1..10 {
+                            assert!(!(me == 1 && w == 5), "thread 1 fails");
+                            finished.publish(me, w);
+                            finished.wait(me, w, &mut seen);
                         }
                     })
                 })

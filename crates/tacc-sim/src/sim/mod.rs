@@ -144,6 +144,11 @@ impl Outbox {
         self.len() == 0
     }
 
+    /// The packets in it: in flight.
+    pub fn packets(&self) -> usize {
+        self.pkts.len()
+    }
+
     /// Whether everything in it is due after `t`.
     pub fn all_after(&self, t: u64) -> bool {
         self.arrivals.iter().all(|a| a.at > t) && self.others.iter().all(|(_, m)| m.at > t)
