@@ -370,7 +370,9 @@ def _run(args: argparse.Namespace) -> int:
     out = args.out if args.out is not None else os.path.join("out", stem)
     _pcap_sets(args)
     # The plotting libraries take most of a second to import: a thread imports them while
-    # the engine, which lets go of the interpreter, simulates.
+    # the engine, which lets go of the interpreter, simulates. The engine is loaded first: it
+    # has every thread allocate from one heap (crates/tacc-sim/src/heap.rs), this one too.
+    tacc._engine()
     plotting = None if args.no_plot else threading.Thread(target=importlib.import_module,
                                                           args=("tacc.plot",), daemon=True)
     if plotting is not None:

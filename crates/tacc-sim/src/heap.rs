@@ -9,10 +9,10 @@
 //! calls `use_huge_pages` before allocating them):
 //! - the heap grows in large steps (`M_TOP_PAD`) and keeps the allocations, large arrays
 //!   included (`M_MMAP_THRESHOLD`);
-//! - every thread allocates from it (`M_ARENA_MAX`): glibc gives each new thread an arena
-//!   of its own, in 4 KiB pages, and a partitioned run builds its copies of the world and
-//!   runs its partitions on threads of its own; a partition in such an arena ran slower than
-//!   the one in the main heap, and the other threads waited for it;
+//! - every thread allocates from it (`M_ARENA_MAX`, `one_arena`): glibc gives each new
+//!   thread an arena of its own, in 4 KiB pages, and a partitioned run builds its copies of
+//!   the world and runs its partitions on threads of its own; a partition in such an arena
+//!   ran slower than the one in the main heap, and the other threads waited for it;
 //! - it grows by one step at once, and is advised before the build touches that step;
 //! - the run advises it again as it grows (`advise`, every million events).
 //!
@@ -50,11 +50,9 @@ mod imp {
             let start = unsafe {
                 mallopt(M_TOP_PAD, STEP);
                 mallopt(M_MMAP_THRESHOLD, LARGEST_IN_HEAP);
-                // Threads allocate little during a run (an endpoint per flow; packets and
-                // events come from the engine's own pools): one arena's lock costs nothing.
-                mallopt(M_ARENA_MAX, 1);
                 sbrk(0) as usize
             };
+            one_arena();
             if start == usize::MAX {
                 return;
             }
@@ -71,6 +69,13 @@ mod imp {
             }
         }
         advise();
+    }
+
+    pub fn one_arena() {
+        // SAFETY: mallopt sets an allocator parameter.
+        unsafe {
+            mallopt(M_ARENA_MAX, 1);
+        }
     }
 
     pub fn advise() {
@@ -92,12 +97,23 @@ mod imp {
 #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
 mod imp {
     pub fn use_huge_pages() {}
+    pub fn one_arena() {}
     pub fn advise() {}
 }
 
 /// Puts what is allocated from now on on huge pages where the system allows (see above).
 pub fn use_huge_pages() {
     imp::use_huge_pages();
+}
+
+/// Makes every thread allocate from glibc's main heap from now on. Threads allocate little
+/// during a run (an endpoint per flow; packets and events come from the engine's own pools):
+/// one arena's lock costs nothing. It must come before any other thread's first allocation:
+/// glibc hands a new thread the arena of one that has ended before it limits their count, so
+/// a thread started earlier and ended (a Python program's, say) would leave its arena, in
+/// 4 KiB pages, to the first partition the engine builds on a thread of its own.
+pub fn one_arena() {
+    imp::one_arena();
 }
 
 /// Extends the huge pages to the heap grown since the last call; nothing if
