@@ -404,7 +404,7 @@ def _present(written: str | os.PathLike[str], args: argparse.Namespace) -> int:
         from pathlib import Path
 
         root = Path(written)
-        print(summary_table(summary or read_summary(root)))
+        print(summary_table(read_summary(root) if summary is None else summary))
         print(f"\nwrote {root}:")
         for path in sorted(p for p in root.iterdir() if p.is_file()):
             print(f"  {path}")

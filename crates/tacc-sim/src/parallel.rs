@@ -338,8 +338,11 @@ impl Finished {
     /// before, so that a count known to be far enough is not read again.
     fn wait(&self, me: usize, n: u64, seen: &mut [u64]) {
         for (t, count) in self.by_thread.iter().enumerate() {
+            if t == me {
+                continue;
+            }
             let mut spins = 0u32;
-            while t != me && seen[t] < n {
+            while seen[t] < n {
                 seen[t] = count.0.load(Ordering::Acquire);
                 if seen[t] >= n {
                     break;
