@@ -172,8 +172,12 @@ impl Rwndq {
             .filter_map(|(&port, p)| Some((port, self.window_field(self.window_of(p)?))))
     }
 
+    /// Rounded up to the scale's unit: rounded down, the smallest share (one MSS: 1,460 B
+    /// as 45 x 32 = 1,440 B at a shift of 5) would be less than a segment, and a Linux
+    /// sender waits for its persist timer on a window smaller than its segment.
     fn window_field(&self, window: u32) -> u16 {
-        ((window >> self.config.window_shift) as u16).max(1)
+        let unit = 1u64 << self.config.window_shift;
+        (window as u64).div_ceil(unit).clamp(1, u16::MAX as u64) as u16
     }
 
     /// An ACK crossing the switch: lower its rwnd to the share of the port its flow's data
@@ -342,7 +346,11 @@ mod tests {
 
     /// A switch whose port 1 leads to RECEIVER and carries `n` data flows.
     fn switch_with_flows(n: u32) -> Rwndq {
-        let mut r = Rwndq::new(RwndqConfig::default());
+        switch_of(RwndqConfig::default(), n)
+    }
+
+    fn switch_of(config: RwndqConfig, n: u32) -> Rwndq {
+        let mut r = Rwndq::new(config);
         r.add_port(0, 1, GBPS, LIMIT);
         for i in 0..n {
             let b = segment(
@@ -409,6 +417,20 @@ mod tests {
         // 31.25 kB / 100 = 312 B < 1 MSS.
         assert_eq!(r.port_view(1).unwrap().window_bytes, Some(1460));
         assert_eq!(ack_to(&mut r, 42, 65535), (true, 1460));
+    }
+
+    #[test]
+    fn a_scaled_window_field_never_says_less_than_the_share() {
+        // Receivers scaling by 2^5 (a 2 MB buffer): one MSS, 1,460 B, is 45.6 units of 32 B.
+        // 45 would say 1,440 B, less than a segment, on which a sender stalls.
+        let config = RwndqConfig {
+            window_shift: 5,
+            ..Default::default()
+        };
+        let mut r = switch_of(config, 100);
+        tick_with_queue(&mut r, 1, 40_000);
+        assert_eq!(r.port_view(1).unwrap().window_bytes, Some(1460));
+        assert_eq!(ack_to(&mut r, 42, 65535), (true, 46));
     }
 
     #[test]
